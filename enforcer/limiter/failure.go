@@ -1,0 +1,50 @@
+package limiter
+
+import "time"
+
+// FailureMode is what a policy decides when Redis cannot answer in time.
+type FailureMode string
+
+const (
+	// FailOpen admits every request while Redis is unavailable.
+	FailOpen FailureMode = "Open"
+	// FailClosed refuses every request while Redis is unavailable.
+	FailClosed FailureMode = "Closed"
+	// FailLocal limits in-process while Redis is unavailable, each replica
+	// enforcing its share (limit / replicas) of the limit.
+	FailLocal FailureMode = "LocalFallback"
+)
+
+// DefaultTimeout is the Redis budget of one decision when a policy sets none.
+const DefaultTimeout = 50 * time.Millisecond
+
+// FailurePolicy is a policy's answer to a Redis failure.
+type FailurePolicy struct {
+	Mode FailureMode
+	// Timeout is the Redis budget of one decision; zero means DefaultTimeout.
+	Timeout time.Duration
+	// Replicas is the number of enforcers sharing the limit (at least 1);
+	// LocalFallback gives each of them 1/Replicas of every window.
+	Replicas int
+}
+
+func (p FailurePolicy) timeout() time.Duration {
+	if p.Timeout <= 0 {
+		return DefaultTimeout
+	}
+	return p.Timeout
+}
+
+// share is the window a single replica enforces on its own: the limit
+// divided among the replicas, rounded up, and never below the request's
+// cost so a costly request can still pass somewhere.
+func (p FailurePolicy) share(w Window, cost int64) Window {
+	n := int64(max(p.Replicas, 1))
+	div := func(v int64) int64 {
+		if v == 0 {
+			return 0
+		}
+		return max((v+n-1)/n, cost)
+	}
+	return Window{Requests: div(w.Requests), Period: w.Period, Burst: div(w.Burst)}
+}

@@ -1,0 +1,54 @@
+-- Fixed window: counts requests in windows aligned to multiples of the
+-- period since the Unix epoch (a 1h window resets on the hour, UTC). Every
+-- window is checked before any is counted, so a refusal consumes nothing.
+--
+-- KEYS[i]   hash {w = window number, c = count} of window i
+-- ARGV[1]   cost: requests this one counts as (0 reads without counting)
+-- ARGV[2+2(i-1)] requests, ARGV[3+2(i-1)] period in ms of window i
+-- Reply     {allowed (0|1), now_µs, then per window i: remaining, reset_µs, retry_µs}
+--           reset_µs: the window's end; retry_µs: wait until cost fits (0 if it does).
+
+local time = redis.call('TIME')
+local now = tonumber(time[1]) * 1000000 + tonumber(time[2])
+local cost = tonumber(ARGV[1])
+
+local counts, requests, periods, wins = {}, {}, {}, {}
+local allowed = 1
+for i = 1, #KEYS do
+  local a = 2 + 2 * (i - 1)
+  requests[i] = tonumber(ARGV[a])
+  periods[i] = tonumber(ARGV[a + 1]) * 1000
+  wins[i] = math.floor(now / periods[i])
+  local count = 0
+  local state = redis.call('HMGET', KEYS[i], 'w', 'c')
+  if state[1] and tonumber(state[1]) == wins[i] then
+    count = tonumber(state[2])
+  end
+  counts[i] = count
+  if count + cost > requests[i] then
+    allowed = 0
+  end
+end
+
+local reply = {allowed, now}
+for i = 1, #KEYS do
+  local count = counts[i]
+  local reset = (wins[i] + 1) * periods[i]
+  local retry = 0
+  if allowed == 1 then
+    if cost > 0 then
+      count = count + cost
+      redis.call('HSET', KEYS[i], 'w', wins[i], 'c', count)
+      redis.call('PEXPIRE', KEYS[i], math.max(1, math.ceil((reset - now) / 1000)))
+    end
+  elseif count + cost > requests[i] then
+    retry = reset - now
+  end
+  if count == 0 then
+    reset = now
+  end
+  reply[#reply + 1] = requests[i] - count
+  reply[#reply + 1] = reset
+  reply[#reply + 1] = retry
+end
+return reply

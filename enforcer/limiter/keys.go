@@ -1,0 +1,91 @@
+package limiter
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Tenant is a salted hash of a tenant's identity. Raw client input (an API
+// key, a header, an IP address) never becomes part of a Redis key.
+type Tenant string
+
+// tenantHashBytes is how much of the SHA-256 a Tenant keeps: 96 bits make a
+// collision between two tenants of one policy vanishingly unlikely.
+const tenantHashBytes = 12
+
+// HashTenant returns the Tenant for identity under a policy's salt. An empty
+// identity has no tenant and yields "", which Request.Validate refuses.
+func HashTenant(salt, identity string) Tenant {
+	if identity == "" {
+		return ""
+	}
+	h := sha256.New()
+	h.Write([]byte(salt))
+	h.Write([]byte{0})
+	h.Write([]byte(identity))
+	var sum [sha256.Size]byte
+	return Tenant(hex.EncodeToString(h.Sum(sum[:0])[:tenantHashBytes]))
+}
+
+// Bucket names the counters of one rule of one policy for one tenant. All
+// windows of a bucket share a Redis Cluster hash tag, so one script can check
+// them together.
+type Bucket struct {
+	Namespace string
+	Policy    string
+	Rule      string
+	Tenant    Tenant
+}
+
+func (b Bucket) validate() error {
+	for _, f := range []struct{ name, value string }{
+		{"namespace", b.Namespace}, {"policy", b.Policy}, {"rule", b.Rule}, {"tenant", string(b.Tenant)},
+	} {
+		if f.value == "" {
+			return fmt.Errorf("%w: empty %s", ErrInvalidRequest, f.name)
+		}
+		if strings.ContainsAny(f.value, "{}/") {
+			return fmt.Errorf("%w: %s %q contains '{', '}' or '/'", ErrInvalidRequest, f.name, f.value)
+		}
+	}
+	return nil
+}
+
+// String is the bucket's hash tag content: namespace/policy/rule/tenant.
+func (b Bucket) String() string {
+	return b.Namespace + "/" + b.Policy + "/" + b.Rule + "/" + string(b.Tenant)
+}
+
+// Key is the Redis key of one window of the bucket:
+// sl:{<namespace>/<policy>/<rule>/<tenant>}:<algorithm>:<period>.
+func (b Bucket) Key(a Algorithm, period time.Duration) string {
+	var sb strings.Builder
+	code := a.code()
+	sb.Grow(len("sl:{///}::") + len(b.Namespace) + len(b.Policy) + len(b.Rule) + len(b.Tenant) + len(code) + 12)
+	sb.WriteString("sl:{")
+	sb.WriteString(b.Namespace)
+	sb.WriteByte('/')
+	sb.WriteString(b.Policy)
+	sb.WriteByte('/')
+	sb.WriteString(b.Rule)
+	sb.WriteByte('/')
+	sb.WriteString(string(b.Tenant))
+	sb.WriteString("}:")
+	sb.WriteString(code)
+	sb.WriteByte(':')
+	sb.WriteString(periodLabel(period))
+	return sb.String()
+}
+
+// periodLabel writes a period compactly: whole seconds as "60s", the rest
+// as milliseconds ("1500ms").
+func periodLabel(d time.Duration) string {
+	if d%time.Second == 0 {
+		return strconv.FormatInt(int64(d/time.Second), 10) + "s"
+	}
+	return strconv.FormatInt(int64(d/time.Millisecond), 10) + "ms"
+}

@@ -1,0 +1,163 @@
+// Package limiter decides whether a request fits its rate limits.
+//
+// A decision is one atomic Lua call against Redis (Redis' TIME is the only
+// clock), checking every window of a rule before committing any, so a request
+// refused by one window consumes nothing from the others. When Redis cannot
+// answer within the policy's budget, the policy's failure mode decides
+// instead: fail open, fail closed, or fall back to an in-process limiter that
+// enforces this replica's share of the limit.
+package limiter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Algorithm is how a rule counts requests.
+type Algorithm string
+
+const (
+	// TokenBucket refills Burst tokens at Requests per Period, fractionally;
+	// a request takes Cost tokens.
+	TokenBucket Algorithm = "TokenBucket"
+	// SlidingWindowLog records every request's time and counts those in the
+	// last Period: exact, with memory proportional to Requests.
+	SlidingWindowLog Algorithm = "SlidingWindowLog"
+	// SlidingWindowCounter weights the previous fixed window's count by how
+	// much of it still overlaps the sliding window: O(1) memory, close to exact.
+	SlidingWindowCounter Algorithm = "SlidingWindowCounter"
+	// FixedWindow counts requests in calendar-aligned windows of Period.
+	FixedWindow Algorithm = "FixedWindow"
+)
+
+// Algorithms lists every supported algorithm.
+var Algorithms = []Algorithm{TokenBucket, SlidingWindowLog, SlidingWindowCounter, FixedWindow}
+
+// Valid reports whether a is a supported algorithm.
+func (a Algorithm) Valid() bool {
+	switch a {
+	case TokenBucket, SlidingWindowLog, SlidingWindowCounter, FixedWindow:
+		return true
+	}
+	return false
+}
+
+// code is the short name used in Redis keys.
+func (a Algorithm) code() string {
+	switch a {
+	case TokenBucket:
+		return "tb"
+	case SlidingWindowLog:
+		return "swl"
+	case SlidingWindowCounter:
+		return "swc"
+	case FixedWindow:
+		return "fw"
+	}
+	return "unknown"
+}
+
+// Window is one limit of a rule: Requests per Period. A rule may carry
+// several windows (100/min and 5000/day); a request must fit all of them.
+type Window struct {
+	Requests int64
+	Period   time.Duration
+	// Burst is the token bucket's capacity; zero means Requests. Other
+	// algorithms ignore it.
+	Burst int64
+}
+
+// capacity is the most a window can ever admit at once.
+func (w Window) capacity(a Algorithm) int64 {
+	if a == TokenBucket && w.Burst > 0 {
+		return w.Burst
+	}
+	return w.Requests
+}
+
+// Request asks whether Cost more requests of Bucket fit its Windows.
+type Request struct {
+	Bucket    Bucket
+	Algorithm Algorithm
+	Windows   []Window
+	// Cost is the weight of this request, at least 1.
+	Cost int64
+	// Failure says what to decide when Redis cannot answer.
+	Failure FailurePolicy
+}
+
+// Decision is the outcome of a Request, described by its deciding window:
+// the window that refused it (the one with the longest wait), or, when every
+// window allowed it, the one with the fewest requests remaining.
+type Decision struct {
+	Allowed bool
+	// Window is the index in Request.Windows of the deciding window.
+	Window int
+	// Limit is the deciding window's Requests and Period its Period.
+	Limit  int64
+	Period time.Duration
+	// Remaining is how many cost units the deciding window still admits.
+	Remaining int64
+	// Reset is when the deciding window will be fully replenished.
+	Reset time.Time
+	// RetryAfter is how long to wait before the same request would be
+	// admitted by every window; zero when allowed.
+	RetryAfter time.Duration
+	// Now is the clock the decision was made at: Redis' TIME, or the local
+	// clock when Degraded.
+	Now time.Time
+	// Degraded is set when the policy's failure mode decided, not Redis.
+	Degraded bool
+}
+
+// Limiter decides requests. Implementations are safe for concurrent use.
+type Limiter interface {
+	// Allow decides req. On a Redis failure the error is returned together
+	// with the decision the failure mode made (Degraded is set): callers
+	// act on the decision and count the error.
+	Allow(ctx context.Context, req Request) (Decision, error)
+}
+
+// ErrInvalidRequest wraps every validation failure of a Request.
+var ErrInvalidRequest = errors.New("invalid rate limit request")
+
+// maxWindows bounds the windows of one rule; the API allows 8.
+const maxWindows = 8
+
+// Validate reports why req cannot be decided, without touching Redis.
+func (req *Request) Validate() error {
+	if err := req.Bucket.validate(); err != nil {
+		return err
+	}
+	if !req.Algorithm.Valid() {
+		return fmt.Errorf("%w: unknown algorithm %q", ErrInvalidRequest, req.Algorithm)
+	}
+	if len(req.Windows) == 0 || len(req.Windows) > maxWindows {
+		return fmt.Errorf("%w: a rule needs 1 to %d windows, got %d", ErrInvalidRequest, maxWindows, len(req.Windows))
+	}
+	if req.Cost < 1 {
+		return fmt.Errorf("%w: cost must be at least 1, got %d", ErrInvalidRequest, req.Cost)
+	}
+	for i, w := range req.Windows {
+		if w.Requests < 1 {
+			return fmt.Errorf("%w: window %d: requests must be at least 1, got %d", ErrInvalidRequest, i, w.Requests)
+		}
+		if w.Period < time.Millisecond || w.Period%time.Millisecond != 0 {
+			return fmt.Errorf("%w: window %d: period must be a whole number of milliseconds, at least 1ms, got %s", ErrInvalidRequest, i, w.Period)
+		}
+		if w.Burst < 0 {
+			return fmt.Errorf("%w: window %d: burst must not be negative, got %d", ErrInvalidRequest, i, w.Burst)
+		}
+		if c := w.capacity(req.Algorithm); req.Cost > c {
+			return fmt.Errorf("%w: window %d: cost %d exceeds its capacity %d, so no request could ever pass", ErrInvalidRequest, i, req.Cost, c)
+		}
+		for j := range i {
+			if req.Windows[j].Period == w.Period {
+				return fmt.Errorf("%w: windows %d and %d share the period %s", ErrInvalidRequest, j, i, w.Period)
+			}
+		}
+	}
+	return nil
+}

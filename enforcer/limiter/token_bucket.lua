@@ -1,0 +1,57 @@
+-- Token bucket: one bucket per window, refilled fractionally at
+-- requests/period and capped at its capacity (burst). Every window is checked
+-- before any is taken from, so a refusal consumes nothing.
+--
+-- KEYS[i]   hash {t = tokens, ts = time of t in µs} of window i
+-- ARGV[1]   cost: tokens this request takes (0 reads without taking)
+-- ARGV[2+3(i-1)] requests, ARGV[3+3(i-1)] period in ms, ARGV[4+3(i-1)] capacity of window i
+-- Reply     {allowed (0|1), now_µs, then per window i: remaining, reset_µs, retry_µs}
+--           remaining: whole tokens left; reset_µs: when the bucket is full
+--           again; retry_µs: wait until it holds cost tokens (0 if it does).
+
+local time = redis.call('TIME')
+local now = tonumber(time[1]) * 1000000 + tonumber(time[2])
+local cost = tonumber(ARGV[1])
+local eps = 1e-9 -- absorbs float rounding of refills; far below one token
+
+local tokens, requests, periods, caps = {}, {}, {}, {}
+local allowed = 1
+for i = 1, #KEYS do
+  local a = 2 + 3 * (i - 1)
+  requests[i] = tonumber(ARGV[a])
+  periods[i] = tonumber(ARGV[a + 1]) * 1000
+  caps[i] = tonumber(ARGV[a + 2])
+  local tok = caps[i]
+  local state = redis.call('HMGET', KEYS[i], 't', 'ts')
+  if state[1] then
+    local elapsed = math.max(0, now - tonumber(state[2]))
+    -- multiply before dividing: exact for whole token counts
+    tok = math.min(caps[i], tonumber(state[1]) + elapsed * requests[i] / periods[i])
+  end
+  tokens[i] = tok
+  if tok + eps < cost then
+    allowed = 0
+  end
+end
+
+local reply = {allowed, now}
+for i = 1, #KEYS do
+  local tok = tokens[i]
+  local retry = 0
+  if allowed == 1 then
+    if cost > 0 then
+      tok = tok - cost
+      redis.call('HSET', KEYS[i], 't', string.format('%.17g', tok), 'ts', string.format('%d', now))
+      -- once full again the bucket equals a fresh one: let it expire then
+      local full_ms = math.ceil((caps[i] - tok) * periods[i] / requests[i] / 1000)
+      redis.call('PEXPIRE', KEYS[i], math.max(1, full_ms))
+    end
+  elseif tok + eps < cost then
+    retry = math.ceil((cost - tok) * periods[i] / requests[i])
+  end
+  local reset = now + math.ceil(math.max(0, caps[i] - tok - eps) * periods[i] / requests[i])
+  reply[#reply + 1] = math.floor(tok + eps)
+  reply[#reply + 1] = reset
+  reply[#reply + 1] = retry
+end
+return reply
