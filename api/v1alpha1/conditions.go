@@ -1,0 +1,73 @@
+/*
+Copyright 2026 The Sluice Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package v1alpha1
+
+// Condition types of a RateLimitPolicy. Ready is always present; Reconciling
+// and Stalled are present only while true (kstatus).
+const (
+	// ConditionAccepted is True when the spec compiled into enforcer
+	// configuration, False when the spec cannot be enforced as written.
+	ConditionAccepted = "Accepted"
+	// ConditionReady is True when every selected pod runs an enforcer that has
+	// loaded the current generation and reaches storage.
+	ConditionReady = "Ready"
+	// ConditionReconciling is True while the operator or the enforcers are
+	// moving towards the current generation.
+	ConditionReconciling = "Reconciling"
+	// ConditionStalled is True when progress needs a change by the user.
+	ConditionStalled = "Stalled"
+)
+
+// Reasons of the Accepted condition.
+const (
+	// ReasonCompiled: the spec compiled and its configuration is published.
+	ReasonCompiled = "Compiled"
+	// ReasonInvalidSpec: the spec breaks a rule the schema cannot express.
+	ReasonInvalidSpec = "InvalidSpec"
+	// ReasonStorageSecretMissing: spec.storage names a Secret or key that
+	// does not exist.
+	ReasonStorageSecretMissing = "StorageSecretMissing"
+	// ReasonConfigTooLarge: the namespace's compiled configuration does not
+	// fit in one ConfigMap.
+	ReasonConfigTooLarge = "ConfigTooLarge"
+)
+
+// Reasons of the Ready condition.
+const (
+	// ReasonEnforcersReady: every selected pod's enforcer runs the current
+	// generation and reaches storage.
+	ReasonEnforcersReady = "EnforcersReady"
+	// ReasonEnforcersNotReady: some selected pods have no enforcer, or one
+	// that is not ready.
+	ReasonEnforcersNotReady = "EnforcersNotReady"
+	// ReasonEnforcersStale: some enforcers still run an older generation.
+	ReasonEnforcersStale = "EnforcersStale"
+	// ReasonDegraded: some enforcers cannot reach storage and apply the
+	// policy's failureMode.
+	ReasonDegraded = "Degraded"
+	// ReasonNoPodsSelected: the selector matches no running pod.
+	ReasonNoPodsSelected = "NoPodsSelected"
+	// ReasonNotAccepted: the spec was not accepted, so nothing is enforced.
+	ReasonNotAccepted = "NotAccepted"
+)
+
+// Reasons of the Reconciling condition.
+const (
+	// ReasonProgressing: a new generation is being compiled or rolled out to
+	// the enforcers.
+	ReasonProgressing = "Progressing"
+)

@@ -1,0 +1,121 @@
+/*
+Copyright 2026 The Sluice Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package v1alpha1
+
+import (
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Defaults the CRD schema applies. ApplyDefaults applies the same values to
+// policies that never went through an API server (the enforcer's
+// --policy-file, tests); the envtest suite checks that both agree.
+const (
+	DefaultMode             = ModeEnforce
+	DefaultFailureMode      = FailureModeOpen
+	DefaultTimeout          = 50 * time.Millisecond
+	DefaultResponseHeaders  = ResponseHeadersBoth
+	DefaultStorageSecretKey = "url"
+	DefaultAlgorithm        = AlgorithmTokenBucket
+	DefaultCost             = int32(1)
+	DefaultAPIKeyHeader     = "X-API-Key"
+	DefaultJWTHeader        = "Authorization"
+)
+
+// DefaultIdentity is the identity of rules when neither the rule nor the
+// policy sets one: every client IP address is a tenant, no proxy is trusted
+// and budgets are not partitioned.
+func DefaultIdentity() Identity {
+	return Identity{Sources: []IdentitySource{{ClientIP: &ClientIPSource{}}}}
+}
+
+// IdentityFor returns the identity that applies to rule: its own, else the
+// policy's, else DefaultIdentity. A rule's identity replaces the policy's as a
+// whole; the two are never merged.
+func (s *RateLimitPolicySpec) IdentityFor(rule *Rule) Identity {
+	switch {
+	case rule.Identity != nil:
+		return *rule.Identity
+	case s.Identity != nil:
+		return *s.Identity
+	default:
+		return DefaultIdentity()
+	}
+}
+
+// ApplyDefaults sets every field the CRD schema defaults and that is unset.
+func (p *RateLimitPolicy) ApplyDefaults() {
+	p.Spec.ApplyDefaults()
+}
+
+// ApplyDefaults sets every field the CRD schema defaults and that is unset.
+func (s *RateLimitPolicySpec) ApplyDefaults() {
+	if s.Mode == "" {
+		s.Mode = DefaultMode
+	}
+	if s.FailureMode == "" {
+		s.FailureMode = DefaultFailureMode
+	}
+	if s.Timeout == nil {
+		s.Timeout = &metav1.Duration{Duration: DefaultTimeout}
+	}
+	if s.ResponseHeaders == "" {
+		s.ResponseHeaders = DefaultResponseHeaders
+	}
+	if s.Storage != nil && s.Storage.SecretRef.Key == "" {
+		s.Storage.SecretRef.Key = DefaultStorageSecretKey
+	}
+	s.Identity.applyDefaults()
+	if s.Tiers != nil && s.Tiers.Source.JWTClaim != nil {
+		s.Tiers.Source.JWTClaim.applyDefaults()
+	}
+	for i := range s.Rules {
+		s.Rules[i].applyDefaults()
+	}
+}
+
+func (r *Rule) applyDefaults() {
+	if r.Algorithm == "" {
+		r.Algorithm = DefaultAlgorithm
+	}
+	if r.Cost == 0 {
+		r.Cost = DefaultCost
+	}
+	r.Identity.applyDefaults()
+}
+
+func (id *Identity) applyDefaults() {
+	if id == nil {
+		return
+	}
+	for i := range id.Sources {
+		src := &id.Sources[i]
+		if src.APIKey != nil && src.APIKey.Header == "" {
+			src.APIKey.Header = DefaultAPIKeyHeader
+		}
+		if src.JWTClaim != nil {
+			src.JWTClaim.applyDefaults()
+		}
+	}
+}
+
+func (c *JWTClaimSource) applyDefaults() {
+	if c.Header == "" {
+		c.Header = DefaultJWTHeader
+	}
+}

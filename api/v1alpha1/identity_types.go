@@ -1,0 +1,165 @@
+/*
+Copyright 2026 The Sluice Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package v1alpha1
+
+// Identity says how a request's tenant is found: each tenant has its own
+// budget under every limit.
+// +kubebuilder:validation:XValidation:rule="!self.sources.exists(s, has(s.clientIP) || has(s.shared)) || (self.sources.filter(s, has(s.clientIP) || has(s.shared)).size() == 1 && (has(self.sources[size(self.sources) - 1].clientIP) || has(self.sources[size(self.sources) - 1].shared)))",message="clientIP and shared always find a tenant, so sources after them are never used: put one of them last, and only one"
+type Identity struct {
+	// Sources are tried in order; the first that finds a value in the request
+	// names the tenant. A request for which none finds a value is limited as
+	// the tenant "anonymous". End the list with clientIP or shared to
+	// choose a fallback.
+	// +listType=atomic
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=8
+	Sources []IdentitySource `json:"sources"`
+
+	// PartitionBy gives each tenant a separate budget per method, path and/or
+	// host of the request, so that a tenant is limited per endpoint. Path is
+	// the cleaned URL path without query string: on rules whose paths hold
+	// IDs, every ID gets its own budget.
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=3
+	// +optional
+	PartitionBy []PartitionKey `json:"partitionBy,omitempty"`
+}
+
+// PartitionKey is a part of the request that splits a tenant's budget.
+// +kubebuilder:validation:Enum=Method;Path;Host
+type PartitionKey string
+
+const (
+	// PartitionByMethod splits budgets by HTTP method.
+	PartitionByMethod PartitionKey = "Method"
+	// PartitionByPath splits budgets by URL path.
+	PartitionByPath PartitionKey = "Path"
+	// PartitionByHost splits budgets by Host header.
+	PartitionByHost PartitionKey = "Host"
+)
+
+// IdentitySource is one way to find the tenant of a request. Set exactly one
+// member.
+// +kubebuilder:validation:XValidation:rule="(has(self.header) ? 1 : 0) + (has(self.apiKey) ? 1 : 0) + (has(self.jwtClaim) ? 1 : 0) + (has(self.clientIP) ? 1 : 0) + (has(self.shared) ? 1 : 0) == 1",message="an identity source sets exactly one of header, apiKey, jwtClaim, clientIP or shared; use one list item per source"
+type IdentitySource struct {
+	// Header takes the tenant from a request header, such as X-Tenant-ID set
+	// by an authenticating gateway.
+	// +optional
+	Header *HeaderSource `json:"header,omitempty"`
+
+	// APIKey takes the tenant from an API key header. The key is hashed
+	// (SHA-256) as soon as it is read and never stored, logged or reported.
+	// +optional
+	APIKey *APIKeySource `json:"apiKey,omitempty"`
+
+	// JWTClaim takes the tenant from a claim of a JSON Web Token. The token is
+	// decoded, not verified: only use it behind something that verifies it.
+	// +optional
+	JWTClaim *JWTClaimSource `json:"jwtClaim,omitempty"`
+
+	// ClientIP takes the client's IP address as the tenant.
+	// +optional
+	ClientIP *ClientIPSource `json:"clientIP,omitempty"`
+
+	// Shared puts every request in one tenant: the limits are for all clients
+	// together.
+	// +optional
+	Shared *SharedSource `json:"shared,omitempty"`
+}
+
+// HeaderSource reads a request header.
+type HeaderSource struct {
+	// Name of the header, such as X-Tenant-ID (case-insensitive).
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=128
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9!#$%&'*+.^_|~-]+$`
+	Name string `json:"name"`
+}
+
+// APIKeySource reads an API key from a request header.
+type APIKeySource struct {
+	// Header that carries the key; its whole value is the key.
+	// +kubebuilder:default=X-API-Key
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=128
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9!#$%&'*+.^_|~-]+$`
+	// +optional
+	Header string `json:"header,omitempty"`
+}
+
+// JWTClaimSource reads a claim of a JSON Web Token.
+type JWTClaimSource struct {
+	// Claim is the name of a top-level claim of the token's payload, such as
+	// sub or tenant_id. Its value must be a string or a number.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	Claim string `json:"claim"`
+
+	// Header that carries the token. In Authorization the value is
+	// "Bearer <token>"; any other header carries the bare token.
+	// +kubebuilder:default=Authorization
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=128
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9!#$%&'*+.^_|~-]+$`
+	// +optional
+	Header string `json:"header,omitempty"`
+}
+
+// ClientIPSource uses the client's IP address.
+type ClientIPSource struct {
+	// TrustedProxies are the CIDRs of the proxies and load balancers in front
+	// of the pods. When the connection comes from one of them, the client is
+	// the rightmost address of X-Forwarded-For that is not a trusted proxy.
+	// Empty, the connection's peer address is the client and
+	// X-Forwarded-For is ignored, since clients can forge it.
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MaxLength=43
+	// +kubebuilder:validation:XValidation:rule="self.all(c, isCIDR(c))",messageExpression="'trustedProxies must be CIDRs such as 10.0.0.0/8 or fd00::/8 (use /32 or /128 for one address); not CIDRs: ' + self.filter(c, !isCIDR(c)).join(', ')"
+	// +optional
+	TrustedProxies []string `json:"trustedProxies,omitempty"`
+}
+
+// SharedSource puts every request in one tenant.
+type SharedSource struct{}
+
+// Tiers give each request a tier, such as the plan of its tenant.
+type Tiers struct {
+	// Source is where the tier is read, such as a header X-Plan set by an
+	// authenticating gateway. A value that no limit of the policy names, or
+	// no value, means the default tier.
+	Source TierSource `json:"source"`
+
+	// Default is the tier of requests whose source has no known tier.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9]([-_.A-Za-z0-9]*[A-Za-z0-9])?$`
+	Default string `json:"default"`
+}
+
+// TierSource is where a request's tier is read. Set exactly one member.
+// +kubebuilder:validation:XValidation:rule="(has(self.header) ? 1 : 0) + (has(self.jwtClaim) ? 1 : 0) == 1",message="a tier source sets exactly one of header or jwtClaim"
+type TierSource struct {
+	// Header takes the tier from a request header.
+	// +optional
+	Header *HeaderSource `json:"header,omitempty"`
+
+	// JWTClaim takes the tier from a claim of a JSON Web Token (decoded, not
+	// verified).
+	// +optional
+	JWTClaim *JWTClaimSource `json:"jwtClaim,omitempty"`
+}

@@ -1,0 +1,310 @@
+/*
+Copyright 2026 The Sluice Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Mode says whether a policy blocks requests or only reports what it would block.
+// +kubebuilder:validation:Enum=Enforce;DryRun
+type Mode string
+
+const (
+	// ModeEnforce answers 429 to requests over a limit.
+	ModeEnforce Mode = "Enforce"
+	// ModeDryRun forwards every request and counts the ones it would deny.
+	ModeDryRun Mode = "DryRun"
+)
+
+// FailureMode says what the enforcer does when it cannot reach storage in time.
+// +kubebuilder:validation:Enum=Open;Closed;LocalFallback
+type FailureMode string
+
+const (
+	// FailureModeOpen lets requests through unlimited.
+	FailureModeOpen FailureMode = "Open"
+	// FailureModeClosed denies requests (503) until storage answers again.
+	FailureModeClosed FailureMode = "Closed"
+	// FailureModeLocalFallback limits in memory, each enforcer to its share of the limit.
+	FailureModeLocalFallback FailureMode = "LocalFallback"
+)
+
+// ResponseHeaders selects which rate limit headers responses carry.
+// +kubebuilder:validation:Enum=XRateLimit;IETF;Both;None
+type ResponseHeaders string
+
+const (
+	// ResponseHeadersXRateLimit sends X-RateLimit-Limit, -Remaining and -Reset.
+	ResponseHeadersXRateLimit ResponseHeaders = "XRateLimit"
+	// ResponseHeadersIETF sends the RateLimit-Policy and RateLimit fields of
+	// draft-ietf-httpapi-ratelimit-headers.
+	ResponseHeadersIETF ResponseHeaders = "IETF"
+	// ResponseHeadersBoth sends both sets.
+	ResponseHeadersBoth ResponseHeaders = "Both"
+	// ResponseHeadersNone sends no rate limit headers; 429 still carries Retry-After.
+	ResponseHeadersNone ResponseHeaders = "None"
+)
+
+// RateLimitPolicySpec says which pods are limited, who is limited, where, how
+// much, and what happens when storage is unavailable.
+//
+// Cross-field rules that need the whole spec (tiers, overrides) live here;
+// those about one rule live on Rule.
+//
+// +kubebuilder:validation:XValidation:rule="has(self.tiers) || self.rules.all(r, !has(r.limits) || r.limits.all(l, !has(l.tier)))",messageExpression="'limits name a tier but spec.tiers is not set (rules: ' + self.rules.filter(r, has(r.limits) && r.limits.exists(l, has(l.tier))).map(r, r.name).join(', ') + '): add spec.tiers to say where the tier of a request comes from, or remove tier from those limits'",fieldPath=".rules"
+// +kubebuilder:validation:XValidation:rule="!has(self.tiers) || self.rules.all(r, !has(r.limits) || r.limits.exists(l, !has(l.tier) || l.tier == self.tiers.default))",messageExpression="'rules ' + self.rules.filter(r, has(r.limits) && !r.limits.exists(l, !has(l.tier) || l.tier == self.tiers.default)).map(r, r.name).join(', ') + ' only have limits for named tiers and none for the default tier ' + self.tiers.default + ': add a limit for tier ' + self.tiers.default + ' or a limit without a tier, which then applies to every tier the rule does not name'",fieldPath=".rules"
+// +kubebuilder:validation:XValidation:rule="!has(self.overrides) || self.overrides.all(o, self.rules.exists(r, r.name == o.rule))",messageExpression="'overrides name rules that do not exist: ' + self.overrides.filter(o, !self.rules.exists(r, r.name == o.rule)).map(o, o.rule).join(', ') + ': use the name of a rule in spec.rules'",fieldPath=".overrides"
+// +kubebuilder:validation:XValidation:rule="!has(self.overrides) || self.overrides.all(o, !self.rules.exists(r, r.name == o.rule && has(r.exempt) && r.exempt))",messageExpression="'overrides name exempt rules, whose requests are never limited: ' + self.overrides.filter(o, self.rules.exists(r, r.name == o.rule && has(r.exempt) && r.exempt)).map(o, o.rule).join(', ') + ': remove those overrides, or set exempt to false on the rule'",fieldPath=".overrides"
+// +kubebuilder:validation:XValidation:rule="!has(self.overrides) || self.overrides.all(o, !o.limits.exists(l, has(l.burst)) || !self.rules.exists(r, r.name == o.rule && r.algorithm != 'TokenBucket'))",message="burst only applies to TokenBucket rules: remove burst from the limits of overrides whose rule uses another algorithm",fieldPath=".overrides"
+// +kubebuilder:validation:XValidation:rule="!has(self.overrides) || self.overrides.all(o, !self.rules.exists(r, r.name == o.rule && r.algorithm == 'SlidingWindowLog') || o.limits.all(l, l.requests <= 100000))",message="SlidingWindowLog stores one entry per request: override limits of SlidingWindowLog rules allow at most 100000 requests per period; use SlidingWindowCounter on the rule for larger limits",fieldPath=".overrides"
+// +kubebuilder:validation:XValidation:rule="!has(self.overrides) || self.overrides.all(o, o.limits.all(l, !self.rules.exists(r, r.name == o.rule && r.cost > (has(l.burst) ? l.burst : l.requests))))",message="an override limit allows fewer requests per period (burst, or requests when burst is unset) than its rule's cost, so no request of that tenant could ever pass: raise the limit or lower the rule's cost",fieldPath=".overrides"
+type RateLimitPolicySpec struct {
+	// Selector selects the pods of this policy's namespace whose traffic is
+	// limited. The enforcer sidecar is injected into every selected pod of a
+	// namespace labelled sluice.dev/injection=enabled. It must not be empty:
+	// an empty selector would select every pod of the namespace.
+	// +kubebuilder:validation:XValidation:rule="(has(self.matchLabels) && size(self.matchLabels) > 0) || (has(self.matchExpressions) && size(self.matchExpressions) > 0)",message="selector is empty and would select every pod of the namespace: add matchLabels or matchExpressions"
+	Selector metav1.LabelSelector `json:"selector"`
+
+	// UpstreamPort is the port of the application container that the enforcer
+	// forwards allowed requests to, on 127.0.0.1. Point your Service's
+	// targetPort at the enforcer's named port sluice-http instead.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	UpstreamPort int32 `json:"upstreamPort"`
+
+	// Mode is Enforce (answer 429 to requests over a limit) or DryRun (forward
+	// every request; count would-be denials in headers, metrics and status).
+	// +kubebuilder:default=Enforce
+	// +optional
+	Mode Mode `json:"mode,omitempty"`
+
+	// FailureMode says what happens when storage (Redis) does not answer within
+	// timeout: Open lets requests through, Closed answers 503, LocalFallback
+	// limits in memory with each enforcer allowing its share of every limit
+	// (the limit divided by the number of enforcers).
+	// +kubebuilder:default=Open
+	// +optional
+	FailureMode FailureMode `json:"failureMode,omitempty"`
+
+	// Timeout is the time budget for one storage round trip, a Go duration
+	// between 1ms and 1s such as 50ms. When it runs out, failureMode applies.
+	// +kubebuilder:default="50ms"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1ms') && duration(self) <= duration('1s')",message="timeout must be between 1ms and 1s, for example 50ms"
+	// +optional
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
+
+	// ResponseHeaders chooses the rate limit headers of responses: XRateLimit
+	// (X-RateLimit-Limit, -Remaining, -Reset), IETF (RateLimit-Policy and
+	// RateLimit), Both, or None. Denied responses always carry Retry-After.
+	// +kubebuilder:default=Both
+	// +optional
+	ResponseHeaders ResponseHeaders `json:"responseHeaders,omitempty"`
+
+	// Storage is where counters live. When omitted, the operator's default
+	// Redis is used.
+	// +optional
+	Storage *Storage `json:"storage,omitempty"`
+
+	// Identity says who is limited: each tenant gets its own budget. When
+	// omitted, every client IP address is a tenant (the TCP peer address; no
+	// proxy is trusted) and requests are not partitioned.
+	// +optional
+	Identity *Identity `json:"identity,omitempty"`
+
+	// Tiers gives each request a tier (a plan such as free or premium) so that
+	// limits can differ per tier. Required when any limit names a tier.
+	// +optional
+	Tiers *Tiers `json:"tiers,omitempty"`
+
+	// Rules say which requests are limited and how much. Every rule that
+	// matches a request applies, and the request is denied if any of them
+	// denies it; a request that matches an exempt rule is never limited by
+	// this policy.
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=64
+	Rules []Rule `json:"rules"`
+
+	// Overrides replace a rule's limits for one tenant, for example a customer
+	// with a bigger contract.
+	// +listType=map
+	// +listMapKey=tenant
+	// +listMapKey=rule
+	// +kubebuilder:validation:MaxItems=256
+	// +optional
+	Overrides []Override `json:"overrides,omitempty"`
+}
+
+// Storage says where an enforcer keeps its counters.
+type Storage struct {
+	// SecretRef names a Secret of the policy's namespace holding the Redis URL:
+	// redis://, rediss:// (TLS), or a Sentinel or Cluster URL.
+	SecretRef SecretKeyReference `json:"secretRef"`
+}
+
+// SecretKeyReference names one key of a Secret in the policy's namespace.
+type SecretKeyReference struct {
+	// Name of the Secret.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	Name string `json:"name"`
+
+	// Key of the Secret's data that holds the value.
+	// +kubebuilder:default=url
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[-._a-zA-Z0-9]+$`
+	// +optional
+	Key string `json:"key,omitempty"`
+}
+
+// Override replaces the limits of one rule for one tenant.
+// +kubebuilder:validation:XValidation:rule="!self.limits.exists(l, has(l.tier))",message="override limits apply to the tenant whatever its tier, so they cannot name a tier: remove tier"
+// +kubebuilder:validation:XValidation:rule="self.limits.all(a, self.limits.exists_one(b, duration(a.period) == duration(b.period)))",message="two limits of this override have the same period: keep one limit per period"
+type Override struct {
+	// Tenant is the identity value as the rule's identity resolves it: the
+	// header or JWT claim value, or the client IP address. For apiKey sources
+	// write sha256: followed by the lowercase hex SHA-256 of the key, never the
+	// key itself.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Tenant string `json:"tenant"`
+
+	// Rule is the name of the rule in spec.rules whose limits this replaces.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	Rule string `json:"rule"`
+
+	// Limits replace all of the rule's limits for this tenant, whatever its
+	// tier; each must allow.
+	// +listType=atomic
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=8
+	Limits []Limit `json:"limits"`
+}
+
+// RateLimitPolicyStatus is what the operator and the enforcers report.
+type RateLimitPolicyStatus struct {
+	// ObservedGeneration is the generation of the spec that the operator last
+	// compiled.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// Conditions: Accepted (the spec compiled), Ready (every selected pod runs
+	// an enforcer that loaded this generation and reaches storage), and,
+	// only while true, Reconciling and Stalled.
+	// +listType=map
+	// +listMapKey=type
+	// +patchStrategy=merge
+	// +patchMergeKey=type
+	// +kubebuilder:validation:MaxItems=8
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty" patchStrategy:"merge" patchMergeKey:"type"`
+
+	// Algorithms lists the algorithms the policy's rules use, comma-separated.
+	// +kubebuilder:validation:MaxLength=256
+	// +optional
+	Algorithms string `json:"algorithms,omitempty"`
+
+	// Enforcers counts the selected pods by the state of their enforcer.
+	// +optional
+	Enforcers EnforcerCounts `json:"enforcers,omitempty"`
+
+	// Decisions totals the decisions of the enforcers since they started.
+	// +optional
+	Decisions DecisionCounts `json:"decisions,omitempty"`
+}
+
+// EnforcerCounts counts the selected pods by the state of their enforcer.
+type EnforcerCounts struct {
+	// Selected pods match spec.selector and are running.
+	// +optional
+	Selected int32 `json:"selected,omitempty"`
+	// Injected pods run the enforcer sidecar. Pods created before the policy
+	// or in a namespace without sluice.dev/injection=enabled have none.
+	// +optional
+	Injected int32 `json:"injected,omitempty"`
+	// Ready enforcers answer their readiness probe.
+	// +optional
+	Ready int32 `json:"ready,omitempty"`
+	// UpToDate enforcers have loaded the current generation of this policy.
+	// +optional
+	UpToDate int32 `json:"upToDate,omitempty"`
+	// Degraded enforcers cannot reach storage and apply spec.failureMode.
+	// +optional
+	Degraded int32 `json:"degraded,omitempty"`
+	// Summary is ready/selected, for example 2/3, as kubectl get shows it.
+	// +kubebuilder:validation:MaxLength=32
+	// +optional
+	Summary string `json:"summary,omitempty"`
+}
+
+// DecisionCounts totals enforcer decisions.
+type DecisionCounts struct {
+	// Allowed requests were forwarded within their limits.
+	// +optional
+	Allowed int64 `json:"allowed,omitempty"`
+	// Denied requests were answered 429 (Enforce mode).
+	// +optional
+	Denied int64 `json:"denied,omitempty"`
+	// WouldDeny requests were over a limit but forwarded (DryRun mode).
+	// +optional
+	WouldDeny int64 `json:"wouldDeny,omitempty"`
+}
+
+// RateLimitPolicy limits the HTTP requests that reach the selected pods, per
+// tenant and endpoint, with counters shared by every replica.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=rlp,categories=sluice
+// +kubebuilder:printcolumn:name="Mode",type=string,JSONPath=`.spec.mode`
+// +kubebuilder:printcolumn:name="Algorithms",type=string,JSONPath=`.status.algorithms`
+// +kubebuilder:printcolumn:name="Enforcers",type=string,JSONPath=`.status.enforcers.summary`,description="Ready enforcers / selected pods"
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=1
+// +kubebuilder:printcolumn:name="Failure Mode",type=string,JSONPath=`.spec.failureMode`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type RateLimitPolicy struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// Spec is the desired rate limiting.
+	Spec RateLimitPolicySpec `json:"spec"`
+
+	// Status is the observed state of the policy and its enforcers.
+	// +optional
+	Status RateLimitPolicyStatus `json:"status,omitempty"`
+}
+
+// RateLimitPolicyList is a list of RateLimitPolicy.
+// +kubebuilder:object:root=true
+type RateLimitPolicyList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []RateLimitPolicy `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&RateLimitPolicy{}, &RateLimitPolicyList{})
+}

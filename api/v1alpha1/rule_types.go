@@ -1,0 +1,207 @@
+/*
+Copyright 2026 The Sluice Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Algorithm is the way a rule counts requests.
+// +kubebuilder:validation:Enum=TokenBucket;SlidingWindowLog;SlidingWindowCounter;FixedWindow
+type Algorithm string
+
+const (
+	// AlgorithmTokenBucket refills a bucket of burst tokens at requests per
+	// period; it allows short bursts and smooths the long-run rate.
+	AlgorithmTokenBucket Algorithm = "TokenBucket"
+	// AlgorithmSlidingWindowLog remembers every request of the last period:
+	// exact, but it stores one entry per request.
+	AlgorithmSlidingWindowLog Algorithm = "SlidingWindowLog"
+	// AlgorithmSlidingWindowCounter weighs the previous window's count by its
+	// overlap with the sliding period: close to exact, two counters per tenant.
+	AlgorithmSlidingWindowCounter Algorithm = "SlidingWindowCounter"
+	// AlgorithmFixedWindow counts per calendar window aligned to the period
+	// (every full minute for 1m); up to twice the limit can pass around a
+	// window boundary.
+	AlgorithmFixedWindow Algorithm = "FixedWindow"
+)
+
+// MaxSlidingWindowLogRequests bounds the requests of a SlidingWindowLog limit,
+// which keeps one storage entry per request in its window.
+const MaxSlidingWindowLogRequests = 100000
+
+// Rule limits the requests it matches.
+//
+// Limits and tiers: for a request of tier T, a rule applies its limits for T;
+// if it has none for T, its limits without a tier; if it has none of those
+// either, its limits for the default tier (spec.tiers.default). All the limits
+// that apply must allow the request, and they are checked together: a denial
+// by one consumes nothing from the others.
+//
+// +kubebuilder:validation:XValidation:rule="!(has(self.exempt) && self.exempt) || !has(self.limits)",messageExpression="'rule ' + self.name + ' is exempt, so it cannot have limits: remove limits, or set exempt to false'"
+// +kubebuilder:validation:XValidation:rule="!(has(self.exempt) && self.exempt) || ((!has(self.algorithm) || self.algorithm == 'TokenBucket') && (!has(self.cost) || self.cost == 1) && !has(self.identity))",messageExpression="'rule ' + self.name + ' is exempt: the requests it matches are never limited, so algorithm, cost and identity have no effect; remove them'"
+// +kubebuilder:validation:XValidation:rule="(has(self.exempt) && self.exempt) || has(self.limits)",messageExpression="'rule ' + self.name + ' has no limits: add at least one limit, or set exempt to true to let its requests through unlimited'"
+// +kubebuilder:validation:XValidation:rule="self.algorithm == 'TokenBucket' || !has(self.limits) || self.limits.all(l, !has(l.burst))",messageExpression="'rule ' + self.name + ' uses ' + self.algorithm + ', which has no burst: remove burst from its limits, or use algorithm TokenBucket'"
+// +kubebuilder:validation:XValidation:rule="!has(self.limits) || self.limits.all(l, self.cost <= (has(l.burst) ? l.burst : l.requests))",messageExpression="'rule ' + self.name + ' has cost ' + string(self.cost) + ', more than one of its limits allows per period (burst, or requests when burst is unset), so no request could ever pass: lower cost or raise that limit'"
+// +kubebuilder:validation:XValidation:rule="!has(self.limits) || self.limits.all(a, self.limits.exists_one(b, (has(a.tier) ? a.tier : '') == (has(b.tier) ? b.tier : '') && duration(a.period) == duration(b.period)))",messageExpression="'rule ' + self.name + ' has two limits for the same tier and period: keep one, or change the period of the other'"
+// +kubebuilder:validation:XValidation:rule="self.algorithm != 'SlidingWindowLog' || !has(self.limits) || self.limits.all(l, l.requests <= 100000)",messageExpression="'rule ' + self.name + ' uses SlidingWindowLog, which stores one entry per request: keep each limit at or below 100000 requests per period, or use SlidingWindowCounter'"
+type Rule struct {
+	// Name identifies the rule in overrides, headers, metrics and 429 bodies:
+	// lowercase letters, digits and '-', at most 63 characters.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Name string `json:"name"`
+
+	// Match selects the requests this rule applies to. Omitted or empty, it
+	// matches every request.
+	// +optional
+	Match *RequestMatch `json:"match,omitempty"`
+
+	// Exempt lets the matched requests through unlimited, whatever other rules
+	// of this policy they match. An exempt rule has no limits.
+	// +optional
+	Exempt bool `json:"exempt,omitempty"`
+
+	// Algorithm counts the requests: TokenBucket (smooth rate with bursts),
+	// SlidingWindowLog (exact, one stored entry per request),
+	// SlidingWindowCounter (close to exact, constant memory) or FixedWindow
+	// (cheapest; up to twice the limit around a window boundary).
+	// +kubebuilder:default=TokenBucket
+	// +optional
+	Algorithm Algorithm `json:"algorithm,omitempty"`
+
+	// Limits are the budgets of each tenant; a request must fit in all that
+	// apply to its tier. A limit without a tier applies to the tiers this rule
+	// does not name.
+	// +listType=atomic
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=8
+	// +optional
+	Limits []Limit `json:"limits,omitempty"`
+
+	// Cost is how many requests each matched request counts for, to weigh
+	// expensive endpoints.
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000000
+	// +optional
+	Cost int32 `json:"cost,omitempty"`
+
+	// Identity replaces spec.identity for this rule (as a whole: sources and
+	// partitionBy).
+	// +optional
+	Identity *Identity `json:"identity,omitempty"`
+}
+
+// Limit is a budget of requests per period for each tenant.
+type Limit struct {
+	// Tier restricts the limit to requests of this tier (see spec.tiers).
+	// Omitted, the limit applies to every tier the rule has no limit for.
+	// Override limits cannot name a tier.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9]([-_.A-Za-z0-9]*[A-Za-z0-9])?$`
+	// +optional
+	Tier string `json:"tier,omitempty"`
+
+	// Requests is how many requests (times the rule's cost) a tenant may make
+	// per period.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000000000000
+	Requests int64 `json:"requests"`
+
+	// Period is the window of the limit, a Go duration of whole seconds
+	// between 1s and 744h (31 days), such as 1m, 1h or 24h. Durations have no
+	// day unit: write 24h for a day.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s') && duration(self) <= duration('744h')",message="period must be between 1s and 744h (31 days), for example 1m, 1h or 24h"
+	// +kubebuilder:validation:XValidation:rule="duration(self).getMilliseconds() % 1000 == 0",message="period must be a whole number of seconds, for example 1s or 90s"
+	Period metav1.Duration `json:"period"`
+
+	// Burst is the size of the token bucket: how many requests a tenant may
+	// make at once after being idle. TokenBucket rules only; it defaults to
+	// requests.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000000000000
+	// +optional
+	Burst *int64 `json:"burst,omitempty"`
+}
+
+// RequestMatch selects requests by host, method and path. A request matches
+// when it matches every list that is set, and one entry of each.
+type RequestMatch struct {
+	// Hosts the request is for (the Host header without its port, compared
+	// case-insensitively): exact lowercase names such as api.example.com, or
+	// wildcards such as *.example.com, which match any subdomain but not
+	// example.com itself.
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self.all(h, h.matches('^([*][.])?[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$'))",message="hosts must be lowercase DNS names such as api.example.com, or wildcards such as *.example.com"
+	// +optional
+	Hosts []string `json:"hosts,omitempty"`
+
+	// Methods the request uses.
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=9
+	// +optional
+	Methods []HTTPMethod `json:"methods,omitempty"`
+
+	// Paths the request is for, compared with the URL path after it has been
+	// cleaned (no query string, no dot segments, no repeated slashes).
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=16
+	// +optional
+	Paths []PathMatch `json:"paths,omitempty"`
+}
+
+// HTTPMethod is an HTTP request method.
+// +kubebuilder:validation:Enum=GET;HEAD;POST;PUT;PATCH;DELETE;OPTIONS;CONNECT;TRACE
+type HTTPMethod string
+
+// PathMatch matches the URL path in exactly one way. Paths are case-sensitive.
+// +kubebuilder:validation:XValidation:rule="(has(self.exact) ? 1 : 0) + (has(self.prefix) ? 1 : 0) + (has(self.glob) ? 1 : 0) == 1",message="a path match sets exactly one of exact, prefix or glob"
+type PathMatch struct {
+	// Exact matches this path only.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	// +kubebuilder:validation:XValidation:rule="self.startsWith('/')",message="exact paths start with /"
+	// +optional
+	Exact string `json:"exact,omitempty"`
+
+	// Prefix matches this path and the paths below it, segment by segment:
+	// /v1/exports matches /v1/exports and /v1/exports/42, not /v1/exportsx.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	// +kubebuilder:validation:XValidation:rule="self.startsWith('/')",message="path prefixes start with /"
+	// +optional
+	Prefix string `json:"prefix,omitempty"`
+
+	// Glob matches paths segment by segment: * matches any part of one
+	// segment and ** (a whole segment) matches zero or more segments, so
+	// /v1/users/*/orders/** matches /v1/users/42/orders and
+	// /v1/users/42/orders/7/items.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	// +kubebuilder:validation:XValidation:rule="self.startsWith('/')",message="path globs start with /"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('[^/][*][*]|[*][*][^/]')",message="** must be a whole path segment, as in /v1/**/items; use * inside a segment"
+	// +optional
+	Glob string `json:"glob,omitempty"`
+}
