@@ -1,0 +1,150 @@
+package limiter
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+
+	"github.com/sluice-dev/sluice/internal/redistest"
+)
+
+// newGuard is a Guard over a Redis limiter on url, closed when t ends.
+func newGuard(t *testing.T, url string) *Guard {
+	t.Helper()
+	g := NewGuard(newRedis(t, url))
+	t.Cleanup(g.Close)
+	return g
+}
+
+func requestWith(t *testing.T, mode FailureMode) Request {
+	return Request{Bucket: bucketFor(t), Algorithm: SlidingWindowLog, Cost: 1,
+		Windows: []Window{{Requests: 10, Period: time.Minute}},
+		Failure: FailurePolicy{Mode: mode, Timeout: 50 * time.Millisecond, Replicas: 2}}
+}
+
+func TestGuardFailureModesWhenRedisStops(t *testing.T) {
+	server := redistest.Start(t)
+	guard := newGuard(t, server.URL())
+
+	type outcome struct {
+		allowed, denied int
+	}
+	decideN := func(t *testing.T, req Request, n int) (outcome, []error) {
+		var o outcome
+		var errs []error
+		for range n {
+			start := time.Now()
+			d, err := guard.Allow(context.Background(), req)
+			NewWithT(t).Expect(time.Since(start)).To(BeNumerically("<", req.Failure.Timeout+250*time.Millisecond),
+				"a decision never waits much longer than the policy's timeout")
+			if err != nil {
+				NewWithT(t).Expect(d.Degraded).To(BeTrue())
+				errs = append(errs, err)
+			}
+			if d.Allowed {
+				o.allowed++
+			} else {
+				o.denied++
+			}
+		}
+		return o, errs
+	}
+
+	for _, mode := range []FailureMode{FailOpen, FailClosed, FailLocal} {
+		o, errs := decideN(t, requestWith(t, mode), 1)
+		NewWithT(t).Expect(errs).To(BeEmpty(), "Redis is up for %s", mode)
+		NewWithT(t).Expect(o.allowed).To(Equal(1))
+	}
+
+	server.Stop()
+	cases := []struct {
+		mode FailureMode
+		want outcome
+	}{
+		{FailOpen, outcome{allowed: 12}},
+		{FailClosed, outcome{denied: 12}},
+		// 10/min shared by 2 replicas: this one enforces 5 on its own
+		{FailLocal, outcome{allowed: 5, denied: 7}},
+	}
+	for _, c := range cases {
+		t.Run(string(c.mode), func(t *testing.T) {
+			g := NewWithT(t)
+			o, errs := decideN(t, requestWith(t, c.mode), 12)
+			g.Expect(o).To(Equal(c.want))
+			g.Expect(errs).To(HaveLen(12), "every decision reports why Redis was not used")
+		})
+	}
+	t.Run("Closed asks clients to retry later", func(t *testing.T) {
+		d, err := guard.Allow(context.Background(), requestWith(t, FailClosed))
+		NewWithT(t).Expect(err).To(HaveOccurred())
+		NewWithT(t).Expect(d.RetryAfter).To(Equal(time.Second))
+	})
+	t.Run("health says Redis is unreachable", func(t *testing.T) {
+		h := guard.Health()
+		NewWithT(t).Expect(h.Reachable).To(BeFalse())
+		NewWithT(t).Expect(h.LastError).To(ContainSubstring("connection refused"))
+	})
+
+	// Back with no scripts loaded and no keys: decisions resume unaided.
+	NewWithT(t).Expect(server.Restart()).To(Succeed())
+	req := requestWith(t, FailClosed)
+	NewWithT(t).Eventually(func() error {
+		_, err := guard.Allow(context.Background(), req)
+		return err
+	}).WithTimeout(5 * time.Second).WithPolling(50 * time.Millisecond).Should(Succeed())
+	d, err := guard.Allow(context.Background(), req)
+	NewWithT(t).Expect(err).NotTo(HaveOccurred())
+	NewWithT(t).Expect(d.Degraded).To(BeFalse())
+	NewWithT(t).Expect(d.Remaining).To(Equal(int64(8)), "the restarted Redis counts from scratch, once per request")
+	NewWithT(t).Expect(guard.Health().Reachable).To(BeTrue())
+}
+
+func TestGuardHungRedisAnswersWithinTimeout(t *testing.T) {
+	g := NewWithT(t)
+	server := redistest.Start(t)
+	guard := newGuard(t, server.URL())
+	req := requestWith(t, FailOpen)
+	_, err := guard.Allow(context.Background(), req)
+	g.Expect(err).NotTo(HaveOccurred())
+
+	server.Freeze()
+	defer server.Thaw()
+	for i := range tripAfter + 2 {
+		start := time.Now()
+		d, err := guard.Allow(context.Background(), req)
+		g.Expect(time.Since(start)).To(BeNumerically("<", req.Failure.Timeout+250*time.Millisecond))
+		g.Expect(d.Allowed).To(BeTrue())
+		g.Expect(d.Degraded).To(BeTrue())
+		if i < tripAfter {
+			g.Expect(err).To(MatchError(context.DeadlineExceeded))
+		} else {
+			// After repeated timeouts the guard stops waiting on Redis for a while.
+			g.Expect(errors.Is(err, ErrRedisUnavailable)).To(BeTrue(), "got %v", err)
+		}
+	}
+
+	server.Thaw()
+	g.Eventually(func() bool {
+		d, err := guard.Allow(context.Background(), req)
+		return err == nil && !d.Degraded
+	}).WithTimeout(5 * time.Second).WithPolling(50 * time.Millisecond).Should(BeTrue())
+}
+
+func TestScriptFlushIsRecoveredTransparently(t *testing.T) {
+	g := NewWithT(t)
+	server := redistest.Start(t)
+	guard := newGuard(t, server.URL())
+	req := requestWith(t, FailClosed)
+	for i := range 4 {
+		if i == 2 {
+			g.Expect(server.Client().ScriptFlush(context.Background()).Err()).To(Succeed())
+		}
+		d, err := guard.Allow(context.Background(), req)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(d.Degraded).To(BeFalse())
+		g.Expect(d.Remaining).To(Equal(int64(9 - i)))
+	}
+}

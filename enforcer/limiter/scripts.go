@@ -1,0 +1,95 @@
+package limiter
+
+import (
+	"crypto/sha1"
+	"embed"
+	"encoding/hex"
+	"fmt"
+	"time"
+)
+
+//go:embed *.lua
+var luaFiles embed.FS
+
+// algorithmScript is one algorithm's Lua script and how to call it.
+type algorithmScript struct {
+	src, sha string
+	// windowArgs is the number of ARGV entries per window.
+	windowArgs int
+}
+
+var scripts = map[Algorithm]algorithmScript{
+	TokenBucket:          newScript("token_bucket.lua", 3),
+	SlidingWindowLog:     newScript("sliding_window_log.lua", 2),
+	SlidingWindowCounter: newScript("sliding_window_counter.lua", 2),
+	FixedWindow:          newScript("fixed_window.lua", 2),
+}
+
+func mustScript(name string) (src, sha string) {
+	b, err := luaFiles.ReadFile(name)
+	if err != nil {
+		panic(fmt.Sprintf("embedded script %s: %v", name, err)) // a build defect, not a runtime condition
+	}
+	sum := sha1.Sum(b)
+	return string(b), hex.EncodeToString(sum[:])
+}
+
+func newScript(name string, windowArgs int) algorithmScript {
+	src, sha := mustScript(name)
+	return algorithmScript{src: src, sha: sha, windowArgs: windowArgs}
+}
+
+// evalSHA is the whole EVALSHA command deciding req, with cost as ARGV[1]
+// (0 reads without consuming): EVALSHA sha numkeys key... arg...
+func evalSHA(req *Request, cost int64) (s algorithmScript, cmd []any) {
+	s = scripts[req.Algorithm]
+	n := len(req.Windows)
+	cmd = make([]any, 3+n, 4+n+s.windowArgs*n)
+	cmd[0], cmd[1], cmd[2] = "evalsha", s.sha, n
+	for i, w := range req.Windows {
+		cmd[3+i] = req.Bucket.Key(req.Algorithm, w.Period)
+	}
+	cmd = append(cmd, cost)
+	for _, w := range req.Windows {
+		cmd = append(cmd, w.Requests, int64(w.Period/time.Millisecond))
+		if s.windowArgs == 3 {
+			cmd = append(cmd, w.capacity(req.Algorithm))
+		}
+	}
+	return s, cmd
+}
+
+// eval turns an EVALSHA command of s into the EVAL that loads it, for a
+// Redis that no longer has the script (restarted, or SCRIPT FLUSH).
+func (s algorithmScript) eval(evalsha []any) []any {
+	cmd := append([]any(nil), evalsha...)
+	cmd[0], cmd[1] = "eval", s.src
+	return cmd
+}
+
+// parseReply decodes {allowed, now_µs, remaining, reset_µs, retry_µs, ...}.
+func parseReply(reply any, windows int) (allowed bool, now time.Time, results []WindowResult, err error) {
+	vals, ok := reply.([]any)
+	if !ok || len(vals) != 2+3*windows {
+		return false, time.Time{}, nil, fmt.Errorf("unexpected script reply %v", reply)
+	}
+	ints := make([]int64, len(vals))
+	for i, v := range vals {
+		n, ok := v.(int64)
+		if !ok {
+			return false, time.Time{}, nil, fmt.Errorf("unexpected script reply element %d: %v", i, v)
+		}
+		ints[i] = n
+	}
+	now = time.UnixMicro(ints[1])
+	results = make([]WindowResult, windows)
+	for i := range results {
+		r := ints[2+3*i:]
+		results[i] = WindowResult{
+			Remaining: r[0],
+			Reset:     time.UnixMicro(r[1]),
+			Retry:     time.Duration(r[2]) * time.Microsecond,
+		}
+	}
+	return ints[0] == 1, now, results, nil
+}

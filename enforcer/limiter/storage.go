@@ -1,0 +1,103 @@
+package limiter
+
+import (
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// ClientOptions tune the Redis client of an enforcer.
+type ClientOptions struct {
+	// PoolSize is the maximum number of connections per Redis node; zero
+	// keeps go-redis' default (10 per CPU).
+	PoolSize int
+	// DialTimeout bounds connection attempts; zero means 1s.
+	DialTimeout time.Duration
+}
+
+// NewClient connects to the Redis that rawURL names:
+//
+//	redis://[user:password@]host:port[/db][?options]          one server
+//	rediss://...                                              one server over TLS
+//	redis+sentinel://[user:pass@]sentinel:26379?master_name=NAME[&addr=sentinel2:26379...]
+//	redis+cluster://[user:pass@]node:6379[?addr=node2:6379...] a Redis Cluster
+//
+// The +sentinel and +cluster forms also accept rediss for TLS. Query options
+// are go-redis' URL options (dial_timeout, pool_size, ...). The client never
+// retries a command on its own: a decision must not be counted twice, and the
+// policy's timeout bounds each decision instead.
+func NewClient(rawURL string, opts ClientOptions) (redis.UniversalClient, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil, fmt.Errorf("redis URL: %w", redactURLError(err))
+	}
+	base, topology, _ := strings.Cut(u.Scheme, "+")
+	if base != "redis" && base != "rediss" {
+		return nil, fmt.Errorf("redis URL %s: scheme %q is not redis, rediss, redis+sentinel or redis+cluster", redact(u), u.Scheme)
+	}
+	u.Scheme = base
+	plain := u.String()
+	switch topology {
+	case "":
+		o, err := redis.ParseURL(plain)
+		if err != nil {
+			return nil, fmt.Errorf("redis URL %s: %w", redact(u), err)
+		}
+		opts.apply(&o.MaxRetries, &o.DialerRetries, &o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, &o.PoolSize)
+		return redis.NewClient(o), nil
+	case "cluster":
+		o, err := redis.ParseClusterURL(plain)
+		if err != nil {
+			return nil, fmt.Errorf("redis cluster URL %s: %w", redact(u), err)
+		}
+		opts.apply(&o.MaxRetries, &o.DialerRetries, &o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, &o.PoolSize)
+		return redis.NewClusterClient(o), nil
+	case "sentinel":
+		o, err := redis.ParseFailoverURL(plain)
+		if err != nil {
+			return nil, fmt.Errorf("redis sentinel URL %s: %w", redact(u), err)
+		}
+		if o.MasterName == "" {
+			return nil, fmt.Errorf("redis sentinel URL %s: master_name is required", redact(u))
+		}
+		opts.apply(&o.MaxRetries, &o.DialerRetries, &o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, &o.PoolSize)
+		return redis.NewFailoverClient(o), nil
+	}
+	return nil, fmt.Errorf("redis URL %s: unknown topology %q (use redis+sentinel or redis+cluster)", redact(u), topology)
+}
+
+// apply sets the fields every topology's options share.
+func (opts ClientOptions) apply(maxRetries, dialRetries *int, dialTimeout, readTimeout, writeTimeout *time.Duration, poolSize *int) {
+	*maxRetries = -1 // never resend a decision: it could be counted twice
+	// One dial attempt: a refused connection is an outage for the failure
+	// mode to handle now, not something to wait out inside a request.
+	*dialRetries = 1
+	*dialTimeout = time.Second
+	if opts.DialTimeout > 0 {
+		*dialTimeout = opts.DialTimeout
+	}
+	// A decision waits at most its policy's timeout (1s at most); a batch
+	// stuck on a hung server is abandoned after the same second.
+	for _, t := range []*time.Duration{readTimeout, writeTimeout} {
+		if *t == 0 {
+			*t = time.Second
+		}
+	}
+	if opts.PoolSize > 0 {
+		*poolSize = opts.PoolSize
+	}
+}
+
+// redact hides the password of u for messages and logs.
+func redact(u *url.URL) string { return u.Redacted() }
+
+// redactURLError strips the URL, which may hold a password, from a parse error.
+func redactURLError(err error) error {
+	if ue, ok := err.(*url.Error); ok {
+		return ue.Err
+	}
+	return err
+}
