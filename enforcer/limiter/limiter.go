@@ -131,16 +131,22 @@ func (req *Request) Validate() error {
 	if err := req.Bucket.validate(); err != nil {
 		return err
 	}
-	if !req.Algorithm.Valid() {
-		return fmt.Errorf("%w: unknown algorithm %q", ErrInvalidRequest, req.Algorithm)
+	return ValidateWindows(req.Algorithm, req.Windows, req.Cost)
+}
+
+// ValidateWindows reports why a rule of algorithm a with these windows and
+// cost could never be decided.
+func ValidateWindows(a Algorithm, windows []Window, cost int64) error {
+	if !a.Valid() {
+		return fmt.Errorf("%w: unknown algorithm %q", ErrInvalidRequest, a)
 	}
-	if len(req.Windows) == 0 || len(req.Windows) > maxWindows {
-		return fmt.Errorf("%w: a rule needs 1 to %d windows, got %d", ErrInvalidRequest, maxWindows, len(req.Windows))
+	if len(windows) == 0 || len(windows) > maxWindows {
+		return fmt.Errorf("%w: a rule needs 1 to %d windows, got %d", ErrInvalidRequest, maxWindows, len(windows))
 	}
-	if req.Cost < 1 {
-		return fmt.Errorf("%w: cost must be at least 1, got %d", ErrInvalidRequest, req.Cost)
+	if cost < 1 {
+		return fmt.Errorf("%w: cost must be at least 1, got %d", ErrInvalidRequest, cost)
 	}
-	for i, w := range req.Windows {
+	for i, w := range windows {
 		if w.Requests < 1 {
 			return fmt.Errorf("%w: window %d: requests must be at least 1, got %d", ErrInvalidRequest, i, w.Requests)
 		}
@@ -150,11 +156,11 @@ func (req *Request) Validate() error {
 		if w.Burst < 0 {
 			return fmt.Errorf("%w: window %d: burst must not be negative, got %d", ErrInvalidRequest, i, w.Burst)
 		}
-		if c := w.capacity(req.Algorithm); req.Cost > c {
-			return fmt.Errorf("%w: window %d: cost %d exceeds its capacity %d, so no request could ever pass", ErrInvalidRequest, i, req.Cost, c)
+		if c := w.capacity(a); cost > c {
+			return fmt.Errorf("%w: window %d: cost %d exceeds its capacity %d, so no request could ever pass", ErrInvalidRequest, i, cost, c)
 		}
 		for j := range i {
-			if req.Windows[j].Period == w.Period {
+			if windows[j].Period == w.Period {
 				return fmt.Errorf("%w: windows %d and %d share the period %s", ErrInvalidRequest, j, i, w.Period)
 			}
 		}

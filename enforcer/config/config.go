@@ -1,0 +1,198 @@
+// Package config is the enforcer's compiled configuration: the schema the
+// operator writes to ConfigMap sluice-enforcer-config (one per namespace) and
+// the enforcer reads, with its validation.
+//
+// The schema is versioned (Schema); within a version, fields are only added.
+// It is deliberately explicit: the compiler (internal/compile) resolves every
+// default and inheritance (a rule's identity, tiered limits, overrides) so
+// the enforcer applies it without knowing the RateLimitPolicy API.
+package config
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+)
+
+// Schema identifies this version of the compiled configuration.
+const Schema = "sluice.dev/enforcer-config/v1"
+
+// Config is every policy of one namespace, compiled.
+type Config struct {
+	Schema    string   `json:"schema"`
+	Namespace string   `json:"namespace"`
+	Policies  []Policy `json:"policies"`
+}
+
+// Policy is one compiled RateLimitPolicy.
+type Policy struct {
+	Name       string `json:"name"`
+	UID        string `json:"uid"`
+	Generation int64  `json:"generation"`
+	// Selector picks the pods (by their labels) whose enforcer applies the policy.
+	Selector metav1.LabelSelector `json:"selector"`
+	// Replicas is how many pods the policy selected when it was compiled;
+	// under LocalFallback each enforcer admits 1/Replicas of every limit.
+	Replicas     int32 `json:"replicas"`
+	UpstreamPort int32 `json:"upstreamPort"`
+	// Mode is Enforce or DryRun.
+	Mode string `json:"mode"`
+	// FailureMode is Open, Closed or LocalFallback.
+	FailureMode string   `json:"failureMode"`
+	Timeout     Duration `json:"timeout"`
+	// ResponseHeaders is XRateLimit, IETF, Both or None.
+	ResponseHeaders string `json:"responseHeaders"`
+	// RedisURLEnv names the environment variable holding this policy's Redis
+	// URL (injected from its storage Secret); empty means the enforcer's
+	// default Redis.
+	RedisURLEnv string `json:"redisURLEnv,omitempty"`
+	// Salt is mixed into every tenant hash of the policy, so the same API key
+	// maps to unrelated Redis keys in different policies.
+	Salt string `json:"salt"`
+	// Tiers says where a request's tier comes from; nil means no tiers.
+	Tiers *Tiers `json:"tiers,omitempty"`
+	Rules []Rule `json:"rules"`
+}
+
+// Rule is one compiled rule: which requests, whose budget, how much.
+type Rule struct {
+	Name   string `json:"name"`
+	Match  Match  `json:"match"`
+	Exempt bool   `json:"exempt,omitempty"`
+	// Algorithm is TokenBucket, SlidingWindowLog, SlidingWindowCounter or FixedWindow.
+	Algorithm string `json:"algorithm,omitempty"`
+	Cost      int64  `json:"cost,omitempty"`
+	// Identity is the rule's own identity, or the policy's when it has none.
+	Identity Identity `json:"identity"`
+	// Limits are the windows of a request whose tier has no entry in
+	// TierLimits (every request, without tiers). Every window must admit it.
+	Limits []Limit `json:"limits,omitempty"`
+	// TierLimits are the windows of each tier the policy names, resolved by
+	// the compiler (a tier's own limits, else the untiered ones, else the
+	// default tier's), so the enforcer only looks up.
+	TierLimits map[string][]Limit `json:"tierLimits,omitempty"`
+	// Overrides replace the limits for named tenants (their identity as the
+	// policy names it, before hashing), whatever their tier.
+	Overrides []Override `json:"overrides,omitempty"`
+}
+
+// Match selects requests; an empty field matches everything.
+type Match struct {
+	// Hosts are exact names or "*.example.com" wildcards, without port.
+	Hosts []string `json:"hosts,omitempty"`
+	// Methods are upper-case HTTP methods.
+	Methods []string    `json:"methods,omitempty"`
+	Paths   []PathMatch `json:"paths,omitempty"`
+}
+
+// PathMatch is exactly one of Exact, Prefix or Glob ("*" matches one path
+// segment, "**" any number of segments).
+type PathMatch struct {
+	Exact  string `json:"exact,omitempty"`
+	Prefix string `json:"prefix,omitempty"`
+	Glob   string `json:"glob,omitempty"`
+}
+
+// Identity says who a request belongs to: the first source that yields a
+// value names the tenant. PartitionBy adds request attributes to the tenant
+// (tenant and endpoint), so each gets a budget of its own.
+type Identity struct {
+	Sources     []Source `json:"sources"`
+	PartitionBy []string `json:"partitionBy,omitempty"`
+}
+
+// Source is exactly one way of naming the tenant.
+type Source struct {
+	// Header is the value of a request header.
+	Header *HeaderSource `json:"header,omitempty"`
+	// APIKey is an API key header; only its hash is ever used.
+	APIKey *HeaderSource `json:"apiKey,omitempty"`
+	// JWTClaim is a claim of the bearer token in a header.
+	JWTClaim *JWTClaimSource `json:"jwtClaim,omitempty"`
+	// ClientIP is the client address, honouring X-Forwarded-For only from
+	// trusted proxies.
+	ClientIP *ClientIPSource `json:"clientIP,omitempty"`
+	// Shared puts every request in one bucket.
+	Shared *struct{} `json:"shared,omitempty"`
+}
+
+// HeaderSource names a request header.
+type HeaderSource struct {
+	Name string `json:"name"`
+}
+
+// JWTClaimSource reads Claim from a JWT carried as "Bearer <token>" in Header.
+type JWTClaimSource struct {
+	Claim  string `json:"claim"`
+	Header string `json:"header"`
+}
+
+// ClientIPSource is the client address; TrustedProxies are CIDRs whose
+// X-Forwarded-For is believed.
+type ClientIPSource struct {
+	TrustedProxies []string `json:"trustedProxies,omitempty"`
+}
+
+// Tiers says where a request's tier comes from (a header or a JWT claim) and
+// which tier applies when it names none.
+type Tiers struct {
+	Source  Source `json:"source"`
+	Default string `json:"default"`
+}
+
+// Limit is Requests per Period; Burst is a token bucket's capacity (zero
+// means Requests).
+type Limit struct {
+	Requests int64    `json:"requests"`
+	Period   Duration `json:"period"`
+	Burst    int64    `json:"burst,omitempty"`
+}
+
+// Override replaces a rule's limits for one tenant.
+type Override struct {
+	Tenant string  `json:"tenant"`
+	Limits []Limit `json:"limits"`
+}
+
+// Duration is a time.Duration written as a Go duration string ("1m0s", "50ms").
+type Duration struct{ time.Duration }
+
+// MarshalJSON writes d as a duration string.
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(d.String()) }
+
+// UnmarshalJSON reads a duration string such as "1m" or "50ms".
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("duration must be a string such as \"1m\": %w", err)
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	d.Duration = v
+	return nil
+}
+
+// Selects reports whether the policy applies to a pod with these labels.
+func (p *Policy) Selects(podLabels map[string]string) bool {
+	sel, err := metav1.LabelSelectorAsSelector(&p.Selector)
+	if err != nil {
+		return false // Validate refuses such a policy before it is used
+	}
+	return sel.Matches(labels.Set(podLabels))
+}
+
+// ForPod is c reduced to the policies that select a pod with these labels.
+func (c *Config) ForPod(podLabels map[string]string) *Config {
+	out := &Config{Schema: c.Schema, Namespace: c.Namespace}
+	for _, p := range c.Policies {
+		if p.Selects(podLabels) {
+			out.Policies = append(out.Policies, p)
+		}
+	}
+	return out
+}

@@ -1,0 +1,101 @@
+package config
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+)
+
+func TestLoadExample(t *testing.T) {
+	g := NewWithT(t)
+	c, err := Load("testdata/shop.json")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(c.Policies).To(HaveLen(2))
+	exports := c.Policies[0].Rules[3]
+	g.Expect(exports.Limits[1].Period.Duration).To(Equal(24 * time.Hour))
+	g.Expect(exports.Overrides[0].Tenant).To(Equal("acme"))
+	g.Expect(c.Policies[0].Rules[2].TierLimits["premium"][0].Requests).To(Equal(int64(5000)))
+
+	g.Expect(c.ForPod(map[string]string{"app": "api"}).Policies).To(HaveLen(1))
+	g.Expect(c.ForPod(map[string]string{"app": "api", "tier": "admin"}).Policies).To(HaveLen(2))
+	g.Expect(c.ForPod(map[string]string{"app": "web"}).Policies).To(BeEmpty())
+
+	// The hash follows content, not formatting.
+	again, err := json.MarshalIndent(c, "", "    ")
+	g.Expect(err).NotTo(HaveOccurred())
+	reparsed, err := Parse(again)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(reparsed.Hash()).To(Equal(c.Hash()))
+	reparsed.Policies[0].Rules[1].Limits[0].Requests = 61
+	g.Expect(reparsed.Hash()).NotTo(Equal(c.Hash()))
+}
+
+func TestInvalidConfigsAreRefusedWithWhereAndWhy(t *testing.T) {
+	cases := map[string]struct {
+		edit func(c map[string]any)
+		want string
+	}{
+		"unknown schema": {func(c map[string]any) { c["schema"] = "sluice.dev/enforcer-config/v9" },
+			`schema "sluice.dev/enforcer-config/v9" is not supported`},
+		"unknown field": {func(c map[string]any) { policy(c, 0)["rateLimit"] = 5 }, `unknown field "rateLimit"`},
+		"bad mode":      {func(c map[string]any) { policy(c, 0)["mode"] = "Block" }, `policies[0](public-api).mode: "Block" is not one of Enforce, DryRun`},
+		"timeout too long": {func(c map[string]any) { policy(c, 0)["timeout"] = "5s" },
+			"policies[0](public-api).timeout: must be between 1ms and 1s, got 5s"},
+		"bad duration": {func(c map[string]any) { policy(c, 0)["timeout"] = "fast" }, `invalid duration "fast"`},
+		"zero requests": {func(c map[string]any) { limit(c, 1, 0)["requests"] = 0 },
+			"policies[0](public-api).rules[1](api).limits: window 0: requests must be at least 1"},
+		"cost above burst": {func(c map[string]any) { rule(c, 1)["cost"] = 61 },
+			"rules[1](api).limits: window 0: cost 61 exceeds its capacity 60"},
+		"unknown algorithm": {func(c map[string]any) { rule(c, 1)["algorithm"] = "Leaky" }, `unknown algorithm "Leaky"`},
+		"bad CIDR": {func(c map[string]any) {
+			rule(c, 1)["identity"] = map[string]any{"sources": []any{map[string]any{"clientIP": map[string]any{"trustedProxies": []any{"10.0.0.0/33"}}}}}
+		}, `"10.0.0.0/33" is not a CIDR`},
+		"two members in a source": {func(c map[string]any) {
+			rule(c, 1)["identity"] = map[string]any{"sources": []any{map[string]any{"shared": map[string]any{}, "header": map[string]any{"name": "X"}}}}
+		}, "must be exactly one of header, apiKey, jwtClaim, clientIP or shared"},
+		"exempt with limits": {func(c map[string]any) { rule(c, 0)["limits"] = []any{map[string]any{"requests": 1, "period": "1s"}} },
+			"an exempt rule has no limits"},
+		"path without slash": {func(c map[string]any) {
+			rule(c, 0)["match"] = map[string]any{"paths": []any{map[string]any{"exact": "healthz"}}}
+		}, `"healthz" must start with /`},
+		"duplicate rule": {func(c map[string]any) { rule(c, 2)["name"] = "api" }, `duplicate rule "api"`},
+		"bad selector": {func(c map[string]any) {
+			policy(c, 0)["selector"] = map[string]any{"matchExpressions": []any{map[string]any{"key": "a", "operator": "Near"}}}
+		}, "policies[0](public-api).selector"},
+	}
+	base, err := os.ReadFile("testdata/shop.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			g := NewWithT(t)
+			var doc map[string]any
+			g.Expect(json.Unmarshal(base, &doc)).To(Succeed())
+			c.edit(doc)
+			data, err := json.Marshal(doc)
+			g.Expect(err).NotTo(HaveOccurred())
+			path := filepath.Join(t.TempDir(), "config.json")
+			g.Expect(os.WriteFile(path, data, 0o600)).To(Succeed())
+			_, err = Load(path)
+			g.Expect(err).To(MatchError(ContainSubstring(c.want)))
+			g.Expect(err).To(MatchError(ContainSubstring(path)), "the error names the file")
+		})
+	}
+}
+
+func policy(c map[string]any, i int) map[string]any {
+	return c["policies"].([]any)[i].(map[string]any)
+}
+
+func rule(c map[string]any, i int) map[string]any {
+	return policy(c, 0)["rules"].([]any)[i].(map[string]any)
+}
+
+func limit(c map[string]any, r, i int) map[string]any {
+	return rule(c, r)["limits"].([]any)[i].(map[string]any)
+}

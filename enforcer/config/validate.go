@@ -1,0 +1,248 @@
+package config
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/sluice-dev/sluice/enforcer/limiter"
+)
+
+// Load reads and validates the compiled configuration at path.
+func Load(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("load config: %w", err)
+	}
+	c, err := Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("load config %s: %w", path, err)
+	}
+	return c, nil
+}
+
+// Parse decodes and validates a compiled configuration. Unknown fields are
+// errors: a typo must not silently drop a limit.
+func Parse(data []byte) (*Config, error) {
+	dec := json.NewDecoder(strings.NewReader(string(data)))
+	dec.DisallowUnknownFields()
+	var c Config
+	if err := dec.Decode(&c); err != nil {
+		return nil, fmt.Errorf("decode: %w", err)
+	}
+	if dec.More() {
+		return nil, errors.New("decode: trailing data after the configuration")
+	}
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+// Hash is a content hash of the configuration, reported on /status so the
+// operator can tell which enforcers run the current one.
+func (c *Config) Hash() string {
+	b, _ := json.Marshal(c) // plain structs and maps: cannot fail
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:8])
+}
+
+// Validate reports every problem of c, each prefixed with where it is.
+func (c *Config) Validate() error {
+	var errs []error
+	add := func(path string, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", path, fmt.Sprintf(format, args...)))
+	}
+	if c.Schema != Schema {
+		return fmt.Errorf("schema %q is not supported: this enforcer reads %q", c.Schema, Schema)
+	}
+	if c.Namespace == "" {
+		add("namespace", "must not be empty")
+	}
+	seen := map[string]bool{}
+	for i := range c.Policies {
+		p := &c.Policies[i]
+		path := fmt.Sprintf("policies[%d]", i)
+		if p.Name != "" {
+			path = fmt.Sprintf("policies[%d](%s)", i, p.Name)
+		}
+		if p.Name == "" {
+			add(path+".name", "must not be empty")
+		} else if seen[p.Name] {
+			add(path+".name", "duplicate policy %q", p.Name)
+		}
+		seen[p.Name] = true
+		p.validate(path, add)
+	}
+	return errors.Join(errs...)
+}
+
+type addFunc func(path string, format string, args ...any)
+
+func (p *Policy) validate(path string, add addFunc) {
+	if _, err := metav1.LabelSelectorAsSelector(&p.Selector); err != nil {
+		add(path+".selector", "%v", err)
+	}
+	oneOf(add, path+".mode", p.Mode, "Enforce", "DryRun")
+	oneOf(add, path+".failureMode", p.FailureMode, "Open", "Closed", "LocalFallback")
+	oneOf(add, path+".responseHeaders", p.ResponseHeaders, "XRateLimit", "IETF", "Both", "None")
+	if p.Timeout.Duration < time.Millisecond || p.Timeout.Duration > time.Second {
+		add(path+".timeout", "must be between 1ms and 1s, got %s", p.Timeout.Duration)
+	}
+	if p.Replicas < 0 {
+		add(path+".replicas", "must not be negative, got %d", p.Replicas)
+	}
+	if p.UpstreamPort < 0 || p.UpstreamPort > 65535 {
+		add(path+".upstreamPort", "must be a port number, got %d", p.UpstreamPort)
+	}
+	if p.Tiers != nil {
+		if p.Tiers.Default == "" {
+			add(path+".tiers.default", "must not be empty")
+		}
+		src := p.Tiers.Source
+		if src.members() != 1 || (src.Header == nil && src.JWTClaim == nil) {
+			add(path+".tiers.source", "must be exactly one of header or jwtClaim")
+		}
+	}
+	if len(p.Rules) == 0 {
+		add(path+".rules", "a policy needs at least one rule")
+	}
+	names := map[string]bool{}
+	for j := range p.Rules {
+		r := &p.Rules[j]
+		rpath := fmt.Sprintf("%s.rules[%d](%s)", path, j, r.Name)
+		if r.Name == "" || strings.ContainsAny(r.Name, "{}/") {
+			add(rpath+".name", "must be non-empty without '{', '}' or '/'")
+		} else if names[r.Name] {
+			add(rpath+".name", "duplicate rule %q", r.Name)
+		}
+		names[r.Name] = true
+		r.validate(rpath, add)
+	}
+}
+
+func (r *Rule) validate(path string, add addFunc) {
+	r.Match.validate(path+".match", add)
+	if r.Exempt {
+		if len(r.Limits) > 0 || len(r.TierLimits) > 0 || len(r.Overrides) > 0 {
+			add(path, "an exempt rule has no limits or overrides")
+		}
+		return
+	}
+	r.Identity.validate(path+".identity", add)
+	a := limiter.Algorithm(r.Algorithm)
+	checkWindows := func(at string, limits []Limit) {
+		if err := limiter.ValidateWindows(a, Windows(limits), r.Cost); err != nil {
+			add(at, "%s", strings.TrimPrefix(err.Error(), limiter.ErrInvalidRequest.Error()+": "))
+		}
+	}
+	checkWindows(path+".limits", r.Limits)
+	for _, tier := range sortedKeys(r.TierLimits) {
+		checkWindows(fmt.Sprintf("%s.tierLimits[%s]", path, tier), r.TierLimits[tier])
+	}
+	for k, o := range r.Overrides {
+		if o.Tenant == "" {
+			add(fmt.Sprintf("%s.overrides[%d].tenant", path, k), "must not be empty")
+		}
+		checkWindows(fmt.Sprintf("%s.overrides[%d](%s).limits", path, k, o.Tenant), o.Limits)
+	}
+}
+
+func (m *Match) validate(path string, add addFunc) {
+	for i, h := range m.Hosts {
+		if h == "" || strings.ContainsAny(h, ":/ ") || strings.Contains(h[1:], "*") || (h[0] == '*' && !strings.HasPrefix(h, "*.")) {
+			add(fmt.Sprintf("%s.hosts[%d]", path, i), "%q is not a host name or *.domain wildcard (no port)", h)
+		}
+	}
+	for i, method := range m.Methods {
+		if method == "" || method != strings.ToUpper(method) {
+			add(fmt.Sprintf("%s.methods[%d]", path, i), "%q must be an upper-case HTTP method", method)
+		}
+	}
+	for i, pm := range m.Paths {
+		at := fmt.Sprintf("%s.paths[%d]", path, i)
+		set := 0
+		for _, v := range []string{pm.Exact, pm.Prefix, pm.Glob} {
+			if v != "" {
+				set++
+				if !strings.HasPrefix(v, "/") {
+					add(at, "%q must start with /", v)
+				}
+			}
+		}
+		if set != 1 {
+			add(at, "must be exactly one of exact, prefix or glob")
+		}
+	}
+}
+
+func (id *Identity) validate(path string, add addFunc) {
+	if len(id.Sources) == 0 {
+		add(path+".sources", "needs at least one source")
+	}
+	for i, s := range id.Sources {
+		at := fmt.Sprintf("%s.sources[%d]", path, i)
+		if s.members() != 1 {
+			add(at, "must be exactly one of header, apiKey, jwtClaim, clientIP or shared")
+			continue
+		}
+		switch {
+		case s.Header != nil && s.Header.Name == "", s.APIKey != nil && s.APIKey.Name == "":
+			add(at, "needs a header name")
+		case s.JWTClaim != nil && (s.JWTClaim.Claim == "" || s.JWTClaim.Header == ""):
+			add(at, "jwtClaim needs a claim and a header")
+		case s.ClientIP != nil:
+			for _, cidr := range s.ClientIP.TrustedProxies {
+				if _, err := netip.ParsePrefix(cidr); err != nil {
+					add(at+".clientIP.trustedProxies", "%q is not a CIDR: %v", cidr, err)
+				}
+			}
+		}
+	}
+	for _, k := range id.PartitionBy {
+		oneOf(add, path+".partitionBy", k, "Method", "Path", "Host")
+	}
+}
+
+func (s *Source) members() int {
+	n := 0
+	for _, set := range []bool{s.Header != nil, s.APIKey != nil, s.JWTClaim != nil, s.ClientIP != nil, s.Shared != nil} {
+		if set {
+			n++
+		}
+	}
+	return n
+}
+
+// Windows converts limits to the limiter's windows.
+func Windows(limits []Limit) []limiter.Window {
+	ws := make([]limiter.Window, len(limits))
+	for i, l := range limits {
+		ws[i] = limiter.Window{Requests: l.Requests, Period: l.Period.Duration, Burst: l.Burst}
+	}
+	return ws
+}
+
+func oneOf(add addFunc, path, value string, allowed ...string) {
+	if !slices.Contains(allowed, value) {
+		add(path, "%q is not one of %s", value, strings.Join(allowed, ", "))
+	}
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
