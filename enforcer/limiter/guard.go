@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -76,18 +77,86 @@ func (g *Guard) Allow(ctx context.Context, req Request) (Decision, error) {
 	if err := req.Validate(); err != nil {
 		return Decision{}, err
 	}
-	if until := g.skipUntil.Load(); until != 0 && g.now().UnixNano() < until {
+	if g.skipping() {
 		return g.fallback(&req), ErrRedisUnavailable
 	}
 	ctx, cancel := context.WithTimeout(ctx, req.Failure.timeout())
+	defer cancel()
 	d, err := g.redis.check(ctx, &req, req.Cost)
-	cancel()
-	if err == nil {
-		g.succeeded()
-		return d, nil
+	return g.settle(&req, d, err)
+}
+
+// Outcome is the answer to one request of AllowAll.
+type Outcome struct {
+	Decision Decision
+	// Err is nil, a Redis failure (Decision is then the failure mode's,
+	// Degraded), or an invalid request (Decision is then zero and refuses).
+	Err error
+}
+
+// AllowAll decides every rule an HTTP request must pass. All of them go to
+// Redis together, in one pipelined round trip, and each waits no longer than
+// its own policy's timeout. out is reused when it has room.
+func (g *Guard) AllowAll(ctx context.Context, reqs []Request, out []Outcome) []Outcome {
+	out = slices.Grow(out[:0], len(reqs))[:len(reqs)]
+	skip := g.skipping()
+	var buf [8]pendingCheck
+	pending := buf[:0]
+	for i := range reqs {
+		req := &reqs[i]
+		switch err := req.Validate(); {
+		case err != nil:
+			out[i] = Outcome{Err: err}
+		case skip:
+			out[i] = Outcome{Decision: g.fallback(req), Err: ErrRedisUnavailable}
+		default:
+			out[i] = Outcome{}
+			pending = append(pending, g.redis.submit(ctx, req, req.Cost))
+		}
 	}
-	g.failed(err)
-	return g.fallback(&req), err
+	start := g.now()
+	for i, p := 0, 0; i < len(reqs) && p < len(pending); i++ {
+		if out[i].Err != nil {
+			continue
+		}
+		deadline, cancel := context.WithDeadline(ctx, start.Add(reqs[i].Failure.timeout()))
+		d, err := pending[p].wait(deadline)
+		cancel()
+		d, err = g.settle(&reqs[i], d, err)
+		out[i] = Outcome{Decision: d, Err: err}
+		p++
+	}
+	return out
+}
+
+// Refund gives back, best effort, what the admitted decisions of reqs took
+// from Redis, when another rule refused the HTTP request they belong to. Only
+// pass requests whose decision was admitted by Redis (not Degraded).
+func (g *Guard) Refund(ctx context.Context, reqs ...Request) error {
+	if len(reqs) == 0 || g.skipping() {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, reqs[0].Failure.timeout())
+	defer cancel()
+	return g.redis.Refund(ctx, reqs...)
+}
+
+// settle records the outcome of a Redis decision and lets the failure mode
+// decide when Redis failed.
+func (g *Guard) settle(req *Request, d Decision, err error) (Decision, error) {
+	if err != nil {
+		g.failed(err)
+		return g.fallback(req), err
+	}
+	g.succeeded()
+	return d, nil
+}
+
+// skipping reports whether Redis failed often enough recently that
+// decisions go straight to the failure modes.
+func (g *Guard) skipping() bool {
+	until := g.skipUntil.Load()
+	return until != 0 && g.now().UnixNano() < until
 }
 
 func (g *Guard) succeeded() {

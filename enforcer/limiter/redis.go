@@ -2,6 +2,7 @@ package limiter
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/redis/go-redis/v9"
@@ -59,29 +60,76 @@ func (r *Redis) Peek(ctx context.Context, req Request) (Decision, error) {
 }
 
 func (r *Redis) check(ctx context.Context, req *Request, cost int64) (Decision, error) {
-	reply, err := r.run(ctx, req, cost)
-	if err != nil {
-		return Decision{}, fmt.Errorf("redis %s %s: %w", req.Algorithm, req.Bucket, err)
-	}
-	allowed, now, results, err := parseReply(reply, len(req.Windows))
-	if err != nil {
-		return Decision{}, fmt.Errorf("redis %s %s: %w", req.Algorithm, req.Bucket, err)
-	}
-	return decide(req, allowed, now, results), nil
+	return r.submit(ctx, req, cost).wait(ctx)
 }
 
-// run sends the script deciding req and waits for its reply no longer than
-// ctx allows. A Redis without the script gets it loaded by one EVAL.
-func (r *Redis) run(ctx context.Context, req *Request, cost int64) (any, error) {
+// pendingCheck is a decision sent to Redis whose reply has not been read.
+type pendingCheck struct {
+	r      *Redis
+	req    *Request
+	script algorithmScript
+	call   scriptCall
+}
+
+// submit queues the script deciding req without waiting, so several rules of
+// one HTTP request travel in one pipelined round trip.
+func (r *Redis) submit(ctx context.Context, req *Request, cost int64) pendingCheck {
 	script, args := evalSHA(req, cost)
+	return pendingCheck{r: r, req: req, script: script, call: r.send(ctx, args)}
+}
+
+// wait reads the decision, no longer than ctx allows.
+func (p pendingCheck) wait(ctx context.Context) (Decision, error) {
+	reply, err := p.r.receive(ctx, p.script, p.call)
+	if err != nil {
+		return Decision{}, fmt.Errorf("redis %s %s: %w", p.req.Algorithm, p.req.Bucket, err)
+	}
+	allowed, now, results, err := parseReply(reply, len(p.req.Windows))
+	if err != nil {
+		return Decision{}, fmt.Errorf("redis %s %s: %w", p.req.Algorithm, p.req.Bucket, err)
+	}
+	return decide(p.req, allowed, now, results), nil
+}
+
+// scriptCall is one EVALSHA in flight.
+type scriptCall struct {
+	args   []any
+	cmd    *redis.Cmd
+	future redis.AutoFuture
+}
+
+func (r *Redis) send(ctx context.Context, args []any) scriptCall {
 	cmd := redis.NewCmd(ctx, args...)
-	err := r.pipe.Submit(ctx, cmd).WaitContext(ctx)
+	return scriptCall{args: args, cmd: cmd, future: r.pipe.Submit(ctx, cmd)}
+}
+
+// receive waits for c's reply. A Redis without the script (restarted, or
+// after SCRIPT FLUSH) answers NOSCRIPT; one EVAL then loads and runs it.
+func (r *Redis) receive(ctx context.Context, s algorithmScript, c scriptCall) (any, error) {
+	err := c.future.WaitContext(ctx)
 	if redis.HasErrorPrefix(err, "NOSCRIPT") {
-		cmd = redis.NewCmd(ctx, script.eval(args)...)
-		err = r.pipe.Submit(ctx, cmd).WaitContext(ctx)
+		c.cmd = redis.NewCmd(ctx, s.eval(c.args)...)
+		err = r.pipe.Submit(ctx, c.cmd).WaitContext(ctx)
 	}
 	if err != nil {
 		return nil, err
 	}
-	return cmd.Val(), nil
+	return c.cmd.Val(), nil
+}
+
+// Refund gives back what admitted decisions of reqs took, because another
+// rule refused the HTTP request they belong to. It waits for all of them,
+// no longer than ctx allows.
+func (r *Redis) Refund(ctx context.Context, reqs ...Request) error {
+	calls := make([]scriptCall, len(reqs))
+	for i := range reqs {
+		calls[i] = r.send(ctx, refundArgs(&reqs[i]))
+	}
+	var errs []error
+	for i, c := range calls {
+		if _, err := r.receive(ctx, refundScript, c); err != nil {
+			errs = append(errs, fmt.Errorf("redis refund %s: %w", reqs[i].Bucket, err))
+		}
+	}
+	return errors.Join(errs...)
 }

@@ -43,13 +43,7 @@ func newScript(name string, windowArgs int) algorithmScript {
 // (0 reads without consuming): EVALSHA sha numkeys key... arg...
 func evalSHA(req *Request, cost int64) (s algorithmScript, cmd []any) {
 	s = scripts[req.Algorithm]
-	n := len(req.Windows)
-	cmd = make([]any, 3+n, 4+n+s.windowArgs*n)
-	cmd[0], cmd[1], cmd[2] = "evalsha", s.sha, n
-	for i, w := range req.Windows {
-		cmd[3+i] = req.Bucket.Key(req.Algorithm, w.Period)
-	}
-	cmd = append(cmd, cost)
+	cmd = append(evalSHAKeys(s.sha, req, 1+s.windowArgs*len(req.Windows)), cost)
 	for _, w := range req.Windows {
 		cmd = append(cmd, w.Requests, int64(w.Period/time.Millisecond))
 		if s.windowArgs == 3 {
@@ -57,6 +51,30 @@ func evalSHA(req *Request, cost int64) (s algorithmScript, cmd []any) {
 		}
 	}
 	return s, cmd
+}
+
+// evalSHAKeys starts an EVALSHA of sha over the window keys of req, with
+// room for argc arguments: EVALSHA sha numkeys key...
+func evalSHAKeys(sha string, req *Request, argc int) []any {
+	n := len(req.Windows)
+	cmd := make([]any, 3+n, 3+n+argc)
+	cmd[0], cmd[1], cmd[2] = "evalsha", sha, n
+	for i, w := range req.Windows {
+		cmd[3+i] = req.Bucket.Key(req.Algorithm, w.Period)
+	}
+	return cmd
+}
+
+// refundScript gives back what a decision took; see refund.lua.
+var refundScript = newScript("refund.lua", 2)
+
+// refundArgs is the EVALSHA giving back what req's admitted decision took.
+func refundArgs(req *Request) []any {
+	cmd := append(evalSHAKeys(refundScript.sha, req, 2+2*len(req.Windows)), req.Algorithm.code(), req.Cost)
+	for _, w := range req.Windows {
+		cmd = append(cmd, int64(w.Period/time.Millisecond), w.capacity(req.Algorithm))
+	}
+	return cmd
 }
 
 // eval turns an EVALSHA command of s into the EVAL that loads it, for a
