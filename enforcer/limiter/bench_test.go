@@ -53,3 +53,40 @@ func BenchmarkHashTenant(b *testing.B) {
 		HashTenant("policy-uid", "sk_live_0123456789abcdef")
 	}
 }
+
+// BenchmarkKeyMemory reports what one bucket costs in Redis (MEMORY USAGE of
+// its key) for each algorithm; the sliding log after n recorded requests.
+func BenchmarkKeyMemory(b *testing.B) {
+	cases := []struct {
+		name    string
+		a       Algorithm
+		entries int64
+	}{
+		{"TokenBucket", TokenBucket, 1},
+		{"FixedWindow", FixedWindow, 1},
+		{"SlidingWindowCounter", SlidingWindowCounter, 1},
+		{"SlidingWindowLog/100", SlidingWindowLog, 100},
+		{"SlidingWindowLog/1000", SlidingWindowLog, 1000},
+	}
+	for _, c := range cases {
+		b.Run(c.name, func(b *testing.B) {
+			r := newRedis(b, standalone.URL())
+			ctx := context.Background()
+			var bytes int64
+			for i := 0; b.Loop(); i++ {
+				req := Request{Algorithm: c.a, Cost: c.entries, Windows: []Window{{Requests: 100000, Period: time.Hour}},
+					Bucket: Bucket{Namespace: "shop", Policy: "public-api", Rule: "api",
+						Tenant: HashTenant("salt", fmt.Sprintf("%s-%d", b.Name(), i))}}
+				if _, err := r.Allow(ctx, req); err != nil {
+					b.Fatal(err)
+				}
+				n, err := r.client.MemoryUsage(ctx, req.Bucket.Key(c.a, time.Hour)).Result()
+				if err != nil {
+					b.Fatal(err)
+				}
+				bytes = n
+			}
+			b.ReportMetric(float64(bytes), "bytes/key")
+		})
+	}
+}
