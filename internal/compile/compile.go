@@ -1,0 +1,220 @@
+/*
+Copyright 2026 The Sluice Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package compile turns the RateLimitPolicies of a namespace into the
+// enforcer configuration (schema sluice.dev/enforcer-config/v1). It is pure:
+// what it needs to know about the cluster (selected pods, Secrets, the
+// configuration published so far) comes in Options, so the same input always
+// yields the same bytes.
+package compile
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/enforcer/config"
+)
+
+// MaxConfigBytes is the most compiled JSON one ConfigMap holds: the API server
+// refuses ConfigMaps whose data exceeds 1 MiB.
+const MaxConfigBytes = 1 << 20
+
+// Options are the facts about the cluster that compiling a namespace needs.
+type Options struct {
+	// Replicas is how many running pods each policy selects, by policy name.
+	// Under LocalFallback every enforcer admits its share of each limit.
+	Replicas map[string]int32
+	// Secrets lists the data keys of every existing Secret of the namespace
+	// that a policy's spec.storage names, by Secret name.
+	Secrets map[string][]string
+	// Previous is the configuration published so far, if any. A policy that
+	// no longer compiles keeps its entry from it (matched by UID), so a bad
+	// edit never lifts the limits the enforcers apply.
+	Previous *config.Config
+	// DefaultFailureMode applies to policies whose spec.failureMode is empty;
+	// when it is empty too, v1alpha1.DefaultFailureMode applies.
+	DefaultFailureMode v1alpha1.FailureMode
+}
+
+// Result is the compiled configuration of a namespace.
+type Result struct {
+	// Config holds every policy that compiled, and the previous entry of each
+	// that did not and had one, sorted by name.
+	Config *config.Config
+	// JSON is Config encoded: the same input always yields the same bytes.
+	JSON []byte
+	// Hash is Config.Hash(), what enforcers report on /status.
+	Hash string
+	// Errors says, by policy name, why a policy did not compile.
+	Errors map[string]*PolicyError
+}
+
+// Published returns the generation of the policy named name in Config: its
+// current one when it compiled, the last one that did when it did not, and
+// false when Config does not have it at all.
+func (r *Result) Published(name string) (generation int64, ok bool) {
+	for _, p := range r.Config.Policies {
+		if p.Name == name {
+			return p.Generation, true
+		}
+	}
+	return 0, false
+}
+
+// PolicyError says why one policy cannot be compiled as written.
+type PolicyError struct {
+	// Policy is the name of the policy.
+	Policy string
+	// Reason is the Accepted condition's reason, a v1alpha1.Reason* constant.
+	Reason string
+	// Message tells the user what to change.
+	Message string
+}
+
+func (e *PolicyError) Error() string {
+	return fmt.Sprintf("policy %s: %s", e.Policy, e.Message)
+}
+
+// TooLargeError says the namespace's configuration does not fit a ConfigMap.
+type TooLargeError struct {
+	Namespace string
+	Size      int
+}
+
+func (e *TooLargeError) Error() string {
+	return fmt.Sprintf("the compiled configuration of namespace %s is %d bytes, more than the %d a ConfigMap holds: "+
+		"move some policies to other namespaces, or use fewer rules and overrides", e.Namespace, e.Size, MaxConfigBytes)
+}
+
+// Namespace compiles the policies of one namespace. Policies that cannot be
+// compiled are reported in Result.Errors and do not stop the others. The
+// error is a *TooLargeError when the result does not fit a ConfigMap; the
+// Result is complete all the same.
+func Namespace(namespace string, policies []v1alpha1.RateLimitPolicy, opts Options) (*Result, error) {
+	sorted := slices.Clone(policies)
+	slices.SortFunc(sorted, func(a, b v1alpha1.RateLimitPolicy) int { return strings.Compare(a.Name, b.Name) })
+
+	res := &Result{
+		Config: &config.Config{Schema: config.Schema, Namespace: namespace, Policies: []config.Policy{}},
+		Errors: map[string]*PolicyError{},
+	}
+	redisEnvs := map[string]string{} // env var -> policy using it
+	for i := range sorted {
+		p := &sorted[i]
+		compiled, err := Policy(p, opts)
+		if err == nil && compiled.RedisURLEnv != "" {
+			if other, taken := redisEnvs[compiled.RedisURLEnv]; taken {
+				err = &PolicyError{Policy: p.Name, Reason: v1alpha1.ReasonInvalidSpec, Message: fmt.Sprintf(
+					"its storage environment variable %s is also policy %s's: rename one of the two policies", compiled.RedisURLEnv, other)}
+			}
+		}
+		if err != nil {
+			res.Errors[p.Name] = asPolicyError(p.Name, err)
+			if prev, ok := previous(opts.Previous, p); ok {
+				prev.Replicas = opts.Replicas[p.Name]
+				res.Config.Policies = append(res.Config.Policies, prev)
+			}
+			continue
+		}
+		if compiled.RedisURLEnv != "" {
+			redisEnvs[compiled.RedisURLEnv] = p.Name
+		}
+		res.Config.Policies = append(res.Config.Policies, compiled)
+	}
+
+	data, err := json.Marshal(res.Config)
+	if err != nil {
+		return nil, fmt.Errorf("encode the configuration of namespace %s: %w", namespace, err)
+	}
+	res.JSON = data
+	res.Hash = res.Config.Hash()
+	if len(data) > MaxConfigBytes {
+		return res, &TooLargeError{Namespace: namespace, Size: len(data)}
+	}
+	return res, nil
+}
+
+// Policy compiles one policy. The error is a *PolicyError.
+func Policy(p *v1alpha1.RateLimitPolicy, opts Options) (config.Policy, error) {
+	spec := p.Spec.DeepCopy()
+	if spec.FailureMode == "" {
+		spec.FailureMode = opts.DefaultFailureMode
+	}
+	spec.ApplyDefaults()
+
+	if err := checkStorage(p, spec.Storage, opts.Secrets); err != nil {
+		return config.Policy{}, err
+	}
+	compiled := policy(p, spec, opts.Replicas[p.Name])
+
+	// The CRD's rules catch what they can at admission; this catches what only
+	// the resolved limits show (a tier's limits, an override, the cost).
+	single := config.Config{Schema: config.Schema, Namespace: p.Namespace, Policies: []config.Policy{compiled}}
+	if single.Namespace == "" {
+		single.Namespace = "default"
+	}
+	if err := single.Validate(); err != nil {
+		prefix := fmt.Sprintf("policies[0](%s).", p.Name)
+		msg := strings.ReplaceAll(err.Error(), prefix, "spec.")
+		msg = strings.ReplaceAll(msg, "\n", "; ")
+		return config.Policy{}, &PolicyError{Policy: p.Name, Reason: v1alpha1.ReasonInvalidSpec,
+			Message: "the spec cannot be enforced as written: " + msg}
+	}
+	return compiled, nil
+}
+
+func checkStorage(p *v1alpha1.RateLimitPolicy, storage *v1alpha1.Storage, secrets map[string][]string) error {
+	if storage == nil {
+		return nil
+	}
+	ref := storage.SecretRef
+	keys, exists := secrets[ref.Name]
+	switch {
+	case !exists:
+		return &PolicyError{Policy: p.Name, Reason: v1alpha1.ReasonStorageSecretMissing, Message: fmt.Sprintf(
+			"Secret %s named in spec.storage.secretRef does not exist in namespace %s: create it with the Redis URL under key %s, "+
+				"for example kubectl create secret generic %s -n %s --from-literal=%s=redis://host:6379",
+			ref.Name, p.Namespace, ref.Key, ref.Name, p.Namespace, ref.Key)}
+	case !slices.Contains(keys, ref.Key):
+		return &PolicyError{Policy: p.Name, Reason: v1alpha1.ReasonStorageSecretMissing, Message: fmt.Sprintf(
+			"Secret %s has no key %s: add the Redis URL under key %s, or set spec.storage.secretRef.key to the key that holds it",
+			ref.Name, ref.Key, ref.Key)}
+	}
+	return nil
+}
+
+// previous returns the published entry of p, if the same object (UID) had one.
+func previous(cfg *config.Config, p *v1alpha1.RateLimitPolicy) (config.Policy, bool) {
+	if cfg == nil || p.UID == "" {
+		return config.Policy{}, false
+	}
+	for _, prev := range cfg.Policies {
+		if prev.Name == p.Name && prev.UID == string(p.UID) {
+			return prev, true
+		}
+	}
+	return config.Policy{}, false
+}
+
+func asPolicyError(name string, err error) *PolicyError {
+	if pe, ok := err.(*PolicyError); ok {
+		return pe
+	}
+	return &PolicyError{Policy: name, Reason: v1alpha1.ReasonInvalidSpec, Message: err.Error()}
+}

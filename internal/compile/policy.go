@@ -1,0 +1,194 @@
+/*
+Copyright 2026 The Sluice Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package compile
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"slices"
+	"strings"
+
+	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/enforcer/config"
+)
+
+// redisURLEnvPrefix starts the name of every policy's Redis URL variable.
+const redisURLEnvPrefix = "SLUICE_REDIS_URL_"
+
+// RedisURLEnv is the environment variable that carries the Redis URL of the
+// policy named policy, which the injector fills from its storage Secret. It
+// is the name upper-cased with '-' and '.' as '_'. Policy names cannot hold
+// '_', so names without '.' map one to one; a name with '.' gets a hash of
+// the name appended, since a.b and a-b would otherwise share a variable.
+func RedisURLEnv(policy string) string {
+	env := redisURLEnvPrefix + strings.Map(func(r rune) rune {
+		switch {
+		case r >= 'a' && r <= 'z':
+			return r - 'a' + 'A'
+		case r >= 'A' && r <= 'Z', r >= '0' && r <= '9':
+			return r
+		default:
+			return '_'
+		}
+	}, policy)
+	if strings.ContainsFunc(policy, func(r rune) bool { return r != '-' && !isAlnum(r) }) {
+		sum := sha256.Sum256([]byte(policy))
+		env += "_" + strings.ToUpper(hex.EncodeToString(sum[:4]))
+	}
+	return env
+}
+
+func isAlnum(r rune) bool {
+	return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9'
+}
+
+// policy converts a defaulted spec; it resolves every inheritance so the
+// enforcer only looks values up.
+func policy(p *v1alpha1.RateLimitPolicy, spec *v1alpha1.RateLimitPolicySpec, replicas int32) config.Policy {
+	out := config.Policy{
+		Name:            p.Name,
+		UID:             string(p.UID),
+		Generation:      p.Generation,
+		Selector:        *spec.Selector.DeepCopy(),
+		Replicas:        replicas,
+		UpstreamPort:    spec.UpstreamPort,
+		Mode:            string(spec.Mode),
+		FailureMode:     string(spec.FailureMode),
+		Timeout:         config.Duration{Duration: spec.Timeout.Duration},
+		ResponseHeaders: string(spec.ResponseHeaders),
+		Salt:            string(p.UID),
+	}
+	if out.Salt == "" {
+		// Policies read from a file have no UID; their name is stable too.
+		out.Salt = p.Namespace + "/" + p.Name
+	}
+	if spec.Storage != nil {
+		out.RedisURLEnv = RedisURLEnv(p.Name)
+	}
+	defaultTier := ""
+	var tiers []string
+	if spec.Tiers != nil {
+		defaultTier = spec.Tiers.Default
+		out.Tiers = &config.Tiers{Source: tierSource(spec.Tiers.Source), Default: defaultTier}
+		tiers = spec.TierNames()
+		if !slices.Contains(tiers, defaultTier) {
+			tiers = append(tiers, defaultTier)
+		}
+	}
+	out.Rules = make([]config.Rule, 0, len(spec.Rules))
+	for i := range spec.Rules {
+		out.Rules = append(out.Rules, rule(spec, &spec.Rules[i], tiers, defaultTier))
+	}
+	return out
+}
+
+func rule(spec *v1alpha1.RateLimitPolicySpec, r *v1alpha1.Rule, tiers []string, defaultTier string) config.Rule {
+	out := config.Rule{
+		Name:     r.Name,
+		Match:    match(r.Match),
+		Identity: identity(spec.IdentityFor(r)),
+	}
+	if r.Exempt {
+		out.Exempt = true
+		return out
+	}
+	out.Algorithm = string(r.Algorithm)
+	out.Cost = int64(r.Cost)
+	// A tier no limit names resolves like the empty tier: untiered limits,
+	// else the default tier's.
+	out.Limits = limits(r.LimitsForTier("", defaultTier))
+	if len(tiers) > 0 {
+		out.TierLimits = make(map[string][]config.Limit, len(tiers))
+		for _, tier := range tiers {
+			out.TierLimits[tier] = limits(r.LimitsForTier(tier, defaultTier))
+		}
+	}
+	for _, o := range spec.Overrides {
+		if o.Rule == r.Name {
+			out.Overrides = append(out.Overrides, config.Override{Tenant: o.Tenant, Limits: limits(o.Limits)})
+		}
+	}
+	return out
+}
+
+func match(m *v1alpha1.RequestMatch) config.Match {
+	if m == nil {
+		return config.Match{}
+	}
+	out := config.Match{Hosts: slices.Clone(m.Hosts)}
+	for _, method := range m.Methods {
+		out.Methods = append(out.Methods, string(method))
+	}
+	for _, p := range m.Paths {
+		out.Paths = append(out.Paths, config.PathMatch{Exact: p.Exact, Prefix: p.Prefix, Glob: p.Glob})
+	}
+	return out
+}
+
+func identity(id v1alpha1.Identity) config.Identity {
+	out := config.Identity{Sources: make([]config.Source, 0, len(id.Sources))}
+	for _, s := range id.Sources {
+		out.Sources = append(out.Sources, source(s))
+	}
+	for _, k := range id.PartitionBy {
+		out.PartitionBy = append(out.PartitionBy, string(k))
+	}
+	return out
+}
+
+func source(s v1alpha1.IdentitySource) config.Source {
+	var out config.Source
+	switch {
+	case s.Header != nil:
+		out.Header = &config.HeaderSource{Name: s.Header.Name}
+	case s.APIKey != nil:
+		out.APIKey = &config.HeaderSource{Name: s.APIKey.Header}
+	case s.JWTClaim != nil:
+		out.JWTClaim = &config.JWTClaimSource{Claim: s.JWTClaim.Claim, Header: s.JWTClaim.Header}
+	case s.ClientIP != nil:
+		out.ClientIP = &config.ClientIPSource{TrustedProxies: slices.Clone(s.ClientIP.TrustedProxies)}
+	case s.Shared != nil:
+		out.Shared = &struct{}{}
+	}
+	return out
+}
+
+func tierSource(s v1alpha1.TierSource) config.Source {
+	var out config.Source
+	switch {
+	case s.Header != nil:
+		out.Header = &config.HeaderSource{Name: s.Header.Name}
+	case s.JWTClaim != nil:
+		out.JWTClaim = &config.JWTClaimSource{Claim: s.JWTClaim.Claim, Header: s.JWTClaim.Header}
+	}
+	return out
+}
+
+func limits(in []v1alpha1.Limit) []config.Limit {
+	if len(in) == 0 {
+		return nil
+	}
+	out := make([]config.Limit, 0, len(in))
+	for _, l := range in {
+		cl := config.Limit{Requests: l.Requests, Period: config.Duration{Duration: l.Period.Duration}}
+		if l.Burst != nil {
+			cl.Burst = *l.Burst
+		}
+		out = append(out, cl)
+	}
+	return out
+}
