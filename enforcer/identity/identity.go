@@ -1,0 +1,269 @@
+// Package identity finds who a request belongs to (its tenant) and its tier,
+// as a compiled config.Identity and config.Tiers say.
+//
+// Sources are tried in order and the first that yields a value names the
+// tenant:
+//
+//   - header: the header's value, trimmed.
+//   - apiKey: the header's value, hashed at once: the tenant is
+//     "sha256:<lowercase hex SHA-256 of the key>", which is also how
+//     overrides name it. The raw key is never kept, so it cannot reach a
+//     log line, an error, a metric or a Redis key.
+//   - jwtClaim: a claim of the JSON Web Token in the header ("Bearer
+//     <token>", or the bare token in a header other than Authorization).
+//     The token's signature is NOT verified: a client can write any claim
+//     into a token of its own, so such a claim is only as trustworthy as a
+//     plain header. Verify tokens upstream (gateway, ingress, mesh) before
+//     they reach the enforcer.
+//   - clientIP: the peer address of the connection; X-Forwarded-For only
+//     when the peer is a trusted proxy (see ClientAddr).
+//   - shared: one tenant for every request.
+//
+// A request for which no source yields a value is not let through
+// unlimited: it belongs to the anonymous tenant, one bucket per rule shared
+// by every such request.
+//
+// PartitionBy appends the request's method, path and/or host to the tenant,
+// so that each tenant gets a budget per endpoint.
+package identity
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"net/http"
+	"net/netip"
+	"path"
+	"strings"
+
+	"github.com/sluice-dev/sluice/enforcer/config"
+)
+
+const (
+	// Anonymous is the tenant of requests for which no source yields a
+	// value. It starts with a NUL byte, which no header value can hold, so
+	// a client calling itself "anonymous" does not share its bucket.
+	Anonymous = "\x00anonymous"
+	// Shared is the tenant of every request under a shared source.
+	Shared = "\x00shared"
+)
+
+// Identity is who a request belongs to under one rule.
+type Identity struct {
+	// Tenant is the value that named the tenant: a header or claim value,
+	// a client IP address, "sha256:<hex>" for an API key, or Anonymous or
+	// Shared. It is client input: hash it, never log it.
+	Tenant string
+	// Key is Tenant followed by the partition values (method, path, host),
+	// each after a NUL byte: what the rule's bucket is named after, once
+	// hashed with the policy's salt. It equals Tenant without partitionBy.
+	Key string
+}
+
+// Name is the tenant as overrides name it: Tenant, or "anonymous" and
+// "shared" for the tenants no request value named.
+func (id Identity) Name() string {
+	switch id.Tenant {
+	case Anonymous:
+		return "anonymous"
+	case Shared:
+		return "shared"
+	}
+	return id.Tenant
+}
+
+// source yields a tenant or tier value from a request, or "" for none.
+type source interface {
+	value(r *http.Request) string
+}
+
+type partition uint8
+
+const (
+	byMethod partition = iota
+	byPath
+	byHost
+)
+
+// Resolver resolves the identity of requests under one config.Identity. It
+// is immutable and safe for concurrent use.
+type Resolver struct {
+	sources   []source
+	partition []partition
+}
+
+// New compiles cfg once, so that resolving a request parses no
+// configuration.
+func New(cfg config.Identity) (*Resolver, error) {
+	if len(cfg.Sources) == 0 {
+		return nil, fmt.Errorf("identity needs at least one source")
+	}
+	r := &Resolver{}
+	for i, s := range cfg.Sources {
+		src, err := compileSource(s)
+		if err != nil {
+			return nil, fmt.Errorf("identity source %d: %w", i, err)
+		}
+		r.sources = append(r.sources, src)
+	}
+	for _, p := range cfg.PartitionBy {
+		switch p {
+		case "Method":
+			r.partition = append(r.partition, byMethod)
+		case "Path":
+			r.partition = append(r.partition, byPath)
+		case "Host":
+			r.partition = append(r.partition, byHost)
+		default:
+			return nil, fmt.Errorf("partitionBy %q is not one of Method, Path, Host", p)
+		}
+	}
+	return r, nil
+}
+
+func compileSource(s config.Source) (source, error) {
+	switch {
+	case s.Header != nil && s.Header.Name != "":
+		return headerSource(http.CanonicalHeaderKey(s.Header.Name)), nil
+	case s.APIKey != nil && s.APIKey.Name != "":
+		return apiKeySource(http.CanonicalHeaderKey(s.APIKey.Name)), nil
+	case s.JWTClaim != nil && s.JWTClaim.Claim != "" && s.JWTClaim.Header != "":
+		return newJWTClaimSource(s.JWTClaim), nil
+	case s.ClientIP != nil:
+		trusted, err := ParseTrustedProxies(s.ClientIP.TrustedProxies)
+		if err != nil {
+			return nil, err
+		}
+		return clientIPSource{trusted: trusted}, nil
+	case s.Shared != nil:
+		return sharedSource{}, nil
+	}
+	return nil, fmt.Errorf("must be exactly one of header, apiKey, jwtClaim (with claim and header), clientIP or shared")
+}
+
+// Resolve returns the identity of r: the first source's value, or
+// Anonymous, followed by the partition values.
+func (res *Resolver) Resolve(r *http.Request) Identity {
+	tenant := Anonymous
+	for _, s := range res.sources {
+		if v := s.value(r); v != "" {
+			tenant = v
+			break
+		}
+	}
+	if len(res.partition) == 0 {
+		return Identity{Tenant: tenant, Key: tenant}
+	}
+	var parts [3]string
+	n := len(tenant)
+	for i, p := range res.partition {
+		switch p {
+		case byMethod:
+			parts[i] = r.Method
+		case byPath:
+			parts[i] = Path(r)
+		case byHost:
+			parts[i] = Host(r)
+		}
+		n += 1 + len(parts[i])
+	}
+	var b strings.Builder
+	b.Grow(n)
+	b.WriteString(tenant)
+	for i := range res.partition {
+		b.WriteByte(0)
+		b.WriteString(parts[i])
+	}
+	return Identity{Tenant: tenant, Key: b.String()}
+}
+
+// Host is the request's host as rules match it and partitions use it: the
+// Host header without port or trailing dot, in lower case.
+func Host(r *http.Request) string {
+	h := r.Host
+	if i := strings.LastIndexByte(h, ':'); i >= 0 && i > strings.LastIndexByte(h, ']') {
+		h = h[:i]
+	}
+	if len(h) > 1 && h[0] == '[' && h[len(h)-1] == ']' {
+		h = h[1 : len(h)-1]
+	}
+	h = strings.TrimSuffix(h, ".")
+	return strings.ToLower(h) // no allocation when already lower case
+}
+
+// Path is the request's path as rules match it and partitions use it: the
+// decoded URL path (r.URL.Path, so %2F is a slash and the query string is
+// not part of it), cleaned of "//", "." and ".." the way http.ServeMux
+// cleans it, so "/api/../healthz" cannot pass for another endpoint than the
+// one the application serves. A trailing slash is kept.
+func Path(r *http.Request) string {
+	if r.URL == nil {
+		return "/"
+	}
+	return CleanPath(r.URL.Path)
+}
+
+// CleanPath cleans p as http.ServeMux does: rooted, without "//", "." or
+// "..", keeping a trailing slash. A clean path is returned as is.
+func CleanPath(p string) string {
+	if p == "" {
+		return "/"
+	}
+	if p[0] != '/' {
+		p = "/" + p
+	}
+	np := path.Clean(p)
+	if p[len(p)-1] == '/' && np != "/" {
+		if len(p) == len(np)+1 && strings.HasPrefix(p, np) {
+			return p
+		}
+		return np + "/"
+	}
+	return np
+}
+
+type headerSource string
+
+func (h headerSource) value(r *http.Request) string {
+	return firstHeader(r, string(h))
+}
+
+// firstHeader is the trimmed first value of a header whose name is already
+// canonical (Header.Get would canonicalize it on every call).
+func firstHeader(r *http.Request, canonical string) string {
+	if v := r.Header[canonical]; len(v) > 0 {
+		return strings.TrimSpace(v[0])
+	}
+	return ""
+}
+
+type apiKeySource string
+
+// value hashes the key at once, so that it is never kept.
+func (h apiKeySource) value(r *http.Request) string {
+	key := firstHeader(r, string(h))
+	if key == "" {
+		return ""
+	}
+	sum := sha256.Sum256([]byte(key))
+	var buf [len("sha256:") + 2*sha256.Size]byte
+	n := copy(buf[:], "sha256:")
+	hex.Encode(buf[n:], sum[:])
+	return string(buf[:])
+}
+
+type clientIPSource struct {
+	trusted []netip.Prefix
+}
+
+func (c clientIPSource) value(r *http.Request) string {
+	addr, ok := ClientAddr(r, c.trusted)
+	if !ok {
+		return ""
+	}
+	return addr.String()
+}
+
+type sharedSource struct{}
+
+func (sharedSource) value(*http.Request) string { return Shared }

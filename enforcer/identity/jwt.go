@@ -1,0 +1,126 @@
+package identity
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/sluice-dev/sluice/enforcer/config"
+)
+
+// maxTokenLen bounds the work a client can make the enforcer do per
+// request: a longer token yields no value.
+const maxTokenLen = 32 << 10
+
+type jwtClaimSource struct {
+	header string // canonical
+	// bare is set when the header may carry the token without "Bearer ".
+	bare  bool
+	claim string
+	// path is claim split at dots, for nested claims such as org.id; nil
+	// when the claim has no dot.
+	path []string
+}
+
+func newJWTClaimSource(c *config.JWTClaimSource) jwtClaimSource {
+	s := jwtClaimSource{header: http.CanonicalHeaderKey(c.Header), claim: c.Claim}
+	s.bare = s.header != "Authorization"
+	if strings.Contains(c.Claim, ".") {
+		s.path = strings.Split(c.Claim, ".")
+	}
+	return s
+}
+
+func (s jwtClaimSource) value(r *http.Request) string {
+	token, ok := bearerToken(firstHeader(r, s.header), s.bare)
+	if !ok {
+		return ""
+	}
+	return claim(token, s.claim, s.path)
+}
+
+// bearerToken takes the token out of "Bearer <token>" (the scheme in any
+// case), or takes the whole value when bare tokens are allowed.
+func bearerToken(v string, bare bool) (string, bool) {
+	const scheme = "Bearer "
+	if len(v) > len(scheme) && strings.EqualFold(v[:len(scheme)], scheme) {
+		return strings.TrimSpace(v[len(scheme):]), true
+	}
+	if bare && v != "" && !strings.ContainsAny(v, " \t") {
+		return v, true
+	}
+	return "", false
+}
+
+// claim reads a claim from a JWS compact token (header.payload.signature)
+// without verifying it: a string claim as is, a number in plain decimal
+// notation (1e3 is "1000"), anything else as no value. name is looked up
+// as a top-level claim first (claim names such as
+// "https://example.com/tenant" hold dots); when absent and path is set,
+// as the nested claim path[0].path[1]... Malformed tokens yield "".
+func claim(token, name string, path []string) string {
+	if len(token) > maxTokenLen {
+		return ""
+	}
+	header, rest, ok := strings.Cut(token, ".")
+	if !ok || header == "" {
+		return ""
+	}
+	payload, signature, ok := strings.Cut(rest, ".")
+	if !ok || strings.IndexByte(signature, '.') >= 0 {
+		return "" // not three segments: an encrypted token (JWE) or garbage
+	}
+	data, err := base64.RawURLEncoding.DecodeString(strings.TrimRight(payload, "="))
+	if err != nil {
+		return ""
+	}
+	var claims map[string]json.RawMessage
+	if json.Unmarshal(data, &claims) != nil {
+		return ""
+	}
+	if v, ok := claims[name]; ok || path == nil {
+		return scalar(v)
+	}
+	for i, step := range path {
+		v, ok := claims[step]
+		if !ok {
+			return ""
+		}
+		if i == len(path)-1 {
+			return scalar(v)
+		}
+		claims = nil
+		if json.Unmarshal(v, &claims) != nil {
+			return ""
+		}
+	}
+	return ""
+}
+
+// scalar formats a JSON string or number claim; other values are "".
+func scalar(v json.RawMessage) string {
+	if len(v) == 0 {
+		return ""
+	}
+	switch c := v[0]; {
+	case c == '"':
+		var s string
+		if json.Unmarshal(v, &s) != nil {
+			return ""
+		}
+		return s
+	case c == '-' || ('0' <= c && c <= '9'):
+		if !bytes.ContainsAny(v, ".eE") {
+			return string(v) // an integer, kept digit for digit however long
+		}
+		f, err := strconv.ParseFloat(string(v), 64)
+		if err != nil {
+			return ""
+		}
+		return strconv.FormatFloat(f, 'f', -1, 64)
+	}
+	return ""
+}

@@ -1,0 +1,63 @@
+package identity
+
+import (
+	"fmt"
+	"net/http"
+
+	"github.com/sluice-dev/sluice/enforcer/config"
+)
+
+// TierResolver finds the tier of requests under one config.Tiers. It is
+// immutable and safe for concurrent use.
+type TierResolver struct {
+	source source
+	def    string
+	// known maps each tier the policy names to itself, so Tier returns a
+	// string of the configuration, never one of the request.
+	known map[string]string
+}
+
+// NewTiers compiles cfg. known are the tiers the policy's limits name: a
+// request naming another tier, or none, is of the default tier, which keeps
+// tiers (a metrics label) a bounded set whatever clients send. A nil cfg
+// yields a nil resolver, whose Tier is "".
+func NewTiers(cfg *config.Tiers, known []string) (*TierResolver, error) {
+	if cfg == nil {
+		return nil, nil
+	}
+	if cfg.Default == "" {
+		return nil, fmt.Errorf("tiers need a default tier")
+	}
+	t := &TierResolver{def: cfg.Default, known: map[string]string{cfg.Default: cfg.Default}}
+	switch s := cfg.Source; {
+	case s.Header != nil && s.Header.Name != "" && s.JWTClaim == nil:
+		t.source = headerSource(http.CanonicalHeaderKey(s.Header.Name))
+	case s.JWTClaim != nil && s.JWTClaim.Claim != "" && s.JWTClaim.Header != "" && s.Header == nil:
+		t.source = newJWTClaimSource(s.JWTClaim)
+	default:
+		return nil, fmt.Errorf("the tier source must be exactly one of header or jwtClaim (with claim and header)")
+	}
+	for _, k := range known {
+		t.known[k] = k
+	}
+	return t, nil
+}
+
+// Tier is the tier r names, if the policy knows it, else the default tier.
+func (t *TierResolver) Tier(r *http.Request) string {
+	if t == nil {
+		return ""
+	}
+	if tier, ok := t.known[t.source.value(r)]; ok {
+		return tier
+	}
+	return t.def
+}
+
+// Default is the tier of requests that name no known tier.
+func (t *TierResolver) Default() string {
+	if t == nil {
+		return ""
+	}
+	return t.def
+}
