@@ -19,7 +19,7 @@ func decide(req *Request, allowed bool, now time.Time, results []WindowResult) D
 	d := Decision{
 		Allowed:   allowed,
 		Window:    pick,
-		Limit:     req.Windows[pick].Requests,
+		Limit:     req.Windows[pick].capacity(req.Algorithm),
 		Period:    req.Windows[pick].Period,
 		Remaining: max(r.Remaining, 0),
 		Reset:     r.Reset,

@@ -47,7 +47,8 @@ for i = 1, #KEYS do
   if count == 0 then
     reset = now
   end
-  reply[#reply + 1] = requests[i] - count
+  -- a lowered limit can leave more recorded than it now allows
+  reply[#reply + 1] = math.max(0, requests[i] - count)
   reply[#reply + 1] = reset
   reply[#reply + 1] = retry
 end

@@ -95,7 +95,8 @@ type Decision struct {
 	Allowed bool
 	// Window is the index in Request.Windows of the deciding window.
 	Window int
-	// Limit is the deciding window's Requests and Period its Period.
+	// Limit is the deciding window's capacity (Requests; a token bucket's
+	// Burst) and Period its Period.
 	Limit  int64
 	Period time.Duration
 	// Remaining is how many cost units the deciding window still admits.

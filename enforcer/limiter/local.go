@@ -406,7 +406,7 @@ func (p *localWindow) answerFixedWindow(now, cost int64, allowed bool) (remainin
 	if count == 0 {
 		reset = now
 	}
-	return p.requests - count, reset, retry
+	return max(0, p.requests-count), reset, retry
 }
 
 func (p *localWindow) answerSlidingWindowCounter(now, cost int64, allowed bool) (remaining, reset, retry int64) {
@@ -467,7 +467,7 @@ func (p *localWindow) answerSlidingWindowLog(now, cost int64, allowed bool) (rem
 		}
 		reset = e.log.newest() + p.period
 	}
-	return p.requests - count, reset, retry
+	return max(0, p.requests-count), reset, retry
 }
 
 // expiryMs is a PEXPIRE of ms milliseconds in µs: at least 1ms, as the scripts.

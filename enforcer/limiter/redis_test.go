@@ -34,7 +34,7 @@ func TestTokenBucketExactValues(t *testing.T) {
 
 			d1 := allow(t, r, req)
 			g.Expect(d1.Allowed).To(BeTrue())
-			g.Expect(d1.Limit).To(Equal(int64(60)))
+			g.Expect(d1.Limit).To(Equal(int64(3)), "a token bucket's limit is its capacity")
 			g.Expect(d1.Remaining).To(Equal(int64(2)))
 			g.Expect(d1.Reset).To(BeTemporally("~", d1.Now.Add(time.Second), µs))
 

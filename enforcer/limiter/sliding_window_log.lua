@@ -37,16 +37,19 @@ for i = 1, #KEYS do
   local retry = 0
   local reset = now
   if allowed == 1 and cost > 0 then
-    -- members are unique: within one microsecond the count only grows
-    local args, n = {}, 0
-    for j = 1, cost do
-      args[n + 1] = stamp
-      args[n + 2] = stamp .. '-' .. (count + j)
-      n = n + 2
-      if n >= 512 or j == cost then
-        redis.call('ZADD', KEYS[i], unpack(args, 1, n))
-        n = 0
+    -- Members must be unique. After a refund the count no longer names a
+    -- free suffix within this microsecond, so ZADD NX refuses a taken name
+    -- and the loop tries the next: every admitted unit is recorded.
+    local added, seq = 0, count
+    while added < cost do
+      local args, n = {}, 0
+      for _ = 1, math.min(cost - added, 256) do
+        seq = seq + 1
+        args[n + 1] = stamp
+        args[n + 2] = stamp .. '-' .. seq
+        n = n + 2
       end
+      added = added + redis.call('ZADD', KEYS[i], 'NX', unpack(args, 1, n))
     end
     count = count + cost
     redis.call('PEXPIRE', KEYS[i], math.ceil(period / 1000))
@@ -61,7 +64,7 @@ for i = 1, #KEYS do
     local newest = redis.call('ZRANGE', KEYS[i], -1, -1, 'WITHSCORES')
     reset = tonumber(newest[2]) + period
   end
-  reply[#reply + 1] = requests[i] - count
+  reply[#reply + 1] = math.max(0, requests[i] - count)
   reply[#reply + 1] = reset
   reply[#reply + 1] = retry
 end
