@@ -30,10 +30,12 @@ package identity
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/netip"
 	"path"
+	"slices"
 	"strings"
 
 	"github.com/sluice-dev/sluice/enforcer/config"
@@ -96,7 +98,7 @@ type Resolver struct {
 // configuration.
 func New(cfg config.Identity) (*Resolver, error) {
 	if len(cfg.Sources) == 0 {
-		return nil, fmt.Errorf("identity needs at least one source")
+		return nil, errors.New("identity needs at least one source")
 	}
 	r := &Resolver{}
 	for i, s := range cfg.Sources {
@@ -106,17 +108,22 @@ func New(cfg config.Identity) (*Resolver, error) {
 		}
 		r.sources = append(r.sources, src)
 	}
-	for _, p := range cfg.PartitionBy {
-		switch p {
+	for _, name := range cfg.PartitionBy {
+		var p partition
+		switch name {
 		case "Method":
-			r.partition = append(r.partition, byMethod)
+			p = byMethod
 		case "Path":
-			r.partition = append(r.partition, byPath)
+			p = byPath
 		case "Host":
-			r.partition = append(r.partition, byHost)
+			p = byHost
 		default:
-			return nil, fmt.Errorf("partitionBy %q is not one of Method, Path, Host", p)
+			return nil, fmt.Errorf("partitionBy %q is not one of Method, Path, Host", name)
 		}
+		if slices.Contains(r.partition, p) {
+			return nil, fmt.Errorf("partitionBy names %s twice", name)
+		}
+		r.partition = append(r.partition, p)
 	}
 	return r, nil
 }
@@ -138,7 +145,7 @@ func compileSource(s config.Source) (source, error) {
 	case s.Shared != nil:
 		return sharedSource{}, nil
 	}
-	return nil, fmt.Errorf("must be exactly one of header, apiKey, jwtClaim (with claim and header), clientIP or shared")
+	return nil, errors.New("must be exactly one of header, apiKey, jwtClaim (with claim and header), clientIP or shared")
 }
 
 // Resolve returns the identity of r: the first source's value, or
@@ -154,7 +161,7 @@ func (res *Resolver) Resolve(r *http.Request) Identity {
 	if len(res.partition) == 0 {
 		return Identity{Tenant: tenant, Key: tenant}
 	}
-	var parts [3]string
+	var parts [3]string // one per partition kind, each at most once
 	n := len(tenant)
 	for i, p := range res.partition {
 		switch p {

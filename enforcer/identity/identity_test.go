@@ -182,6 +182,7 @@ func TestNewRefusesWhatItCannotResolve(t *testing.T) {
 		"jwt without claim": {config.Identity{Sources: []config.Source{jwtClaim("", "Authorization")}}, "exactly one of"},
 		"bad CIDR":          {config.Identity{Sources: []config.Source{clientIP("10.0.0.0/33")}}, `"10.0.0.0/33" is not a CIDR`},
 		"bad partition":     {config.Identity{Sources: []config.Source{shared()}, PartitionBy: []string{"Query"}}, `partitionBy "Query"`},
+		"partition twice":   {config.Identity{Sources: []config.Source{shared()}, PartitionBy: []string{"Path", "Method", "Path"}}, "partitionBy names Path twice"},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -1,7 +1,7 @@
 package identity
 
 import (
-	"fmt"
+	"errors"
 	"net/http"
 
 	"github.com/sluice-dev/sluice/enforcer/config"
@@ -26,7 +26,7 @@ func NewTiers(cfg *config.Tiers, known []string) (*TierResolver, error) {
 		return nil, nil
 	}
 	if cfg.Default == "" {
-		return nil, fmt.Errorf("tiers need a default tier")
+		return nil, errors.New("tiers need a default tier")
 	}
 	t := &TierResolver{def: cfg.Default, known: map[string]string{cfg.Default: cfg.Default}}
 	switch s := cfg.Source; {
@@ -35,7 +35,7 @@ func NewTiers(cfg *config.Tiers, known []string) (*TierResolver, error) {
 	case s.JWTClaim != nil && s.JWTClaim.Claim != "" && s.JWTClaim.Header != "" && s.Header == nil:
 		t.source = newJWTClaimSource(s.JWTClaim)
 	default:
-		return nil, fmt.Errorf("the tier source must be exactly one of header or jwtClaim (with claim and header)")
+		return nil, errors.New("the tier source must be exactly one of header or jwtClaim (with claim and header)")
 	}
 	for _, k := range known {
 		t.known[k] = k
