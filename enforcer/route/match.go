@@ -1,0 +1,117 @@
+package route
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/sluice-dev/sluice/enforcer/config"
+	"github.com/sluice-dev/sluice/enforcer/identity"
+)
+
+// matcher is a compiled config.Match; an empty list matches everything.
+type matcher struct {
+	hosts   []hostPattern
+	methods []string
+	paths   []pathPattern
+}
+
+// hostPattern is a lower-case host name, or for "*.example.com" the suffix
+// ".example.com".
+type hostPattern struct {
+	name     string
+	wildcard bool
+}
+
+type pathKind uint8
+
+const (
+	exactPath pathKind = iota
+	prefixPath
+	globPath
+)
+
+type pathPattern struct {
+	kind pathKind
+	// value is the cleaned exact path, or the cleaned prefix without its
+	// trailing slash ("" for "/").
+	value string
+	glob  glob
+}
+
+func compileMatch(m config.Match) (matcher, error) {
+	var c matcher
+	for _, h := range m.Hosts {
+		h = strings.ToLower(strings.TrimSuffix(h, "."))
+		if rest, ok := strings.CutPrefix(h, "*"); ok {
+			if !strings.HasPrefix(rest, ".") || len(rest) < 2 {
+				return matcher{}, fmt.Errorf("host %q is not a name or a *.domain wildcard", h)
+			}
+			c.hosts = append(c.hosts, hostPattern{name: rest, wildcard: true})
+			continue
+		}
+		c.hosts = append(c.hosts, hostPattern{name: h})
+	}
+	c.methods = slices.Clone(m.Methods)
+	for _, p := range m.Paths {
+		switch {
+		case p.Exact != "" && p.Prefix == "" && p.Glob == "":
+			c.paths = append(c.paths, pathPattern{kind: exactPath, value: identity.CleanPath(p.Exact)})
+		case p.Prefix != "" && p.Exact == "" && p.Glob == "":
+			c.paths = append(c.paths, pathPattern{kind: prefixPath, value: strings.TrimRight(identity.CleanPath(p.Prefix), "/")})
+		case p.Glob != "" && p.Exact == "" && p.Prefix == "":
+			c.paths = append(c.paths, pathPattern{kind: globPath, glob: compileGlob(identity.CleanPath(p.Glob))})
+		default:
+			return matcher{}, errors.New("a path match is exactly one of exact, prefix or glob")
+		}
+	}
+	return c, nil
+}
+
+// matches reports whether a request matches; host and path are normalized
+// by identity.Host and identity.Path.
+func (m *matcher) matches(host, method, path string) bool {
+	return m.matchesHost(host) && (len(m.methods) == 0 || slices.Contains(m.methods, method)) && m.matchesPath(path)
+}
+
+func (m *matcher) matchesHost(host string) bool {
+	if len(m.hosts) == 0 {
+		return true
+	}
+	for _, h := range m.hosts {
+		if h.wildcard {
+			if len(host) > len(h.name) && strings.HasSuffix(host, h.name) {
+				return true
+			}
+		} else if host == h.name {
+			return true
+		}
+	}
+	return false
+}
+
+func (m *matcher) matchesPath(path string) bool {
+	if len(m.paths) == 0 {
+		return true
+	}
+	for i := range m.paths {
+		if m.paths[i].matches(path) {
+			return true
+		}
+	}
+	return false
+}
+
+func (p *pathPattern) matches(path string) bool {
+	switch p.kind {
+	case exactPath:
+		return path == p.value
+	case prefixPath:
+		// Whole segments only: /v1 is a prefix of /v1 and /v1/x, not /v10.
+		return strings.HasPrefix(path, p.value) && (len(path) == len(p.value) || path[len(p.value)] == '/')
+	case globPath:
+		return p.glob.match(path)
+	}
+	return false
+}

@@ -1,0 +1,296 @@
+// Package route turns a request into the rate limit checks it must pass:
+// which rules of which policies apply, whose bucket each one counts in and
+// with which windows. It is the enforcer's hot path before Redis, so a
+// Table is compiled once per configuration and matching parses nothing.
+//
+// Matching. A rule matches a request when its host, method and path lists
+// each match (an empty list matches everything):
+//
+//   - Host is the Host header without port or trailing dot, compared
+//     case-insensitively; "*.example.com" matches any name below
+//     example.com ("a.example.com", "a.b.example.com"), not example.com.
+//   - Method is compared exactly (methods are case-sensitive).
+//   - Path is the decoded URL path (r.URL.Path: "%2F" is a slash, the query
+//     is not part of it), cleaned of "//", "." and ".." as http.ServeMux
+//     does, trailing slash kept (identity.Path). Exact compares the whole
+//     path: "/healthz" does not match "/healthz/". Prefix matches whole
+//     segments: "/v1" (or "/v1/") matches "/v1", "/v1/" and "/v1/x", not
+//     "/v10". Glob: "*" is one segment, "**" any number of segments
+//     including none ("/v1/exports/**" matches "/v1/exports"), "*" inside a
+//     segment any characters of it ("/files/*.pdf"); a trailing slash of
+//     the path is ignored.
+//
+// Semantics. Every matching rule of every policy applies, and the request
+// passes only if each of their checks does. Within one policy, a matching
+// exempt rule lets the request through that policy unlimited, whatever
+// other rules of the policy match (an exempt /healthz rule next to a
+// catch-all rule: /healthz is never limited by that policy); the other
+// policies still apply.
+//
+// Windows. A check's windows are the rule's override for the tenant if it
+// has one, else the rule's limits for the request's tier if it names that
+// tier, else the rule's untiered limits. Overrides are matched on the
+// tenant as identity resolves it (identity.Identity.Name), before
+// partitionBy appends the endpoint: an override names a tenant, and covers
+// each of its partitions.
+package route
+
+import (
+	"fmt"
+	"net/http"
+	"reflect"
+
+	"github.com/sluice-dev/sluice/enforcer/config"
+	"github.com/sluice-dev/sluice/enforcer/identity"
+	"github.com/sluice-dev/sluice/enforcer/limiter"
+)
+
+// Check is one rule a request must pass.
+type Check struct {
+	Policy *Policy
+	Rule   *Rule
+	// Tier is the request's tier under the policy, "" when the policy has
+	// no tiers; one of a bounded set, fit for a metrics label.
+	Tier string
+	// Request is what to ask the limiter. Its Windows are shared with every
+	// other check of the same rule: do not modify them.
+	Request limiter.Request
+
+	// identity is kept so that other rules of the policy with the same
+	// identity reuse it (and its hash) within one request.
+	identity identity.Identity
+}
+
+// Table is a compiled configuration: the policies an enforcer applies. It
+// is immutable and safe for concurrent use.
+type Table struct {
+	namespace string
+	policies  []*Policy
+}
+
+// New compiles cfg, already reduced to the policies of this pod
+// (config.Config.ForPod). It validates cfg again, so that a Table never
+// holds a rule the limiter would refuse.
+func New(cfg *config.Config) (*Table, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("compile routes: %w", err)
+	}
+	t := &Table{namespace: cfg.Namespace}
+	for i := range cfg.Policies {
+		p, err := compilePolicy(&cfg.Policies[i])
+		if err != nil {
+			return nil, fmt.Errorf("compile routes: policy %s: %w", cfg.Policies[i].Name, err)
+		}
+		t.policies = append(t.policies, p)
+	}
+	return t, nil
+}
+
+// Policies are the compiled policies, in configuration order.
+func (t *Table) Policies() []*Policy {
+	if t == nil {
+		return nil
+	}
+	return t.policies
+}
+
+// Checks appends to dst (which it reuses, to spare allocations) one Check
+// per rule r must pass, grouped by policy in configuration order. No check
+// means no limit applies. A nil Table has no checks.
+func (t *Table) Checks(r *http.Request, dst []Check) []Check {
+	if t == nil {
+		return dst
+	}
+	host, path := identity.Host(r), identity.Path(r)
+	for _, p := range t.policies {
+		if p.exempts(host, r.Method, path) {
+			continue
+		}
+		start := len(dst)
+		var tier string
+		for _, rule := range p.limited {
+			if !rule.match.matches(host, r.Method, path) {
+				continue
+			}
+			if len(dst) == start {
+				tier = p.tiers.Tier(r)
+			}
+			id, tenant := p.resolve(r, rule, dst[start:])
+			dst = append(dst, Check{
+				Policy: p,
+				Rule:   rule,
+				Tier:   tier,
+				Request: limiter.Request{
+					Bucket:    limiter.Bucket{Namespace: t.namespace, Policy: p.Name, Rule: rule.Name, Tenant: tenant},
+					Algorithm: rule.Algorithm,
+					Windows:   rule.windows(tier, id.Name()),
+					Cost:      rule.Cost,
+					Failure:   p.Failure,
+				},
+				identity: id,
+			})
+		}
+	}
+	return dst
+}
+
+// Policy is a compiled config.Policy: what the proxy needs to act on its
+// checks, report them and answer /status.
+type Policy struct {
+	Name       string
+	UID        string
+	Generation int64
+	// DryRun policies decide and count but never refuse a request.
+	DryRun bool
+	// ResponseHeaders is XRateLimit, IETF, Both or None.
+	ResponseHeaders string
+	// RedisURLEnv names the environment variable holding the policy's
+	// Redis URL; empty means the enforcer's default Redis.
+	RedisURLEnv  string
+	UpstreamPort int32
+	Failure      limiter.FailurePolicy
+	// Rules are every rule of the policy, exempt ones included, in
+	// configuration order.
+	Rules []*Rule
+
+	salt    string
+	tiers   *identity.TierResolver
+	exempt  []*Rule
+	limited []*Rule
+}
+
+func compilePolicy(cp *config.Policy) (*Policy, error) {
+	p := &Policy{
+		Name:            cp.Name,
+		UID:             cp.UID,
+		Generation:      cp.Generation,
+		DryRun:          cp.Mode == "DryRun",
+		ResponseHeaders: cp.ResponseHeaders,
+		RedisURLEnv:     cp.RedisURLEnv,
+		UpstreamPort:    cp.UpstreamPort,
+		Failure: limiter.FailurePolicy{
+			Mode:     limiter.FailureMode(cp.FailureMode),
+			Timeout:  cp.Timeout.Duration,
+			Replicas: max(1, int(cp.Replicas)),
+		},
+		salt: cp.Salt,
+	}
+	var resolvers []compiledIdentity
+	var tiers []string
+	for j := range cp.Rules {
+		r, err := compileRule(&cp.Rules[j], &resolvers)
+		if err != nil {
+			return nil, fmt.Errorf("rule %s: %w", cp.Rules[j].Name, err)
+		}
+		p.Rules = append(p.Rules, r)
+		if r.Exempt {
+			p.exempt = append(p.exempt, r)
+		} else {
+			p.limited = append(p.limited, r)
+		}
+		for tier := range cp.Rules[j].TierLimits {
+			tiers = append(tiers, tier)
+		}
+	}
+	var err error
+	if p.tiers, err = identity.NewTiers(cp.Tiers, tiers); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// exempts reports whether an exempt rule of p matches the request.
+func (p *Policy) exempts(host, method, path string) bool {
+	for _, rule := range p.exempt {
+		if rule.match.matches(host, method, path) {
+			return true
+		}
+	}
+	return false
+}
+
+// resolve finds the request's identity under rule and its tenant hash,
+// reusing them from an earlier check of the policy (done) whose rule has
+// the same identity.
+func (p *Policy) resolve(r *http.Request, rule *Rule, done []Check) (identity.Identity, limiter.Tenant) {
+	for i := range done {
+		if done[i].Rule.identity == rule.identity {
+			return done[i].identity, done[i].Request.Bucket.Tenant
+		}
+	}
+	id := rule.identity.Resolve(r)
+	return id, limiter.HashTenant(p.salt, id.Key)
+}
+
+// Rule is a compiled config.Rule.
+type Rule struct {
+	Name string
+	// Exempt rules let the requests they match through their policy
+	// unlimited; they never appear in a Check.
+	Exempt    bool
+	Algorithm limiter.Algorithm
+	Cost      int64
+
+	match    matcher
+	identity *identity.Resolver
+	// Windows, converted once: the untiered limits, per tier, per tenant.
+	limits    []limiter.Window
+	perTier   map[string][]limiter.Window
+	overrides map[string][]limiter.Window
+}
+
+// compiledIdentity lets the rules of a policy that share an identity share
+// its resolver, and so its resolution within a request.
+type compiledIdentity struct {
+	cfg      config.Identity
+	resolver *identity.Resolver
+}
+
+func compileRule(cr *config.Rule, resolvers *[]compiledIdentity) (*Rule, error) {
+	m, err := compileMatch(cr.Match)
+	if err != nil {
+		return nil, err
+	}
+	r := &Rule{Name: cr.Name, Exempt: cr.Exempt, Algorithm: limiter.Algorithm(cr.Algorithm), Cost: max(1, cr.Cost), match: m}
+	if r.Exempt {
+		return r, nil
+	}
+	for _, c := range *resolvers {
+		if reflect.DeepEqual(c.cfg, cr.Identity) {
+			r.identity = c.resolver
+			break
+		}
+	}
+	if r.identity == nil {
+		if r.identity, err = identity.New(cr.Identity); err != nil {
+			return nil, err
+		}
+		*resolvers = append(*resolvers, compiledIdentity{cfg: cr.Identity, resolver: r.identity})
+	}
+	r.limits = config.Windows(cr.Limits)
+	if len(cr.TierLimits) > 0 {
+		r.perTier = make(map[string][]limiter.Window, len(cr.TierLimits))
+		for tier, limits := range cr.TierLimits {
+			r.perTier[tier] = config.Windows(limits)
+		}
+	}
+	if len(cr.Overrides) > 0 {
+		r.overrides = make(map[string][]limiter.Window, len(cr.Overrides))
+		for _, o := range cr.Overrides {
+			r.overrides[o.Tenant] = config.Windows(o.Limits)
+		}
+	}
+	return r, nil
+}
+
+// windows are the rule's windows for a tenant (as overrides name it) of a
+// tier.
+func (r *Rule) windows(tier, tenant string) []limiter.Window {
+	if w, ok := r.overrides[tenant]; ok {
+		return w
+	}
+	if w, ok := r.perTier[tier]; ok {
+		return w
+	}
+	return r.limits
+}
