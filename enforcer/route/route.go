@@ -30,15 +30,19 @@
 // Windows. A check's windows are the rule's override for the tenant if it
 // has one, else the rule's limits for the request's tier if it names that
 // tier, else the rule's untiered limits. Overrides are matched on the
-// tenant as identity resolves it (identity.Identity.Name), before
-// partitionBy appends the endpoint: an override names a tenant, and covers
-// each of its partitions.
+// tenant as identity resolves it (identity.Identity.Name: a header or claim
+// value, a client IP address, "sha256:<hex>" of an API key, "anonymous"),
+// before partitionBy appends the endpoint: an override names a tenant and
+// covers each of its partitions. IP addresses and key hashes in overrides
+// are compared in canonical form ("2001:DB8::1" is 2001:db8::1).
 package route
 
 import (
 	"fmt"
 	"net/http"
+	"net/netip"
 	"reflect"
+	"strings"
 
 	"github.com/sluice-dev/sluice/enforcer/config"
 	"github.com/sluice-dev/sluice/enforcer/identity"
@@ -277,7 +281,13 @@ func compileRule(cr *config.Rule, resolvers *[]compiledIdentity) (*Rule, error) 
 	if len(cr.Overrides) > 0 {
 		r.overrides = make(map[string][]limiter.Window, len(cr.Overrides))
 		for _, o := range cr.Overrides {
-			r.overrides[o.Tenant] = config.Windows(o.Limits)
+			w := config.Windows(o.Limits)
+			r.overrides[o.Tenant] = w
+			if canonical := canonicalTenant(o.Tenant); canonical != o.Tenant {
+				if _, ok := r.overrides[canonical]; !ok {
+					r.overrides[canonical] = w
+				}
+			}
 		}
 	}
 	return r, nil
@@ -293,4 +303,17 @@ func (r *Rule) windows(tier, tenant string) []limiter.Window {
 		return w
 	}
 	return r.limits
+}
+
+// canonicalTenant is an override's tenant as identity resolves it, so that
+// an override written "2001:DB8::1" or "sha256:ABC..." still applies: an
+// IP address in its canonical form, an API key hash in lower case.
+func canonicalTenant(tenant string) string {
+	if addr, err := netip.ParseAddr(tenant); err == nil {
+		return addr.Unmap().WithZone("").String()
+	}
+	if hash, ok := strings.CutPrefix(tenant, "sha256:"); ok {
+		return "sha256:" + strings.ToLower(hash)
+	}
+	return tenant
 }

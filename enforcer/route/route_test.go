@@ -321,3 +321,38 @@ func TestChecksIsSafeForConcurrentUse(t *testing.T) {
 		g.Expect(<-results).To(Equal(want))
 	}
 }
+
+func TestOverridesNameTenantsAsIdentityResolvesThem(t *testing.T) {
+	sources := []config.Source{
+		{APIKey: &config.HeaderSource{Name: "X-API-Key"}},
+		{ClientIP: &config.ClientIPSource{}},
+	}
+	keyHash := sha256.Sum256([]byte("sk_live_1"))
+	cases := map[string]struct {
+		override string
+		req      *http.Request
+	}{
+		"API key hash":               {"sha256:" + hex.EncodeToString(keyHash[:]), request("GET", "/", "X-API-Key: sk_live_1")},
+		"API key hash in upper case": {"sha256:" + strings.ToUpper(hex.EncodeToString(keyHash[:])), request("GET", "/", "X-API-Key: sk_live_1")},
+		"IPv4":                       {"203.0.113.9", request("GET", "/")},
+		"IPv6 as written by a user":  {"2001:DB8:0::7", withRemote(request("GET", "/"), "[2001:db8::7]:443")},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			g := NewWithT(t)
+			table, err := New(&config.Config{Schema: config.Schema, Namespace: "ns", Policies: []config.Policy{{
+				Name: "p", Mode: "Enforce", FailureMode: "Open", ResponseHeaders: "None",
+				Timeout: config.Duration{Duration: 50 * time.Millisecond},
+				Rules: []config.Rule{{Name: "r", Algorithm: "FixedWindow", Cost: 1,
+					Identity:  config.Identity{Sources: sources},
+					Limits:    []config.Limit{{Requests: 10, Period: config.Duration{Duration: time.Second}}},
+					Overrides: []config.Override{{Tenant: c.override, Limits: []config.Limit{{Requests: 3, Period: config.Duration{Duration: time.Second}}}}},
+				}},
+			}}})
+			g.Expect(err).NotTo(HaveOccurred())
+			checks := table.Checks(c.req, nil)
+			g.Expect(checks).To(HaveLen(1))
+			g.Expect(checks[0].Request.Windows[0].Requests).To(Equal(int64(3)))
+		})
+	}
+}
