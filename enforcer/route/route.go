@@ -59,10 +59,6 @@ type Check struct {
 	// Request is what to ask the limiter. Its Windows are shared with every
 	// other check of the same rule: do not modify them.
 	Request limiter.Request
-
-	// identity is kept so that other rules of the policy with the same
-	// identity reuse it (and its hash) within one request.
-	identity identity.Identity
 }
 
 // Table is a compiled configuration: the policies an enforcer applies. It
@@ -110,16 +106,16 @@ func (t *Table) Checks(r *http.Request, dst []Check) []Check {
 		if p.exempts(host, r.Method, path) {
 			continue
 		}
-		start := len(dst)
 		var tier string
+		var ids resolutions
 		for _, rule := range p.limited {
 			if !rule.match.matches(host, r.Method, path) {
 				continue
 			}
-			if len(dst) == start {
+			if ids.n == 0 {
 				tier = p.tiers.Tier(r)
 			}
-			id, tenant := p.resolve(r, rule, dst[start:])
+			id, tenant := ids.resolve(r, p.salt, rule.identity)
 			dst = append(dst, Check{
 				Policy: p,
 				Rule:   rule,
@@ -131,7 +127,6 @@ func (t *Table) Checks(r *http.Request, dst []Check) []Check {
 					Cost:      rule.Cost,
 					Failure:   p.Failure,
 				},
-				identity: id,
 			})
 		}
 	}
@@ -213,17 +208,31 @@ func (p *Policy) exempts(host, method, path string) bool {
 	return false
 }
 
-// resolve finds the request's identity under rule and its tenant hash,
-// reusing them from an earlier check of the policy (done) whose rule has
-// the same identity.
-func (p *Policy) resolve(r *http.Request, rule *Rule, done []Check) (identity.Identity, limiter.Tenant) {
-	for i := range done {
-		if done[i].Rule.identity == rule.identity {
-			return done[i].identity, done[i].Request.Bucket.Tenant
+// resolutions remember the identities resolved for one policy within one
+// request, so that rules sharing an identity resolve and hash it once. It
+// lives on the stack; past its capacity, identities are resolved again.
+type resolutions struct {
+	n    int
+	done [8]struct {
+		resolver *identity.Resolver
+		id       identity.Identity
+		tenant   limiter.Tenant
+	}
+}
+
+func (rs *resolutions) resolve(r *http.Request, salt string, res *identity.Resolver) (identity.Identity, limiter.Tenant) {
+	for i := range min(rs.n, len(rs.done)) {
+		if d := &rs.done[i]; d.resolver == res {
+			return d.id, d.tenant
 		}
 	}
-	id := rule.identity.Resolve(r)
-	return id, limiter.HashTenant(p.salt, id.Key)
+	id := res.Resolve(r)
+	tenant := limiter.HashTenant(salt, id.Key)
+	if rs.n < len(rs.done) {
+		rs.done[rs.n].resolver, rs.done[rs.n].id, rs.done[rs.n].tenant = res, id, tenant
+	}
+	rs.n++
+	return id, tenant
 }
 
 // Rule is a compiled config.Rule.

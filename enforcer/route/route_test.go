@@ -243,6 +243,7 @@ func TestCheckCarriesWhatTheLimiterNeeds(t *testing.T) {
 	for _, c := range checks {
 		g.Expect(c.Request.Validate()).To(Succeed())
 		g.Expect(fmt.Sprintf("%#v", c)).NotTo(ContainSubstring(key), "the raw API key never reaches a check")
+		g.Expect(fmt.Sprintf("%#v", c)).NotTo(ContainSubstring(hex.EncodeToString(keyHash[:])), "only its salted hash")
 	}
 }
 
@@ -354,5 +355,26 @@ func TestOverridesNameTenantsAsIdentityResolvesThem(t *testing.T) {
 			g.Expect(checks).To(HaveLen(1))
 			g.Expect(checks[0].Request.Windows[0].Requests).To(Equal(int64(3)))
 		})
+	}
+}
+
+func TestManyDistinctIdentitiesInOnePolicy(t *testing.T) {
+	g := NewWithT(t)
+	p := config.Policy{Name: "p", Mode: "Enforce", FailureMode: "Open", ResponseHeaders: "None", Salt: "s",
+		Timeout: config.Duration{Duration: 50 * time.Millisecond}}
+	var headers []string
+	for i := range 12 {
+		name := fmt.Sprintf("X-Tenant-%d", i)
+		headers = append(headers, fmt.Sprintf("%s: t%d", name, i))
+		p.Rules = append(p.Rules, config.Rule{Name: fmt.Sprintf("r%d", i), Algorithm: "FixedWindow", Cost: 1,
+			Identity: config.Identity{Sources: []config.Source{{Header: &config.HeaderSource{Name: name}}}},
+			Limits:   []config.Limit{{Requests: 10, Period: config.Duration{Duration: time.Second}}}})
+	}
+	table, err := New(&config.Config{Schema: config.Schema, Namespace: "ns", Policies: []config.Policy{p}})
+	g.Expect(err).NotTo(HaveOccurred())
+	checks := table.Checks(request("GET", "/", headers...), nil)
+	g.Expect(checks).To(HaveLen(12))
+	for i, c := range checks {
+		g.Expect(c.Request.Bucket.Tenant).To(Equal(limiter.HashTenant("s", fmt.Sprintf("t%d", i))))
 	}
 }
