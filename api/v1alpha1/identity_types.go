@@ -129,7 +129,7 @@ type ClientIPSource struct {
 	// +listType=set
 	// +kubebuilder:validation:MaxItems=32
 	// +kubebuilder:validation:items:MaxLength=43
-	// +kubebuilder:validation:XValidation:rule="self.all(c, isCIDR(c))",messageExpression="'trustedProxies must be CIDRs such as 10.0.0.0/8 or fd00::/8 (use /32 or /128 for one address); not CIDRs: ' + self.filter(c, !isCIDR(c)).join(', ')"
+	// +kubebuilder:validation:XValidation:rule="self.all(c, isCIDR(c))",messageExpression="'trustedProxies must be CIDRs such as 10.0.0.0/8 or fd00::/8 (use /32 or /128 for one address), not ' + self.filter(c, !isCIDR(c))[0]"
 	// +optional
 	TrustedProxies []string `json:"trustedProxies,omitempty"`
 }

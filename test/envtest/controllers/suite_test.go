@@ -1,0 +1,168 @@
+/*
+Copyright 2026 The Sluice Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package controllers runs the policy controller in-process against a real
+// kube-apiserver and etcd, with the RBAC that config/rbac grants it: what
+// users see of it (ConfigMaps, conditions, Events) is what these specs check.
+package controllers
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/controllers"
+)
+
+// managerUser is who the manager runs as: bound to config/rbac/role.yaml only.
+const managerUser = "system:serviceaccount:sluice-system:sluice-manager"
+
+var (
+	root      = filepath.Join("..", "..", "..")
+	testEnv   *envtest.Environment
+	scheme    = runtime.NewScheme()
+	k8sClient client.Client
+	// kubeconfig is an admin kubeconfig file for the real kubectl.
+	kubeconfig string
+)
+
+func TestControllers(t *testing.T) {
+	RegisterFailHandler(Fail)
+	RunSpecs(t, "Policy Controller Suite")
+}
+
+var _ = BeforeSuite(func(ctx SpecContext) {
+	logf.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
+	SetDefaultEventuallyTimeout(30 * time.Second)
+	SetDefaultEventuallyPollingInterval(100 * time.Millisecond)
+	SetDefaultConsistentlyDuration(2 * time.Second)
+
+	assets := os.Getenv("KUBEBUILDER_ASSETS")
+	if assets == "" {
+		assets = filepath.Join(root, "bin", "k8s")
+	}
+	testEnv = &envtest.Environment{
+		CRDDirectoryPaths:     []string{filepath.Join(root, "config", "crd", "bases")},
+		ErrorIfCRDPathMissing: true,
+		BinaryAssetsDirectory: assets,
+	}
+	cfg, err := testEnv.Start()
+	Expect(err).NotTo(HaveOccurred(), "start kube-apiserver and etcd from %s (make envtest builds them)", assets)
+	DeferCleanup(testEnv.Stop)
+
+	Expect(clientgoscheme.AddToScheme(scheme)).To(Succeed())
+	Expect(v1alpha1.AddToScheme(scheme)).To(Succeed())
+	k8sClient, err = client.New(cfg, client.Options{Scheme: scheme})
+	Expect(err).NotTo(HaveOccurred())
+
+	admin, err := testEnv.AddUser(envtest.User{Name: "admin", Groups: []string{"system:masters"}}, cfg)
+	Expect(err).NotTo(HaveOccurred())
+	data, err := admin.KubeConfig()
+	Expect(err).NotTo(HaveOccurred())
+	kubeconfig = filepath.Join(GinkgoT().TempDir(), "kubeconfig")
+	Expect(os.WriteFile(kubeconfig, data, 0o600)).To(Succeed())
+
+	startManager(managerConfig(ctx, cfg))
+})
+
+// managerConfig grants a user the generated roles of config/rbac and returns
+// its rest.Config, so a marker missing from the controller fails here.
+func managerConfig(ctx context.Context, cfg *rest.Config) *rest.Config {
+	Expect(k8sClient.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "sluice-system"}})).To(Succeed())
+	data, err := os.ReadFile(filepath.Join(root, "config", "rbac", "role.yaml"))
+	Expect(err).NotTo(HaveOccurred())
+	decoder := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	subject := []rbacv1.Subject{{Kind: rbacv1.UserKind, Name: managerUser, APIGroup: rbacv1.GroupName}}
+	for {
+		var role rbacv1.ClusterRole // a Role has the same fields
+		if err := decoder.Decode(&role); err != nil {
+			break
+		}
+		if role.Namespace == "" {
+			Expect(k8sClient.Create(ctx, &role)).To(Succeed())
+			Expect(k8sClient.Create(ctx, &rbacv1.ClusterRoleBinding{
+				ObjectMeta: metav1.ObjectMeta{Name: role.Name},
+				RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+				Subjects:   subject,
+			})).To(Succeed())
+			continue
+		}
+		Expect(k8sClient.Create(ctx, &rbacv1.Role{ObjectMeta: role.ObjectMeta, Rules: role.Rules})).To(Succeed())
+		Expect(k8sClient.Create(ctx, &rbacv1.RoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: role.Name, Namespace: role.Namespace},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
+			Subjects:   subject,
+		})).To(Succeed())
+	}
+	user, err := testEnv.AddUser(envtest.User{Name: managerUser}, cfg)
+	Expect(err).NotTo(HaveOccurred())
+	return user.Config()
+}
+
+// startManager runs the policy controller as cmd/manager wires it, with
+// leader election through a Lease in sluice-system.
+func startManager(cfg *rest.Config) {
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme: scheme,
+		Cache: cache.Options{
+			ByObject:         controllers.CacheByObject(),
+			DefaultTransform: cache.TransformStripManagedFields(),
+		},
+		Metrics:                 metricsserver.Options{BindAddress: "0"},
+		LeaderElection:          true,
+		LeaderElectionID:        "sluice-manager.sluice.dev",
+		LeaderElectionNamespace: "sluice-system",
+	})
+	Expect(err).NotTo(HaveOccurred())
+	ctx, cancel := context.WithCancel(context.Background())
+	reconciler := &controllers.PolicyReconciler{
+		Client:    mgr.GetClient(),
+		APIReader: mgr.GetAPIReader(),
+		Recorder:  mgr.GetEventRecorder("sluice-policy-controller"),
+	}
+	Expect(reconciler.SetupWithManager(ctx, mgr, 2)).To(Succeed())
+	done := make(chan struct{})
+	go func() {
+		defer GinkgoRecover()
+		defer close(done)
+		Expect(mgr.Start(ctx)).To(Succeed())
+	}()
+	DeferCleanup(func() {
+		cancel()
+		<-done
+	})
+}

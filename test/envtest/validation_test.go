@@ -1,0 +1,232 @@
+/*
+Copyright 2026 The Sluice Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package envtest
+
+import (
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+)
+
+// createSpec sends a RateLimitPolicy with the given spec, written as a user
+// would write it, to the API server as a dry run and returns its answer.
+// selector and upstreamPort are filled in when the spec leaves them out.
+func createSpec(specYAML string) error {
+	spec := map[string]any{}
+	Expect(yaml.Unmarshal([]byte(specYAML), &spec)).To(Succeed())
+	if _, ok := spec["selector"]; !ok {
+		spec["selector"] = map[string]any{"matchLabels": map[string]any{"app": "api"}}
+	}
+	if _, ok := spec["upstreamPort"]; !ok {
+		spec["upstreamPort"] = int64(8080)
+	}
+	policy := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "sluice.dev/v1alpha1",
+		"kind":       "RateLimitPolicy",
+		"metadata":   map[string]any{"generateName": "policy-", "namespace": namespace},
+		"spec":       spec,
+	}}
+	return k8sClient.Create(ctx, policy, client.DryRunAll)
+}
+
+// A rule that is valid on its own, for specs that test something else.
+const apiRule = `{name: api, limits: [{requests: 60, period: 1m}]}`
+
+var _ = Describe("RateLimitPolicy validation", func() {
+	DescribeTable("rejects an invalid spec with a message that says what to fix",
+		func(spec, message string) {
+			err := createSpec(spec)
+			Expect(apierrors.IsInvalid(err)).To(BeTrue(), "want an Invalid error, got %v", err)
+			Expect(err.Error()).To(ContainSubstring(message))
+		},
+
+		// Policy-wide settings.
+		Entry("empty selector", `{selector: {}, rules: [`+apiRule+`]}`,
+			"selector is empty and would select every pod of the namespace: add matchLabels or matchExpressions"),
+		Entry("timeout below 1ms", `{timeout: 500us, rules: [`+apiRule+`]}`,
+			"timeout must be between 1ms and 1s, for example 50ms"),
+		Entry("timeout above 1s", `{timeout: 2s, rules: [`+apiRule+`]}`,
+			"timeout must be between 1ms and 1s, for example 50ms"),
+
+		// Identity.
+		Entry("identity source with two members",
+			`{identity: {sources: [{header: {name: X-Tenant-ID}, clientIP: {}}]}, rules: [`+apiRule+`]}`,
+			"an identity source sets exactly one of header, apiKey, jwtClaim, clientIP or shared"),
+		Entry("identity source with no member",
+			`{identity: {sources: [{}]}, rules: [`+apiRule+`]}`,
+			"an identity source sets exactly one of header, apiKey, jwtClaim, clientIP or shared"),
+		Entry("source after clientIP",
+			`{identity: {sources: [{clientIP: {}}, {header: {name: X-Tenant-ID}}]}, rules: [`+apiRule+`]}`,
+			"clientIP and shared always find a tenant, so sources after them are never used"),
+		Entry("clientIP and shared together",
+			`{identity: {sources: [{clientIP: {}}, {shared: {}}]}, rules: [`+apiRule+`]}`,
+			"clientIP and shared always find a tenant, so sources after them are never used"),
+		Entry("trusted proxy that is not a CIDR",
+			`{identity: {sources: [{clientIP: {trustedProxies: [10.0.0.0/8, 10.1.2.3, 192.168.0.0/33]}}]}, rules: [`+apiRule+`]}`,
+			"trustedProxies must be CIDRs such as 10.0.0.0/8 or fd00::/8 (use /32 or /128 for one address), not 10.1.2.3"),
+		Entry("rule identity with two members",
+			`{rules: [{name: api, limits: [{requests: 1, period: 1s}], identity: {sources: [{shared: {}, apiKey: {}}]}}]}`,
+			"an identity source sets exactly one of header, apiKey, jwtClaim, clientIP or shared"),
+
+		// Tiers.
+		Entry("tier source with two members",
+			`{tiers: {source: {header: {name: X-Plan}, jwtClaim: {claim: plan}}, default: free}, rules: [`+apiRule+`]}`,
+			"a tier source sets exactly one of header or jwtClaim"),
+		Entry("tiered limits without spec.tiers",
+			`{rules: [`+apiRule+`, {name: plans, limits: [{tier: free, requests: 100, period: 1h}]}]}`,
+			"limits of rule plans name a tier but spec.tiers is not set: add spec.tiers to say where the tier of a request comes from, or remove tier from the limits"),
+		Entry("tiered limits that leave out the default tier",
+			`{tiers: {source: {header: {name: X-Plan}}, default: free},
+			  rules: [{name: plans, limits: [{tier: basic, requests: 500, period: 1h}, {tier: premium, requests: 5000, period: 1h}]}]}`,
+			"rule plans has limits for named tiers only and none for the default tier free: add a limit for tier free, or a limit without a tier"),
+
+		// Rules.
+		Entry("exempt rule with limits",
+			`{rules: [{name: health, exempt: true, limits: [{requests: 1, period: 1s}]}]}`,
+			"rule health is exempt, so it cannot have limits: remove limits, or set exempt to false"),
+		Entry("exempt rule with an algorithm",
+			`{rules: [{name: health, exempt: true, algorithm: FixedWindow}]}`,
+			"rule health is exempt: the requests it matches are never limited, so algorithm, cost and identity have no effect"),
+		Entry("exempt rule with a cost",
+			`{rules: [{name: health, exempt: true, cost: 5}]}`,
+			"rule health is exempt: the requests it matches are never limited, so algorithm, cost and identity have no effect"),
+		Entry("exempt rule with an identity",
+			`{rules: [{name: health, exempt: true, identity: {sources: [{shared: {}}]}}]}`,
+			"rule health is exempt: the requests it matches are never limited, so algorithm, cost and identity have no effect"),
+		Entry("rule without limits",
+			`{rules: [{name: api, algorithm: FixedWindow}]}`,
+			"rule api has no limits: add at least one limit, or set exempt to true"),
+		Entry("burst on a window rule",
+			`{rules: [{name: api, algorithm: SlidingWindowCounter, limits: [{requests: 60, period: 1m, burst: 10}]}]}`,
+			"rule api uses SlidingWindowCounter, which has no burst: remove burst from its limits, or use algorithm TokenBucket"),
+		Entry("cost above a token bucket's burst",
+			`{rules: [{name: export, cost: 20, limits: [{requests: 100, period: 1m, burst: 10}]}]}`,
+			"rule export has a cost higher than one of its limits allows per period (burst, or requests when burst is unset), so no request could ever pass: lower cost or raise that limit"),
+		Entry("cost above a token bucket's requests when burst is unset",
+			`{rules: [{name: export, cost: 20, limits: [{requests: 100, period: 1h}, {requests: 10, period: 1m}]}]}`,
+			"rule export has a cost higher than one of its limits allows per period (burst, or requests when burst is unset), so no request could ever pass: lower cost or raise that limit"),
+		Entry("cost above a window's requests",
+			`{rules: [{name: export, algorithm: FixedWindow, cost: 11, limits: [{requests: 10, period: 1m}]}]}`,
+			"rule export has a cost higher than one of its limits allows per period"),
+		Entry("two untiered limits with the same period",
+			`{rules: [{name: api, limits: [{requests: 60, period: 1m}, {requests: 100, period: 1m}]}]}`,
+			"rule api has two limits for the same tier and period: keep one, or change the period of the other"),
+		Entry("two limits with the same period written differently",
+			`{rules: [{name: api, limits: [{requests: 60, period: 1h}, {requests: 100, period: 60m}]}]}`,
+			"rule api has two limits for the same tier and period"),
+		Entry("two limits for the same tier and period",
+			`{tiers: {source: {header: {name: X-Plan}}, default: free},
+			  rules: [{name: plans, limits: [{tier: free, requests: 100, period: 1h}, {tier: free, requests: 200, period: 1h}]}]}`,
+			"rule plans has two limits for the same tier and period"),
+		Entry("sliding window log too large to store",
+			`{rules: [{name: api, algorithm: SlidingWindowLog, limits: [{requests: 100001, period: 24h}]}]}`,
+			"rule api uses SlidingWindowLog, which stores one entry per request: keep each limit at or below 100000 requests per period, or use SlidingWindowCounter"),
+
+		// Limits.
+		Entry("period below 1s", `{rules: [{name: api, limits: [{requests: 1, period: 500ms}]}]}`,
+			"period must be between 1s and 744h (31 days), for example 1m, 1h or 24h"),
+		Entry("period above 31 days", `{rules: [{name: api, limits: [{requests: 1, period: 745h}]}]}`,
+			"period must be between 1s and 744h (31 days), for example 1m, 1h or 24h"),
+		Entry("period in fractions of a second", `{rules: [{name: api, limits: [{requests: 1, period: 1500ms}]}]}`,
+			"period must be a whole number of seconds, for example 1s or 90s"),
+
+		// Matches.
+		Entry("host with a port", `{rules: [{name: api, match: {hosts: ["api.example.com:443"]}, limits: [{requests: 1, period: 1s}]}]}`,
+			"hosts must be lowercase DNS names such as api.example.com, or wildcards such as *.example.com"),
+		Entry("host in upper case", `{rules: [{name: api, match: {hosts: [API.example.com]}, limits: [{requests: 1, period: 1s}]}]}`,
+			"hosts must be lowercase DNS names"),
+		Entry("wildcard inside a host", `{rules: [{name: api, match: {hosts: ["api.*.example.com"]}, limits: [{requests: 1, period: 1s}]}]}`,
+			"hosts must be lowercase DNS names"),
+		Entry("path match with two members", `{rules: [{name: api, match: {paths: [{exact: /a, prefix: /a}]}, limits: [{requests: 1, period: 1s}]}]}`,
+			"a path match sets exactly one of exact, prefix or glob"),
+		Entry("empty path match", `{rules: [{name: api, match: {paths: [{}]}, limits: [{requests: 1, period: 1s}]}]}`,
+			"a path match sets exactly one of exact, prefix or glob"),
+		Entry("exact path without a leading slash", `{rules: [{name: api, match: {paths: [{exact: login}]}, limits: [{requests: 1, period: 1s}]}]}`,
+			"exact paths start with /"),
+		Entry("path prefix without a leading slash", `{rules: [{name: api, match: {paths: [{prefix: v1}]}, limits: [{requests: 1, period: 1s}]}]}`,
+			"path prefixes start with /"),
+		Entry("path glob without a leading slash", `{rules: [{name: api, match: {paths: [{glob: "v1/*"}]}, limits: [{requests: 1, period: 1s}]}]}`,
+			"path globs start with /"),
+		Entry("** inside a path segment", `{rules: [{name: api, match: {paths: [{glob: "/v1/files**"}]}, limits: [{requests: 1, period: 1s}]}]}`,
+			"** must be a whole path segment, as in /v1/**/items; use * inside a segment"),
+
+		// Overrides.
+		Entry("override of a rule that does not exist",
+			`{rules: [`+apiRule+`], overrides: [{tenant: acme, rule: exprts, limits: [{requests: 1, period: 1m}]}]}`,
+			"an override names rule exprts, which does not exist: use the name of a rule in spec.rules"),
+		Entry("override of an exempt rule",
+			`{rules: [`+apiRule+`, {name: health, exempt: true}], overrides: [{tenant: acme, rule: health, limits: [{requests: 1, period: 1m}]}]}`,
+			"an override names rule health, which is exempt and never limits requests: remove the override, or set exempt to false on the rule"),
+		Entry("override limit with a tier",
+			`{tiers: {source: {header: {name: X-Plan}}, default: free},
+			  rules: [`+apiRule+`], overrides: [{tenant: acme, rule: api, limits: [{tier: free, requests: 1, period: 1m}]}]}`,
+			"override limits apply to the tenant whatever its tier, so they cannot name a tier: remove tier"),
+		Entry("override with two limits of the same period",
+			`{rules: [`+apiRule+`], overrides: [{tenant: acme, rule: api, limits: [{requests: 1, period: 1m}, {requests: 2, period: 60s}]}]}`,
+			"two limits of this override have the same period: keep one limit per period"),
+		Entry("override with burst on a window rule",
+			`{rules: [{name: api, algorithm: FixedWindow, limits: [{requests: 60, period: 1m}]}],
+			  overrides: [{tenant: acme, rule: api, limits: [{requests: 600, period: 1m, burst: 100}]}]}`,
+			"an override of rule api sets burst, which only applies to TokenBucket rules: remove burst from its limits"),
+		Entry("override too large for a sliding window log",
+			`{rules: [{name: api, algorithm: SlidingWindowLog, limits: [{requests: 60, period: 1m}]}],
+			  overrides: [{tenant: acme, rule: api, limits: [{requests: 1000000, period: 1m}]}]}`,
+			"an override of rule api allows more than 100000 requests per period, but the rule uses SlidingWindowLog, which stores one entry per request"),
+		Entry("override limit below the rule's cost",
+			`{rules: [{name: export, cost: 10, limits: [{requests: 100, period: 1m}]}],
+			  overrides: [{tenant: acme, rule: export, limits: [{requests: 1000, period: 1m, burst: 5}]}]}`,
+			"an override of rule export has a limit that allows fewer requests per period (burst, or requests when burst is unset) than the cost of the rule"),
+
+		// Structure the schema enforces without CEL.
+		Entry("two rules with the same name", `{rules: [`+apiRule+`, `+apiRule+`]}`, "Duplicate value"),
+		Entry("two overrides for the same tenant and rule",
+			`{rules: [`+apiRule+`], overrides: [{tenant: acme, rule: api, limits: [{requests: 1, period: 1m}]}, {tenant: acme, rule: api, limits: [{requests: 2, period: 1m}]}]}`,
+			"Duplicate value"),
+		Entry("period in days", `{rules: [{name: api, limits: [{requests: 1, period: 1d}]}]}`, "spec.rules[0].limits[0].period"),
+		Entry("unknown algorithm", `{rules: [{name: api, algorithm: LeakyBucket, limits: [{requests: 1, period: 1s}]}]}`, "Unsupported value"),
+	)
+
+	DescribeTable("accepts a valid spec",
+		func(spec string) {
+			Expect(createSpec(spec)).To(Succeed())
+		},
+		Entry("the smallest policy", `{rules: [`+apiRule+`]}`),
+		Entry("every identity source in order",
+			`{identity: {sources: [{header: {name: X-Tenant-ID}}, {apiKey: {}}, {jwtClaim: {claim: tenant_id}}, {clientIP: {trustedProxies: [10.0.0.0/8, "fd00::/8", 192.0.2.7/32]}}], partitionBy: [Method, Path, Host]},
+			  rules: [`+apiRule+`]}`),
+		Entry("one shared budget", `{identity: {sources: [{shared: {}}]}, rules: [`+apiRule+`]}`),
+		Entry("untiered limit as the fallback of a tiered rule",
+			`{tiers: {source: {jwtClaim: {claim: plan}}, default: free},
+			  rules: [{name: plans, limits: [{requests: 100, period: 1h}, {tier: premium, requests: 5000, period: 1h}]}]}`),
+		Entry("several windows per tier",
+			`{tiers: {source: {header: {name: X-Plan}}, default: free},
+			  rules: [{name: plans, algorithm: FixedWindow, limits: [{tier: free, requests: 10, period: 1m}, {tier: free, requests: 100, period: 24h}, {tier: premium, requests: 100, period: 1m}]}]}`),
+		Entry("burst below requests and cost equal to burst",
+			`{rules: [{name: api, cost: 10, limits: [{requests: 600, period: 1m, burst: 10}]}]}`),
+		Entry("exempt rule next to a catch-all rule",
+			`{rules: [{name: health, exempt: true, match: {paths: [{exact: /healthz}]}}, `+apiRule+`]}`),
+		Entry("every kind of match",
+			`{rules: [{name: api, match: {hosts: [api.example.com, "*.example.com"], methods: [GET, POST], paths: [{exact: /login}, {prefix: /v1/}, {glob: "/v1/users/*/orders/**"}, {glob: "/**"}]}, limits: [{requests: 1, period: 1s}]}]}`),
+		Entry("longest period", `{rules: [{name: api, limits: [{requests: 1000000, period: 744h}]}]}`),
+		Entry("override of a token bucket rule with burst",
+			`{rules: [`+apiRule+`], overrides: [{tenant: acme, rule: api, limits: [{requests: 600, period: 1m, burst: 100}, {requests: 10000, period: 24h}]}, {tenant: globex, rule: api, limits: [{requests: 1, period: 1m}]}]}`),
+		Entry("storage secret", `{storage: {secretRef: {name: redis}}, rules: [`+apiRule+`]}`),
+	)
+})
