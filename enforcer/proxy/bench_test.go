@@ -1,0 +1,88 @@
+package proxy
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strconv"
+	"sync/atomic"
+	"testing"
+
+	"github.com/sluice-dev/sluice/enforcer/limiter"
+	"github.com/sluice-dev/sluice/enforcer/route"
+)
+
+// BenchmarkDecide measures the request path without the network to the
+// application: route, one Redis round trip, headers, metrics hooks. Each
+// goroutine is a tenant of its own with a limit it never reaches, and the
+// application is an in-process handler.
+func BenchmarkDecide(b *testing.B) {
+	for _, rules := range []int{1, 3} {
+		b.Run(fmt.Sprintf("rules=%d", rules), func(b *testing.B) {
+			var rs []string
+			for i := range rules {
+				rs = append(rs, ruleJSON(fmt.Sprint("r", i), "{}", "TokenBucket", fmt.Sprintf("%d/1h", 1<<40-i)))
+			}
+			cfg := configOf(b, policyJSON("api", "Enforce", "Open", "Both", rs[0]+func() string {
+				var s string
+				for _, r := range rs[1:] {
+					s += ", " + r
+				}
+				return s
+			}()))
+			target, _ := url.Parse("http://127.0.0.1:1")
+			rec := &degradedCount{}
+			h := New(Options{Upstream: target, Recorder: rec})
+			h.upstream = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) })
+			backends := NewBackends(redisURL, func(string) (string, bool) { return "", false }, limiter.ClientOptions{})
+			defer backends.Close()
+			snap, err := NewSnapshot(cfg, backends)
+			if err != nil {
+				b.Fatal(err)
+			}
+			h.Swap(snap)
+			var tenants atomic.Int64
+			b.SetParallelism(8)
+			b.ReportAllocs()
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				req := httptest.NewRequest("GET", "/v1/orders", nil)
+				req.Header.Set("X-Tenant", strconv.FormatInt(tenants.Add(1), 10))
+				w := &discardWriter{header: http.Header{}}
+				for pb.Next() {
+					clear(w.header)
+					h.ServeHTTP(w, req)
+					if w.status != http.StatusNoContent {
+						b.Errorf("status %d", w.status)
+						return
+					}
+				}
+			})
+			b.StopTimer()
+			if n := rec.n.Load(); n > 0 {
+				b.Logf("%d of %d decisions made by the failure mode", n, b.N*rules)
+			}
+		})
+	}
+}
+
+// degradedCount counts failure mode decisions, which would make the
+// benchmark measure something else than Redis decisions.
+type degradedCount struct {
+	NopRecorder
+	n atomic.Int64
+}
+
+func (d *degradedCount) Degraded(*route.Policy) { d.n.Add(1) }
+
+// discardWriter is a ResponseWriter that keeps only the status.
+type discardWriter struct {
+	header http.Header
+	status int
+}
+
+func (w *discardWriter) Header() http.Header         { return w.header }
+func (w *discardWriter) Write(b []byte) (int, error) { return io.Discard.Write(b) }
+func (w *discardWriter) WriteHeader(status int)      { w.status = status }

@@ -1,0 +1,235 @@
+// Package proxy is the enforcer's request path: an http.Handler that decides
+// each request against its policies' rules in one Redis round trip, answers
+// 429 (or 503 when a fail-closed policy cannot decide) with rate limit
+// headers and an RFC 9457 problem, and otherwise forwards the request to the
+// application through a reverse proxy, adding the headers to its response.
+package proxy
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log"
+	"net/http"
+	"net/url"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluice-dev/sluice/enforcer/limiter"
+	"github.com/sluice-dev/sluice/enforcer/route"
+)
+
+// Handler decides and forwards requests. It is safe for concurrent use.
+type Handler struct {
+	snap     atomic.Pointer[Snapshot]
+	upstream http.Handler
+	rec      Recorder
+}
+
+// Options configure a Handler.
+type Options struct {
+	// Upstream is the application's base URL, e.g. http://127.0.0.1:8080.
+	Upstream *url.URL
+	// Transport reaches the upstream; nil means NewTransport().
+	Transport http.RoundTripper
+	// Recorder is told every decision; nil records nothing.
+	Recorder Recorder
+	// ErrorLog receives the reverse proxy's own errors (a client gone in
+	// the middle of a body); nil discards them.
+	ErrorLog *log.Logger
+}
+
+// New is a Handler forwarding admitted requests as opts say. Serve no
+// request before the first Swap.
+func New(opts Options) *Handler {
+	h := &Handler{rec: opts.Recorder}
+	if h.rec == nil {
+		h.rec = NopRecorder{}
+	}
+	if opts.Transport == nil {
+		opts.Transport = NewTransport()
+	}
+	if opts.ErrorLog == nil {
+		opts.ErrorLog = log.New(io.Discard, "", 0)
+	}
+	rp := NewUpstream(opts.Upstream, opts.Transport, h.upstreamError)
+	rp.ErrorLog = opts.ErrorLog
+	h.upstream = rp
+	return h
+}
+
+// Swap puts s into service; requests already being decided finish with the
+// snapshot they started with.
+func (h *Handler) Swap(s *Snapshot) { h.snap.Store(s) }
+
+// Snapshot is the configuration in service, nil before the first Swap.
+func (h *Handler) Snapshot() *Snapshot { return h.snap.Load() }
+
+// requestState is the scratch space of one request, pooled so that the
+// request path allocates no slices of its own.
+type requestState struct {
+	checks []route.Check
+	reqs   []limiter.Request
+	outs   []limiter.Outcome
+	sub    []limiter.Outcome
+	index  []int
+	buf    []byte
+}
+
+var statePool = sync.Pool{New: func() any {
+	return &requestState{
+		checks: make([]route.Check, 0, 8),
+		reqs:   make([]limiter.Request, 0, 8),
+		outs:   make([]limiter.Outcome, 0, 8),
+		buf:    make([]byte, 0, 256),
+	}
+}}
+
+func (st *requestState) release() {
+	clear(st.checks) // drop references to requests' identities
+	clear(st.reqs)
+	st.checks, st.reqs = st.checks[:0], st.reqs[:0]
+	statePool.Put(st)
+}
+
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	snap := h.snap.Load()
+	st := statePool.Get().(*requestState)
+	st.checks = snap.Table.Checks(r, st.checks[:0])
+	if len(st.checks) == 0 {
+		st.release()
+		h.upstream.ServeHTTP(w, r)
+		return
+	}
+	h.decide(r.Context(), snap, st)
+	refusing, wouldDeny := h.evaluate(st)
+	if refusing >= 0 {
+		h.refund(r.Context(), snap, st)
+	}
+	hdr := w.Header()
+	st.buf = writeLimitHeaders(hdr, st.checks, st.outs, refusing, st.buf)
+	if wouldDeny {
+		st.buf = writeWouldDeny(hdr, st.checks, st.outs, st.buf)
+	}
+	h.record(st)
+	if refusing >= 0 {
+		p := refusal(&st.checks[refusing], &st.outs[refusing].Decision)
+		st.release()
+		writeProblem(w, p)
+		return
+	}
+	st.release()
+	h.upstream.ServeHTTP(w, r)
+}
+
+// decide asks each backend about its checks, in one round trip per backend.
+func (h *Handler) decide(ctx context.Context, snap *Snapshot, st *requestState) {
+	if snap.single != nil {
+		for i := range st.checks {
+			st.reqs = append(st.reqs, st.checks[i].Request)
+		}
+		start := time.Now()
+		st.outs = snap.single.Guard.AllowAll(ctx, st.reqs, st.outs)
+		h.observe(snap.single, start, st.outs)
+		return
+	}
+	// Policies on several Redis servers: one batch per server, in turn.
+	st.outs = append(st.outs[:0], make([]limiter.Outcome, len(st.checks))...)
+	for _, be := range snap.backends {
+		st.reqs, st.index = st.reqs[:0], st.index[:0]
+		for i := range st.checks {
+			if snap.backendOf[st.checks[i].Policy] == be {
+				st.reqs = append(st.reqs, st.checks[i].Request)
+				st.index = append(st.index, i)
+			}
+		}
+		if len(st.index) == 0 {
+			continue
+		}
+		start := time.Now()
+		st.sub = be.Guard.AllowAll(ctx, st.reqs, st.sub)
+		h.observe(be, start, st.sub)
+		for k, i := range st.index {
+			st.outs[i] = st.sub[k]
+		}
+	}
+}
+
+// observe records a round trip's latency, unless no request went to Redis
+// (the guard skips Redis while it is known to be down).
+func (h *Handler) observe(be *Backend, start time.Time, outs []limiter.Outcome) {
+	if !errors.Is(outs[0].Err, limiter.ErrRedisUnavailable) {
+		h.rec.RedisRoundTrip(be, time.Since(start))
+	}
+}
+
+// refuses reports whether an outcome refuses its request. An outcome with
+// no decision at all (an invalid request, which the route table should
+// never produce) does not: a bug must not take the application down.
+func refuses(o *limiter.Outcome) bool {
+	return !o.Decision.Allowed && (o.Err == nil || o.Decision.Degraded)
+}
+
+// evaluate finds the check that refuses the request (the Enforce check with
+// the longest wait), or -1, and whether a DryRun check would have.
+func (h *Handler) evaluate(st *requestState) (refusing int, wouldDeny bool) {
+	refusing = -1
+	for i := range st.checks {
+		o := &st.outs[i]
+		if o.Err != nil && !o.Decision.Degraded {
+			h.rec.CheckError(st.checks[i].Policy, o.Err)
+			continue
+		}
+		if !refuses(o) {
+			continue
+		}
+		if st.checks[i].Policy.DryRun {
+			wouldDeny = true
+		} else if refusing < 0 || o.Decision.RetryAfter > st.outs[refusing].Decision.RetryAfter {
+			refusing = i
+		}
+	}
+	return refusing, wouldDeny
+}
+
+// refund gives back what the refused request's other checks took, so that a
+// refused request counts nowhere. Only what Redis admitted was taken.
+func (h *Handler) refund(ctx context.Context, snap *Snapshot, st *requestState) {
+	for _, be := range snap.backends {
+		st.reqs = st.reqs[:0]
+		for i := range st.checks {
+			if o := &st.outs[i]; o.Err == nil && o.Decision.Allowed && snap.BackendOf(st.checks[i].Policy) == be {
+				st.reqs = append(st.reqs, st.checks[i].Request)
+			}
+		}
+		if len(st.reqs) > 0 {
+			_ = be.Guard.Refund(ctx, st.reqs...) // best effort: at worst the refused request counts
+		}
+	}
+}
+
+// record reports each rule's and each policy's verdict.
+func (h *Handler) record(st *requestState) {
+	policyVerdict := Allowed
+	for i := range st.checks {
+		c, o := &st.checks[i], &st.outs[i]
+		v := Allowed
+		if refuses(o) {
+			v = Denied
+			if c.Policy.DryRun {
+				v = WouldDeny
+			}
+		}
+		if o.Decision.Degraded {
+			h.rec.Degraded(c.Policy)
+		}
+		h.rec.Check(c.Policy, c.Rule, c.Tier, v)
+		policyVerdict = max(policyVerdict, v)
+		// Checks come grouped by policy: close the group at its last check.
+		if i == len(st.checks)-1 || st.checks[i+1].Policy != c.Policy {
+			h.rec.Policy(c.Policy, policyVerdict)
+			policyVerdict = Allowed
+		}
+	}
+}

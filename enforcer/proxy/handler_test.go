@@ -1,0 +1,269 @@
+package proxy
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluice-dev/sluice/enforcer/config"
+	"github.com/sluice-dev/sluice/enforcer/limiter"
+	"github.com/sluice-dev/sluice/enforcer/route"
+	"github.com/sluice-dev/sluice/internal/redistest"
+)
+
+// policyJSON is one compiled policy whose rules are given as JSON.
+func policyJSON(name, mode, failureMode, headers, rules string) string {
+	return fmt.Sprintf(`{"name": %q, "uid": "uid-%s", "generation": 1, "selector": {}, "replicas": 1,
+  "upstreamPort": 8080, "mode": %q, "failureMode": %q, "timeout": "50ms", "responseHeaders": %q,
+  "salt": "salt-%s", "rules": [%s]}`, name, name, mode, failureMode, headers, name, rules)
+}
+
+// ruleJSON is a rule over every request, shared by all clients, with the
+// given algorithm and limits ("requests/period" pairs).
+func ruleJSON(name, match, algorithm string, limits ...string) string {
+	var ls []string
+	for _, l := range limits {
+		n, period, _ := strings.Cut(l, "/")
+		ls = append(ls, fmt.Sprintf(`{"requests": %s, "period": %q}`, n, period))
+	}
+	return fmt.Sprintf(`{"name": %q, "match": %s, "algorithm": %q, "cost": 1,
+  "identity": {"sources": [{"header": {"name": "X-Tenant"}}, {"shared": {}}]}, "limits": [%s]}`,
+		name, match, algorithm, strings.Join(ls, ", "))
+}
+
+func configOf(t testing.TB, policies ...string) *config.Config {
+	t.Helper()
+	// Every test gets namespace of its own, so buckets never collide.
+	ns := strings.ToLower(strings.NewReplacer("/", "-", "_", "-").Replace(t.Name()))
+	cfg, err := config.Parse([]byte(fmt.Sprintf(`{"schema": %q, "namespace": %q, "policies": [%s]}`,
+		config.Schema, ns, strings.Join(policies, ", "))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// recording counts what a Handler reports.
+type recording struct {
+	NopRecorder
+	mu       sync.Mutex
+	checks   map[string]int // "policy/rule/tier/verdict"
+	policies map[string]int // "policy/verdict"
+	degraded int
+	upstream int
+}
+
+func (r *recording) Check(p *route.Policy, rule *route.Rule, tier string, v Verdict) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.checks[p.Name+"/"+rule.Name+"/"+tier+"/"+v.String()]++
+}
+
+func (r *recording) Policy(p *route.Policy, v Verdict) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.policies[p.Name+"/"+v.String()]++
+}
+
+func (r *recording) Degraded(*route.Policy) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.degraded++
+}
+
+func (r *recording) UpstreamError() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.upstream++
+}
+
+type fixture struct {
+	url      string
+	rec      *recording
+	handler  *Handler
+	backends *Backends
+}
+
+// serve runs a Handler for cfg, deciding with Redis at redisURL, in front
+// of upstream (an "ok" application when nil).
+func serve(t *testing.T, cfg *config.Config, redisURL string, upstream http.Handler) *fixture {
+	t.Helper()
+	if upstream == nil {
+		upstream = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok") })
+	}
+	app := httptest.NewServer(upstream)
+	t.Cleanup(app.Close)
+	target, _ := url.Parse(app.URL)
+	rec := &recording{checks: map[string]int{}, policies: map[string]int{}}
+	h := New(Options{Upstream: target, Recorder: rec})
+	backends := NewBackends(redisURL, func(string) (string, bool) { return "", false }, limiter.ClientOptions{})
+	t.Cleanup(backends.Close)
+	snap, err := NewSnapshot(cfg, backends)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Swap(snap)
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return &fixture{url: srv.URL, rec: rec, handler: h, backends: backends}
+}
+
+type response struct {
+	status int
+	header http.Header
+	body   string
+}
+
+func get(g Gomega, url string, headers ...string) response {
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	g.Expect(err).NotTo(HaveOccurred())
+	for _, h := range headers {
+		k, v, _ := strings.Cut(h, ": ")
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	g.Expect(err).NotTo(HaveOccurred())
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	g.Expect(err).NotTo(HaveOccurred())
+	return response{resp.StatusCode, resp.Header, string(body)}
+}
+
+var redisURL string
+
+type discardRedisLog struct{}
+
+func (discardRedisLog) Printf(context.Context, string, ...any) {}
+
+func TestMain(m *testing.M) { os.Exit(runWithRedis(m)) }
+
+func runWithRedis(m *testing.M) int {
+	// go-redis logs every failed dial; the fault tests cause plenty.
+	redis.SetLogger(discardRedisLog{})
+	srv, err := redistest.New()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer srv.Close()
+	redisURL = srv.URL()
+	return m.Run()
+}
+
+func TestAllowedThenRefused(t *testing.T) {
+	g := NewWithT(t)
+	f := serve(t, configOf(t, policyJSON("api", "Enforce", "Open", "Both", ruleJSON("all", "{}", "FixedWindow", "2/1h"))), redisURL, nil)
+
+	for want := 1; want >= 0; want-- {
+		r := get(g, f.url+"/x")
+		g.Expect(r.status).To(Equal(200))
+		g.Expect(r.body).To(Equal("ok"))
+		g.Expect(r.header.Get("X-RateLimit-Limit")).To(Equal("2"))
+		g.Expect(r.header.Get("X-RateLimit-Remaining")).To(Equal(fmt.Sprint(want)))
+		g.Expect(r.header.Get("RateLimit-Policy")).To(Equal(`"api/all";q=2;w=3600`))
+		g.Expect(r.header.Get("RateLimit")).To(MatchRegexp(`^"api/all";r=%d;t=\d+$`, want))
+	}
+	r := get(g, f.url+"/x")
+	g.Expect(r.status).To(Equal(http.StatusTooManyRequests))
+	g.Expect(r.header.Get("Content-Type")).To(Equal("application/problem+json"))
+	g.Expect(r.header.Get("X-RateLimit-Remaining")).To(Equal("0"))
+	var p Problem
+	g.Expect(json.Unmarshal([]byte(r.body), &p)).To(Succeed())
+	g.Expect(p.Type).To(Equal(ProblemRateLimited))
+	g.Expect(p.Policy).To(Equal("api"))
+	g.Expect(p.Rule).To(Equal("all"))
+	g.Expect(r.header.Get("Retry-After")).To(Equal(fmt.Sprint(p.RetryAfter)))
+	g.Expect(p.RetryAfter).To(BeNumerically(">", 0))
+	g.Expect(p.RetryAfter).To(BeNumerically("<=", 3600))
+
+	// Another tenant has a budget of its own.
+	g.Expect(get(g, f.url+"/x", "X-Tenant: other").status).To(Equal(200))
+	g.Expect(f.rec.checks).To(Equal(map[string]int{"api/all//allowed": 3, "api/all//denied": 1}))
+	g.Expect(f.rec.policies).To(Equal(map[string]int{"api/allowed": 3, "api/denied": 1}))
+}
+
+// TestRefusedRequestCountsNowhere: a request refused by one rule gives back
+// what the other rules took, across policies.
+func TestRefusedRequestCountsNowhere(t *testing.T) {
+	g := NewWithT(t)
+	f := serve(t, configOf(t,
+		policyJSON("wide", "Enforce", "Open", "XRateLimit", ruleJSON("all", "{}", "TokenBucket", "10/1h")),
+		policyJSON("narrow", "Enforce", "Open", "None", ruleJSON("exports", `{"paths": [{"prefix": "/exports"}]}`, "SlidingWindowLog", "1/1h")),
+	), redisURL, nil)
+	g.Expect(get(g, f.url+"/exports").status).To(Equal(200))
+	for range 3 {
+		r := get(g, f.url+"/exports")
+		g.Expect(r.status).To(Equal(429))
+		g.Expect(r.body).To(ContainSubstring(`"policy":"narrow"`))
+	}
+	// Only the admitted request took a token from the wide bucket.
+	g.Expect(get(g, f.url+"/other").header.Get("X-RateLimit-Remaining")).To(Equal("8"))
+}
+
+func TestDryRunNeverRefuses(t *testing.T) {
+	g := NewWithT(t)
+	f := serve(t, configOf(t, policyJSON("shadow", "DryRun", "Open", "Both", ruleJSON("all", "{}", "SlidingWindowCounter", "1/1h"))), redisURL, nil)
+	g.Expect(get(g, f.url).header.Get("X-Sluice-Would-Deny")).To(BeEmpty())
+	for range 2 {
+		r := get(g, f.url)
+		g.Expect(r.status).To(Equal(200))
+		g.Expect(r.header.Get("X-Sluice-Would-Deny")).To(Equal("shadow/all"))
+		g.Expect(r.header.Get("X-RateLimit-Remaining")).To(Equal("0"))
+	}
+	g.Expect(f.rec.policies).To(Equal(map[string]int{"shadow/allowed": 1, "shadow/would_deny": 2}))
+}
+
+func TestFailureModes(t *testing.T) {
+	g := NewWithT(t)
+	down := redistest.Start(t)
+	f := serve(t, configOf(t,
+		policyJSON("open", "Enforce", "Open", "Both", ruleJSON("all", "{}", "FixedWindow", "100/1m")),
+		policyJSON("closed", "Enforce", "Closed", "Both", ruleJSON("admin", `{"paths": [{"prefix": "/admin"}]}`, "FixedWindow", "100/1m")),
+	), down.URL(), nil)
+	g.Expect(get(g, f.url+"/admin").status).To(Equal(200))
+	down.Stop()
+
+	start := time.Now()
+	r := get(g, f.url+"/public")
+	g.Expect(r.status).To(Equal(200), "fail open")
+	g.Expect(r.header.Get("X-RateLimit-Remaining")).To(BeEmpty(), "no headers guessed")
+	g.Expect(r.header.Get("RateLimit")).To(BeEmpty())
+
+	r = get(g, f.url+"/admin")
+	g.Expect(r.status).To(Equal(http.StatusServiceUnavailable), "fail closed")
+	g.Expect(r.header.Get("Retry-After")).To(Equal("1"))
+	g.Expect(r.body).To(ContainSubstring(ProblemLimiterUnavailable))
+	g.Expect(time.Since(start)).To(BeNumerically("<", time.Second), "bounded by the policies' timeout")
+	g.Expect(f.rec.degraded).To(BeNumerically(">=", 3))
+}
+
+func TestUpstreamUnavailable(t *testing.T) {
+	g := NewWithT(t)
+	f := serve(t, configOf(t, policyJSON("api", "Enforce", "Open", "Both", ruleJSON("all", "{}", "FixedWindow", "100/1m"))), redisURL, nil)
+	// Point the proxy at a port nothing listens on.
+	dead := httptest.NewServer(http.NotFoundHandler())
+	dead.Close()
+	target, _ := url.Parse(dead.URL)
+	h := New(Options{Upstream: target, Recorder: f.rec})
+	h.Swap(f.handler.Snapshot())
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	r := get(g, srv.URL)
+	g.Expect(r.status).To(Equal(http.StatusBadGateway))
+	g.Expect(r.header.Get("Content-Type")).To(Equal("application/problem+json"))
+	g.Expect(r.body).To(ContainSubstring(ProblemUpstreamUnavailable))
+	g.Expect(r.header.Get("X-RateLimit-Limit")).To(Equal("100"), "the decision is still described")
+	g.Expect(f.rec.upstream).To(Equal(1))
+}

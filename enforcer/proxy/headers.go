@@ -1,0 +1,166 @@
+package proxy
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/sluice-dev/sluice/enforcer/limiter"
+	"github.com/sluice-dev/sluice/enforcer/route"
+)
+
+// Response header names, in canonical form.
+const (
+	headerLimit      = "X-Ratelimit-Limit"
+	headerRemaining  = "X-Ratelimit-Remaining"
+	headerReset      = "X-Ratelimit-Reset"
+	headerPolicy     = "Ratelimit-Policy"
+	headerRateLimit  = "Ratelimit"
+	headerWouldDeny  = "X-Sluice-Would-Deny"
+	headerRetryAfter = "Retry-After"
+)
+
+// wantsXRateLimit and wantsIETF say which header families a policy asks for.
+func wantsXRateLimit(p *route.Policy) bool {
+	return p.ResponseHeaders == "XRateLimit" || p.ResponseHeaders == "Both"
+}
+
+func wantsIETF(p *route.Policy) bool {
+	return p.ResponseHeaders == "IETF" || p.ResponseHeaders == "Both"
+}
+
+// reported says whether an outcome may be described in headers: only a
+// decision Redis made. A failure mode's decision (Degraded) does not know
+// the count shared by every replica, so the headers leave that rule out
+// rather than guess; an invalid request has no decision at all.
+func reported(o *limiter.Outcome) bool { return o.Err == nil }
+
+// writeLimitHeaders describes the checks' decisions in h, as each check's
+// policy asks:
+//
+//   - X-RateLimit-Limit, -Remaining, -Reset describe one rule: the refusing
+//     one when the request is refused (refusing >= 0), else the one with the
+//     fewest requests remaining.
+//   - RateLimit-Policy and RateLimit list every rule, each named
+//     "<policy>/<rule>", with the deciding window of its decision.
+//
+// buf is scratch space, returned for reuse. All values are built in it and
+// then share one string and one []string backing array: two allocations
+// whatever the number of headers.
+func writeLimitHeaders(h http.Header, checks []route.Check, outs []limiter.Outcome, refusing int, buf []byte) []byte {
+	var fields fieldSet
+	b := buf[:0]
+	pick := -1
+	if refusing >= 0 && wantsXRateLimit(checks[refusing].Policy) && reported(&outs[refusing]) {
+		pick = refusing
+	}
+	start := len(b)
+	for i := range checks {
+		c, o := &checks[i], &outs[i]
+		if !reported(o) {
+			continue
+		}
+		if refusing < 0 && wantsXRateLimit(c.Policy) && (pick < 0 || o.Decision.Remaining < outs[pick].Decision.Remaining) {
+			pick = i
+		}
+		if wantsIETF(c.Policy) {
+			if len(b) > start {
+				b = append(b, ',', ' ')
+			}
+			b = appendSFName(b, c.Policy.Name, c.Rule.Name)
+			b = appendSFParam(b, "q", o.Decision.Limit)
+			b = appendSFParam(b, "w", max(ceilSeconds(o.Decision.Period), 1))
+		}
+	}
+	if len(b) > start {
+		fields.add(headerPolicy, start, len(b))
+		start = len(b)
+		for i := range checks {
+			c, o := &checks[i], &outs[i]
+			if reported(o) && wantsIETF(c.Policy) {
+				if len(b) > start {
+					b = append(b, ',', ' ')
+				}
+				b = appendSFName(b, c.Policy.Name, c.Rule.Name)
+				b = appendSFParam(b, "r", o.Decision.Remaining)
+				b = appendSFParam(b, "t", ceilSeconds(o.Decision.Reset.Sub(o.Decision.Now)))
+			}
+		}
+		fields.add(headerRateLimit, start, len(b))
+	}
+	if pick >= 0 {
+		d := &outs[pick].Decision
+		start = len(b)
+		b = strconv.AppendInt(b, d.Limit, 10)
+		fields.add(headerLimit, start, len(b))
+		start = len(b)
+		b = strconv.AppendInt(b, d.Remaining, 10)
+		fields.add(headerRemaining, start, len(b))
+		start = len(b)
+		b = strconv.AppendInt(b, ceilUnix(d.Reset), 10)
+		fields.add(headerReset, start, len(b))
+	}
+	fields.set(h, b)
+	return b
+}
+
+// fieldSet collects header values as ranges of one buffer.
+type fieldSet struct {
+	n    int
+	keys [5]string
+	ends [5][2]int
+}
+
+func (f *fieldSet) add(key string, start, end int) {
+	f.keys[f.n], f.ends[f.n] = key, [2]int{start, end}
+	f.n++
+}
+
+// set puts the values into h, sharing one string and one slice.
+func (f *fieldSet) set(h http.Header, b []byte) {
+	if f.n == 0 {
+		return
+	}
+	all := string(b)
+	vals := make([]string, f.n)
+	for i := range f.n {
+		vals[i] = all[f.ends[i][0]:f.ends[i][1]]
+		h[f.keys[i]] = vals[i : i+1 : i+1]
+	}
+}
+
+// writeWouldDeny names, in X-Sluice-Would-Deny, the DryRun rules that would
+// have refused the request.
+func writeWouldDeny(h http.Header, checks []route.Check, outs []limiter.Outcome, buf []byte) []byte {
+	b := buf[:0]
+	for i := range checks {
+		if checks[i].Policy.DryRun && refuses(&outs[i]) {
+			b = appendListSep(b)
+			b = append(b, checks[i].Policy.Name...)
+			b = append(b, '/')
+			b = append(b, checks[i].Rule.Name...)
+		}
+	}
+	if len(b) > 0 {
+		h[headerWouldDeny] = []string{string(b)}
+	}
+	return b
+}
+
+// ceilSeconds is d in whole seconds, rounded up, never negative: a client
+// waiting that long is sure to find the window replenished.
+func ceilSeconds(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	return int64((d + time.Second - 1) / time.Second)
+}
+
+// ceilUnix is t in Unix seconds, rounded up.
+func ceilUnix(t time.Time) int64 {
+	s := t.Unix()
+	if t.Nanosecond() > 0 {
+		s++
+	}
+	return s
+}

@@ -1,0 +1,47 @@
+package proxy
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+)
+
+// Problem types (RFC 9457) of the responses the enforcer makes itself.
+const (
+	// ProblemRateLimited: a rule refused the request (429).
+	ProblemRateLimited = "https://sluice.dev/problems/rate-limited"
+	// ProblemLimiterUnavailable: Redis could not decide and the policy fails
+	// closed (503).
+	ProblemLimiterUnavailable = "https://sluice.dev/problems/limiter-unavailable"
+	// ProblemUpstreamUnavailable: the application behind the enforcer could
+	// not be reached or did not answer (502).
+	ProblemUpstreamUnavailable = "https://sluice.dev/problems/upstream-unavailable"
+)
+
+// Problem is an RFC 9457 problem details object, with the extension members
+// the enforcer adds.
+type Problem struct {
+	Type   string `json:"type"`
+	Title  string `json:"title"`
+	Status int    `json:"status"`
+	Detail string `json:"detail,omitempty"`
+	// Policy and Rule name what refused the request.
+	Policy string `json:"policy,omitempty"`
+	Rule   string `json:"rule,omitempty"`
+	// RetryAfter repeats the Retry-After header, in seconds.
+	RetryAfter int64 `json:"retryAfter,omitempty"`
+}
+
+// writeProblem answers with p as application/problem+json.
+func writeProblem(w http.ResponseWriter, p *Problem) {
+	body, _ := json.Marshal(p) // strings and integers: cannot fail
+	h := w.Header()
+	h["Content-Type"] = []string{"application/problem+json"}
+	h["Content-Length"] = []string{strconv.Itoa(len(body))}
+	h["Cache-Control"] = []string{"no-store"}
+	if p.RetryAfter > 0 {
+		h["Retry-After"] = []string{strconv.FormatInt(p.RetryAfter, 10)}
+	}
+	w.WriteHeader(p.Status)
+	_, _ = w.Write(body)
+}

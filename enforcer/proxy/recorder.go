@@ -1,0 +1,60 @@
+package proxy
+
+import (
+	"time"
+
+	"github.com/sluice-dev/sluice/enforcer/route"
+)
+
+// Verdict is what a rule, or a policy, decided for one request.
+type Verdict uint8
+
+const (
+	// Allowed: the request fits.
+	Allowed Verdict = iota
+	// Denied: the request was refused (an Enforce policy).
+	Denied
+	// WouldDeny: a DryRun policy would have refused the request.
+	WouldDeny
+)
+
+func (v Verdict) String() string {
+	switch v {
+	case Denied:
+		return "denied"
+	case WouldDeny:
+		return "would_deny"
+	}
+	return "allowed"
+}
+
+// Recorder is told what the proxy decides, for metrics and /status. It is
+// called on the request path: implementations must be fast and safe for
+// concurrent use, and must not keep tenant identities.
+type Recorder interface {
+	// Check records the decision of one rule.
+	Check(p *route.Policy, r *route.Rule, tier string, v Verdict)
+	// Policy records the decision of one policy (the worst of its rules)
+	// on one request.
+	Policy(p *route.Policy, v Verdict)
+	// Degraded records a decision made by a policy's failure mode because
+	// Redis did not answer.
+	Degraded(p *route.Policy)
+	// RedisRoundTrip records how long one batch of decisions took in Redis.
+	RedisRoundTrip(be *Backend, d time.Duration)
+	// CheckError records a check that could not be decided at all; the
+	// proxy lets it pass.
+	CheckError(p *route.Policy, err error)
+	// UpstreamError records a request the application did not answer.
+	UpstreamError()
+}
+
+// NopRecorder records nothing.
+type NopRecorder struct{}
+
+func (NopRecorder) Check(*route.Policy, *route.Rule, string, Verdict) {}
+func (NopRecorder) Policy(*route.Policy, Verdict)                     {}
+func (NopRecorder) Degraded(*route.Policy)                            {}
+func (NopRecorder) RedisRoundTrip(*Backend, time.Duration)            {}
+func (NopRecorder) CheckError(*route.Policy, error)                   {}
+func (NopRecorder) UpstreamError()                                    {}

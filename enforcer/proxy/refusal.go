@@ -1,0 +1,47 @@
+package proxy
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/sluice-dev/sluice/enforcer/limiter"
+	"github.com/sluice-dev/sluice/enforcer/route"
+)
+
+// refusal is the problem answering a request that check c refused with d:
+// 503 when a fail-closed policy could not reach Redis, else 429.
+func refusal(c *route.Check, d *limiter.Decision) *Problem {
+	retry := max(ceilSeconds(d.RetryAfter), 1)
+	p := &Problem{Policy: c.Policy.Name, Rule: c.Rule.Name, RetryAfter: retry}
+	if d.Degraded && c.Policy.Failure.Mode == limiter.FailClosed {
+		p.Type, p.Status, p.Title = ProblemLimiterUnavailable, http.StatusServiceUnavailable, "Rate limiter unavailable"
+		p.Detail = fmt.Sprintf("Policy %s cannot check rule %s because its rate limit store is unavailable, and it refuses requests until it is back. Retry in %d s.",
+			c.Policy.Name, c.Rule.Name, retry)
+		return p
+	}
+	p.Type, p.Status, p.Title = ProblemRateLimited, http.StatusTooManyRequests, "Too Many Requests"
+	p.Detail = fmt.Sprintf("Rule %s of policy %s allows %d requests per %s. Retry in %d s.",
+		c.Rule.Name, c.Policy.Name, d.Limit, formatPeriod(d.Period), retry)
+	return p
+}
+
+// formatPeriod writes a window's period as people write it: "1m", "24h",
+// "1h30m", "500ms".
+func formatPeriod(d time.Duration) string {
+	if d <= 0 || d%time.Second != 0 {
+		return d.String()
+	}
+	var out string
+	for _, u := range []struct {
+		unit time.Duration
+		name string
+	}{{time.Hour, "h"}, {time.Minute, "m"}, {time.Second, "s"}} {
+		if n := d / u.unit; n > 0 {
+			out += strconv.FormatInt(int64(n), 10) + u.name
+			d -= n * u.unit
+		}
+	}
+	return out
+}

@@ -1,0 +1,71 @@
+package proxy
+
+import (
+	"github.com/sluice-dev/sluice/enforcer/config"
+	"github.com/sluice-dev/sluice/enforcer/route"
+)
+
+// Snapshot is one configuration in service: the route table and the Redis
+// backend of each policy. It is immutable; a reload builds a new one and the
+// Handler swaps it in atomically, so a request is decided by one
+// configuration from start to end.
+type Snapshot struct {
+	// Config is the configuration of this pod (its policies only).
+	Config *config.Config
+	Table  *route.Table
+
+	backends []*Backend // distinct, in policy order
+	// single is the only backend when every policy uses the same one (the
+	// common case, which then needs no per-check lookup).
+	single    *Backend
+	backendOf map[*route.Policy]*Backend
+	policies  map[string]*route.Policy
+}
+
+// NewSnapshot compiles cfg (already reduced to this pod's policies) and
+// finds each policy's backend.
+func NewSnapshot(cfg *config.Config, backends *Backends) (*Snapshot, error) {
+	table, err := route.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	s := &Snapshot{Config: cfg, Table: table, backendOf: map[*route.Policy]*Backend{}, policies: map[string]*route.Policy{}}
+	for _, p := range table.Policies() {
+		be, err := backends.For(p)
+		if err != nil {
+			return nil, err
+		}
+		s.backendOf[p] = be
+		s.policies[p.Name] = p
+		if !containsBackend(s.backends, be) {
+			s.backends = append(s.backends, be)
+		}
+	}
+	if len(s.backends) == 1 {
+		s.single = s.backends[0]
+	}
+	return s, nil
+}
+
+func containsBackend(bs []*Backend, be *Backend) bool {
+	for _, b := range bs {
+		if b == be {
+			return true
+		}
+	}
+	return false
+}
+
+// Backends are the backends the snapshot's policies use.
+func (s *Snapshot) Backends() []*Backend { return s.backends }
+
+// BackendOf is the backend of policy p.
+func (s *Snapshot) BackendOf(p *route.Policy) *Backend {
+	if s.single != nil {
+		return s.single
+	}
+	return s.backendOf[p]
+}
+
+// Policy is the compiled policy named name, or nil.
+func (s *Snapshot) Policy(name string) *route.Policy { return s.policies[name] }
