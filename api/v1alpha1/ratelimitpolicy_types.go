@@ -107,8 +107,7 @@ type RateLimitPolicySpec struct {
 	// +kubebuilder:default="50ms"
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MaxLength=32
-	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
-	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1ms') && duration(self) <= duration('1s')",message="timeout must be between 1ms and 1s, for example 50ms"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|µs|ms|s|m|h))+$') && duration(self) >= duration('1ms') && duration(self) <= duration('1s')",message="timeout must be a duration between 1ms and 1s, for example 50ms"
 	// +optional
 	Timeout *metav1.Duration `json:"timeout,omitempty"`
 
@@ -181,7 +180,7 @@ type SecretKeyReference struct {
 
 // Override replaces the limits of one rule for one tenant.
 // +kubebuilder:validation:XValidation:rule="!self.limits.exists(l, has(l.tier))",message="override limits apply to the tenant whatever its tier, so they cannot name a tier: remove tier"
-// +kubebuilder:validation:XValidation:rule="self.limits.all(a, self.limits.exists_one(b, duration(a.period) == duration(b.period)))",message="two limits of this override have the same period: keep one limit per period"
+// +kubebuilder:validation:XValidation:rule="!self.limits.all(l, l.period.matches('^([0-9]+([.][0-9]+)?(ns|us|µs|ms|s|m|h))+$')) || self.limits.all(a, self.limits.exists_one(b, duration(a.period) == duration(b.period)))",message="two limits of this override have the same period: keep one limit per period"
 type Override struct {
 	// Tenant is the identity value as the rule's identity resolves it: the
 	// header or JWT claim value, or the client IP address. For apiKey sources

@@ -57,7 +57,7 @@ const MaxSlidingWindowLogRequests = 100000
 // +kubebuilder:validation:XValidation:rule="(has(self.exempt) && self.exempt) || has(self.limits)",messageExpression="'rule ' + self.name + ' has no limits: add at least one limit, or set exempt to true to let its requests through unlimited'"
 // +kubebuilder:validation:XValidation:rule="self.algorithm == 'TokenBucket' || !has(self.limits) || self.limits.all(l, !has(l.burst))",messageExpression="'rule ' + self.name + ' uses ' + self.algorithm + ', which has no burst: remove burst from its limits, or use algorithm TokenBucket'"
 // +kubebuilder:validation:XValidation:rule="!has(self.limits) || self.limits.all(l, self.cost <= (has(l.burst) ? l.burst : l.requests))",messageExpression="'rule ' + self.name + ' has a cost higher than one of its limits allows per period (burst, or requests when burst is unset), so no request could ever pass: lower cost or raise that limit'"
-// +kubebuilder:validation:XValidation:rule="!has(self.limits) || self.limits.all(a, self.limits.exists_one(b, has(a.tier) == has(b.tier) && (!has(a.tier) || a.tier == b.tier) && duration(a.period) == duration(b.period)))",messageExpression="'rule ' + self.name + ' has two limits for the same tier and period: keep one, or change the period of the other'"
+// +kubebuilder:validation:XValidation:rule="!has(self.limits) || !self.limits.all(l, l.period.matches('^([0-9]+([.][0-9]+)?(ns|us|µs|ms|s|m|h))+$')) || self.limits.all(a, self.limits.exists_one(b, has(a.tier) == has(b.tier) && (!has(a.tier) || a.tier == b.tier) && duration(a.period) == duration(b.period)))",messageExpression="'rule ' + self.name + ' has two limits for the same tier and period: keep one, or change the period of the other'"
 // +kubebuilder:validation:XValidation:rule="self.algorithm != 'SlidingWindowLog' || !has(self.limits) || self.limits.all(l, l.requests <= 100000)",messageExpression="'rule ' + self.name + ' uses SlidingWindowLog, which stores one entry per request: keep each limit at or below 100000 requests per period, or use SlidingWindowCounter'"
 type Rule struct {
 	// Name identifies the rule in overrides, headers, metrics and 429 bodies:
@@ -130,9 +130,9 @@ type Limit struct {
 	// day unit: write 24h for a day.
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MaxLength=32
-	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
-	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s') && duration(self) <= duration('744h')",message="period must be between 1s and 744h (31 days), for example 1m, 1h or 24h"
-	// +kubebuilder:validation:XValidation:rule="duration(self).getMilliseconds() % 1000 == 0",message="period must be a whole number of seconds, for example 1s or 90s"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|µs|ms|s|m|h))+$')",message="period must be a duration such as 30s, 1m, 1h or 24h; there is no day unit: write 24h for a day"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+([.][0-9]+)?(ns|us|µs|ms|s|m|h))+$') || (duration(self) >= duration('1s') && duration(self) <= duration('744h'))",message="period must be between 1s and 744h (31 days), for example 1m, 1h or 24h"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+([.][0-9]+)?(ns|us|µs|ms|s|m|h))+$') || duration(self) < duration('1s') || duration(self).getMilliseconds() % 1000 == 0",message="period must be a whole number of seconds, for example 1s or 90s"
 	Period metav1.Duration `json:"period"`
 
 	// Burst is the size of the token bucket: how many requests a tenant may

@@ -53,6 +53,7 @@ var _ = Describe("RateLimitPolicy validation", func() {
 	DescribeTable("rejects an invalid spec with a message that says what to fix",
 		func(spec, message string) {
 			err := createSpec(spec)
+			GinkgoWriter.Printf("API server: %v\n", err)
 			Expect(apierrors.IsInvalid(err)).To(BeTrue(), "want an Invalid error, got %v", err)
 			Expect(err.Error()).To(ContainSubstring(message))
 		},
@@ -61,9 +62,11 @@ var _ = Describe("RateLimitPolicy validation", func() {
 		Entry("empty selector", `{selector: {}, rules: [`+apiRule+`]}`,
 			"selector is empty and would select every pod of the namespace: add matchLabels or matchExpressions"),
 		Entry("timeout below 1ms", `{timeout: 500us, rules: [`+apiRule+`]}`,
-			"timeout must be between 1ms and 1s, for example 50ms"),
+			"timeout must be a duration between 1ms and 1s, for example 50ms"),
+		Entry("timeout that is not a duration", `{timeout: fast, rules: [`+apiRule+`]}`,
+			"timeout must be a duration between 1ms and 1s, for example 50ms"),
 		Entry("timeout above 1s", `{timeout: 2s, rules: [`+apiRule+`]}`,
-			"timeout must be between 1ms and 1s, for example 50ms"),
+			"timeout must be a duration between 1ms and 1s, for example 50ms"),
 
 		// Identity.
 		Entry("identity source with two members",
@@ -144,6 +147,8 @@ var _ = Describe("RateLimitPolicy validation", func() {
 			"period must be between 1s and 744h (31 days), for example 1m, 1h or 24h"),
 		Entry("period above 31 days", `{rules: [{name: api, limits: [{requests: 1, period: 745h}]}]}`,
 			"period must be between 1s and 744h (31 days), for example 1m, 1h or 24h"),
+		Entry("period in days", `{rules: [{name: api, limits: [{requests: 1, period: 1d}]}]}`,
+			"period must be a duration such as 30s, 1m, 1h or 24h; there is no day unit: write 24h for a day"),
 		Entry("period in fractions of a second", `{rules: [{name: api, limits: [{requests: 1, period: 1500ms}]}]}`,
 			"period must be a whole number of seconds, for example 1s or 90s"),
 
@@ -199,7 +204,6 @@ var _ = Describe("RateLimitPolicy validation", func() {
 		Entry("two overrides for the same tenant and rule",
 			`{rules: [`+apiRule+`], overrides: [{tenant: acme, rule: api, limits: [{requests: 1, period: 1m}]}, {tenant: acme, rule: api, limits: [{requests: 2, period: 1m}]}]}`,
 			"Duplicate value"),
-		Entry("period in days", `{rules: [{name: api, limits: [{requests: 1, period: 1d}]}]}`, "spec.rules[0].limits[0].period"),
 		Entry("unknown algorithm", `{rules: [{name: api, algorithm: LeakyBucket, limits: [{requests: 1, period: 1s}]}]}`, "Unsupported value"),
 	)
 
