@@ -1,0 +1,217 @@
+package admin
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluice-dev/sluice/enforcer/config"
+	"github.com/sluice-dev/sluice/enforcer/limiter"
+	"github.com/sluice-dev/sluice/enforcer/proxy"
+	"github.com/sluice-dev/sluice/enforcer/reload"
+	"github.com/sluice-dev/sluice/internal/redistest"
+)
+
+var redisURL string
+
+type quietRedis struct{}
+
+func (quietRedis) Printf(context.Context, string, ...any) {}
+
+func TestMain(m *testing.M) { os.Exit(runWithRedis(m)) }
+
+func runWithRedis(m *testing.M) int {
+	redis.SetLogger(quietRedis{})
+	srv, err := redistest.New()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer srv.Close()
+	redisURL = srv.URL()
+	return m.Run()
+}
+
+// twoPolicies: "api" limits every tenant (X-Tenant, else anonymous) to 5
+// per hour, with a premium tier and an override for acme; "guard" fails
+// closed and shadows /admin in DryRun.
+func twoPolicies(t *testing.T) *config.Config {
+	ns := strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-"))
+	cfg, err := config.Parse([]byte(fmt.Sprintf(`{"schema": %q, "namespace": %q, "policies": [
+{"name": "api", "uid": "u-api", "generation": 3, "selector": {}, "replicas": 1, "upstreamPort": 8080,
+ "mode": "Enforce", "failureMode": "Open", "timeout": "50ms", "responseHeaders": "Both", "salt": "s1",
+ "tiers": {"source": {"header": {"name": "X-Plan"}}, "default": "free"},
+ "rules": [{"name": "all", "match": {}, "algorithm": "FixedWindow", "cost": 1,
+   "identity": {"sources": [{"header": {"name": "X-Tenant"}}]},
+   "limits": [{"requests": 5, "period": "1h"}],
+   "tierLimits": {"free": [{"requests": 5, "period": "1h"}], "premium": [{"requests": 50, "period": "1h"}]},
+   "overrides": [{"tenant": "acme", "limits": [{"requests": 7, "period": "1h"}]}]}]},
+{"name": "guard", "uid": "u-guard", "generation": 1, "selector": {}, "replicas": 1, "upstreamPort": 8080,
+ "mode": "DryRun", "failureMode": "Closed", "timeout": "50ms", "responseHeaders": "None", "salt": "s2",
+ "rules": [{"name": "admin", "match": {"paths": [{"prefix": "/admin"}]}, "algorithm": "TokenBucket", "cost": 1,
+   "identity": {"sources": [{"shared": {}}]}, "limits": [{"requests": 1, "period": "1h"}]}]}]}`,
+		config.Schema, ns)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+type fixedState reload.State
+
+func (s fixedState) State() reload.State { return reload.State(s) }
+
+type fixture struct {
+	proxy, admin string
+	metrics      *Metrics
+	handler      *proxy.Handler
+}
+
+func start(t *testing.T, cfg *config.Config, redisURL string) *fixture {
+	t.Helper()
+	app := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	t.Cleanup(app.Close)
+	target, _ := url.Parse(app.URL)
+	m := NewMetrics("test")
+	h := proxy.New(proxy.Options{Upstream: target, Recorder: m})
+	backends := proxy.NewBackends(redisURL, func(string) (string, bool) { return "", false }, limiter.ClientOptions{})
+	t.Cleanup(backends.Close)
+	snap, err := proxy.NewSnapshot(cfg, backends)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Swap(snap)
+	m.Reloaded(cfg.Hash())
+	px := httptest.NewServer(h)
+	t.Cleanup(px.Close)
+	adm := httptest.NewServer(New(Options{
+		Pod: Pod{Name: "api-0", Namespace: cfg.Namespace}, Version: "test", StartedAt: time.Unix(1_800_000_000, 0).UTC(),
+		Snapshots: h, Reloads: fixedState{Hash: cfg.Hash(), LoadedAt: time.Unix(1_800_000_001, 0).UTC()}, Metrics: m,
+	}))
+	t.Cleanup(adm.Close)
+	return &fixture{proxy: px.URL, admin: adm.URL, metrics: m, handler: h}
+}
+
+func fetch(g Gomega, url string, headers ...string) (int, string) {
+	req, _ := http.NewRequest("GET", url, nil)
+	for _, h := range headers {
+		k, v, _ := strings.Cut(h, ": ")
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	g.Expect(err).NotTo(HaveOccurred())
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func TestStatusAndMetrics(t *testing.T) {
+	g := NewWithT(t)
+	cfg := twoPolicies(t)
+	f := start(t, cfg, redisURL)
+	for range 6 {
+		fetch(g, f.proxy+"/x", "X-Tenant: t1")
+	}
+	// Refused by api, so the guard's token is given back...
+	code, _ := fetch(g, f.proxy+"/admin", "X-Tenant: t1")
+	g.Expect(code).To(Equal(429))
+	fetch(g, f.proxy+"/admin", "X-Tenant: t2", "X-Plan: premium")
+	// ...and taken by t2, so the guard would refuse this one.
+	fetch(g, f.proxy+"/admin", "X-Tenant: t2", "X-Plan: premium")
+
+	code, body := fetch(g, f.admin+"/status")
+	g.Expect(code).To(Equal(200))
+	var st Status
+	g.Expect(json.Unmarshal([]byte(body), &st)).To(Succeed())
+	g.Expect(st.Ready).To(BeTrue())
+	g.Expect(st.Pod).To(Equal(Pod{Name: "api-0", Namespace: cfg.Namespace}))
+	g.Expect(st.Config.Hash).To(Equal(cfg.Hash()))
+	g.Expect(st.Config.LastReloadError).To(BeEmpty())
+	g.Expect(st.Policies).To(Equal([]PolicyStatus{
+		{Name: "api", UID: "u-api", Generation: 3, Mode: "Enforce", FailureMode: "Open", Redis: "default"},
+		{Name: "guard", UID: "u-guard", Generation: 1, Mode: "DryRun", FailureMode: "Closed", Redis: "default"},
+	}))
+	g.Expect(st.Redis).To(HaveLen(1))
+	g.Expect(st.Redis[0].Reachable).To(BeTrue())
+	g.Expect(st.Redis[0].Policies).To(Equal([]string{"api", "guard"}))
+	g.Expect(st.Decisions).To(Equal(map[string]DecisionCounts{
+		"api":   {Allowed: 7, Denied: 2},
+		"guard": {Allowed: 2, WouldDeny: 1},
+	}))
+
+	_, metrics := fetch(g, f.admin+"/metrics")
+	for _, line := range []string{
+		`sluice_enforcer_decisions_total{decision="allowed",policy="api",rule="all",tier="free"} 5`,
+		`sluice_enforcer_decisions_total{decision="denied",policy="api",rule="all",tier="free"} 2`,
+		`sluice_enforcer_decisions_total{decision="allowed",policy="api",rule="all",tier="premium"} 2`,
+		`sluice_enforcer_decisions_total{decision="would_deny",policy="guard",rule="admin",tier=""} 1`,
+		`sluice_enforcer_config_info{hash="` + cfg.Hash() + `"} 1`,
+		`sluice_enforcer_config_last_reload_successful 1`,
+		`sluice_enforcer_redis_round_trip_seconds_count{redis="default"} 9`,
+	} {
+		g.Expect(metrics).To(ContainSubstring(line))
+	}
+	g.Expect(metrics).NotTo(ContainSubstring("t1"), "no tenant in labels")
+}
+
+func TestDebugTenantDoesNotConsume(t *testing.T) {
+	g := NewWithT(t)
+	f := start(t, twoPolicies(t), redisURL)
+	fetch(g, f.proxy+"/x", "X-Tenant: acme")
+	fetch(g, f.proxy+"/x", "X-Tenant: acme")
+	fetch(g, f.proxy+"/x", "X-Tenant: bob", "X-Plan: premium")
+	for range 2 {
+		code, body := fetch(g, f.admin+"/debug/tenant?policy=api&rule=all&tenant=acme")
+		g.Expect(code).To(Equal(200), body)
+		var u TenantUsage
+		g.Expect(json.Unmarshal([]byte(body), &u)).To(Succeed())
+		g.Expect(u.Override).To(BeTrue())
+		g.Expect(u.Tier).To(Equal("free"))
+		g.Expect(u.Limit).To(Equal(int64(7)))
+		g.Expect(u.Remaining).To(Equal(int64(5)))
+		g.Expect(u.Allowed).To(BeTrue())
+	}
+	_, body := fetch(g, f.admin+"/debug/tenant?policy=api&rule=all&tenant=bob&tier=premium")
+	g.Expect(body).To(ContainSubstring(`"remaining": 49`))
+	_, body = fetch(g, f.admin+"/debug/tenant?policy=guard&rule=admin")
+	g.Expect(body).To(ContainSubstring(`"remaining": 1`))
+
+	code, body := fetch(g, f.admin+"/debug/tenant?policy=nope&rule=all&tenant=acme")
+	g.Expect(code).To(Equal(404))
+	g.Expect(body).To(ContainSubstring(`policy \"nope\" is not applied`))
+	code, _ = fetch(g, f.admin+"/debug/tenant?policy=api&rule=nope")
+	g.Expect(code).To(Equal(404))
+}
+
+func TestReadiness(t *testing.T) {
+	g := NewWithT(t)
+	srv := redistest.Start(t)
+	f := start(t, twoPolicies(t), srv.URL())
+	code, _ := fetch(g, f.admin+"/healthz")
+	g.Expect(code).To(Equal(200))
+	code, _ = fetch(g, f.admin+"/readyz")
+	g.Expect(code).To(Equal(200))
+
+	srv.Stop()
+	fetch(g, f.proxy+"/x") // a decision notices
+	code, body := fetch(g, f.admin+"/readyz")
+	g.Expect(code).To(Equal(503))
+	g.Expect(body).To(ContainSubstring("redis default is unreachable and policy guard fails closed"))
+	_, body = fetch(g, f.admin+"/status")
+	g.Expect(body).To(ContainSubstring(`"reachable": false`))
+	g.Expect(body).To(ContainSubstring(`"failureMode": 1`))
+
+	ready, _ := readiness(nil)
+	g.Expect(ready).To(BeFalse())
+}

@@ -1,0 +1,213 @@
+package admin
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/sluice-dev/sluice/enforcer/proxy"
+	"github.com/sluice-dev/sluice/enforcer/route"
+)
+
+// Metrics are the enforcer's Prometheus metrics, in a registry of their own,
+// and the per-policy decision counters of /status. Labels name policies,
+// rules, tiers (a bounded set the policy defines) and Redis backends (by
+// the environment variable naming them): never a tenant, an API key or a
+// URL.
+//
+// Metrics implements proxy.Recorder and reload.Observer.
+type Metrics struct {
+	Registry *prometheus.Registry
+
+	decisions      *prometheus.CounterVec
+	failureMode    *prometheus.CounterVec
+	checkErrors    *prometheus.CounterVec
+	redisLatency   *prometheus.HistogramVec
+	upstreamErrors prometheus.Counter
+	reloads        prometheus.Counter
+	reloadErrors   prometheus.Counter
+	reloadOK       prometheus.Gauge
+	reloadTime     prometheus.Gauge
+	configInfo     *prometheus.GaugeVec
+
+	// Children of the vectors, cached by label values: WithLabelValues
+	// hashes its labels on every call, the request path should not.
+	mu       sync.RWMutex
+	byCheck  map[checkKey]prometheus.Counter
+	byPolicy map[string]*policyCounts
+	byMode   map[[2]string]prometheus.Counter
+	byRedis  map[string]prometheus.Observer
+}
+
+type checkKey struct {
+	policy, rule, tier string
+	verdict            proxy.Verdict
+}
+
+// policyCounts are one policy's decisions, as /status reports them.
+type policyCounts struct {
+	verdicts    [3]atomic.Int64 // indexed by proxy.Verdict
+	failureMode atomic.Int64
+}
+
+// NewMetrics registers every metric, and the Go runtime and process
+// collectors, in a new registry.
+func NewMetrics(version string) *Metrics {
+	m := &Metrics{
+		Registry: prometheus.NewRegistry(),
+		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_enforcer_decisions_total",
+			Help: "Rule decisions, by policy, rule, decision (allowed, denied, would_deny) and tier.",
+		}, []string{"policy", "rule", "decision", "tier"}),
+		failureMode: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_enforcer_failure_mode_decisions_total",
+			Help: "Rule decisions made by the policy's failure mode because Redis did not answer in time, by policy and mode.",
+		}, []string{"policy", "mode"}),
+		checkErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_enforcer_check_errors_total",
+			Help: "Rule checks that could not be decided at all and were let through, by policy.",
+		}, []string{"policy"}),
+		redisLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "sluice_enforcer_redis_round_trip_seconds",
+			Help:    "Time to decide one request's rules in one Redis round trip, by Redis backend (default, or the environment variable naming it).",
+			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, 1},
+		}, []string{"redis"}),
+		upstreamErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sluice_enforcer_upstream_errors_total",
+			Help: "Requests answered 502 because the application could not be reached.",
+		}),
+		reloads: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sluice_enforcer_config_reloads_total",
+			Help: "Configurations put into service, the first one included.",
+		}),
+		reloadErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sluice_enforcer_config_reload_errors_total",
+			Help: "Configuration changes that failed to load or apply; the last good configuration stayed in service.",
+		}),
+		reloadOK: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "sluice_enforcer_config_last_reload_successful",
+			Help: "1 when the last configuration change was put into service, 0 when it was refused.",
+		}),
+		reloadTime: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "sluice_enforcer_config_last_reload_success_timestamp_seconds",
+			Help: "When the configuration in service was loaded, in Unix seconds.",
+		}),
+		configInfo: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "sluice_enforcer_config_info",
+			Help: "The configuration in service: 1 for its hash.",
+		}, []string{"hash"}),
+		byCheck:  map[checkKey]prometheus.Counter{},
+		byPolicy: map[string]*policyCounts{},
+		byMode:   map[[2]string]prometheus.Counter{},
+		byRedis:  map[string]prometheus.Observer{},
+	}
+	buildInfo := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "sluice_enforcer_build_info",
+		Help: "The enforcer's version: 1.",
+	}, []string{"version"})
+	buildInfo.WithLabelValues(version).Set(1)
+	m.Registry.MustRegister(m.decisions, m.failureMode, m.checkErrors, m.redisLatency, m.upstreamErrors,
+		m.reloads, m.reloadErrors, m.reloadOK, m.reloadTime, m.configInfo, buildInfo,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// cached returns the child of key from cache, making it with make once.
+func cached[K comparable, V any](m *Metrics, cache map[K]V, key K, make func() V) V {
+	m.mu.RLock()
+	v, ok := cache[key]
+	m.mu.RUnlock()
+	if ok {
+		return v
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if v, ok = cache[key]; !ok {
+		v = make()
+		cache[key] = v
+	}
+	return v
+}
+
+// Check counts one rule's decision.
+func (m *Metrics) Check(p *route.Policy, r *route.Rule, tier string, v proxy.Verdict) {
+	cached(m, m.byCheck, checkKey{p.Name, r.Name, tier, v}, func() prometheus.Counter {
+		return m.decisions.WithLabelValues(p.Name, r.Name, v.String(), tier)
+	}).Inc()
+}
+
+// Policy counts one policy's decision on a request, for /status.
+func (m *Metrics) Policy(p *route.Policy, v proxy.Verdict) {
+	m.policy(p.Name).verdicts[v].Add(1)
+}
+
+func (m *Metrics) policy(name string) *policyCounts {
+	return cached(m, m.byPolicy, name, func() *policyCounts { return &policyCounts{} })
+}
+
+// Degraded counts a decision made by a failure mode.
+func (m *Metrics) Degraded(p *route.Policy) {
+	mode := string(p.Failure.Mode)
+	cached(m, m.byMode, [2]string{p.Name, mode}, func() prometheus.Counter {
+		return m.failureMode.WithLabelValues(p.Name, mode)
+	}).Inc()
+	m.policy(p.Name).failureMode.Add(1)
+}
+
+// RedisRoundTrip observes one Redis round trip.
+func (m *Metrics) RedisRoundTrip(be *proxy.Backend, d time.Duration) {
+	cached(m, m.byRedis, be.Name, func() prometheus.Observer {
+		return m.redisLatency.WithLabelValues(be.Name)
+	}).Observe(d.Seconds())
+}
+
+// CheckError counts a check that could not be decided.
+func (m *Metrics) CheckError(p *route.Policy, _ error) {
+	m.checkErrors.WithLabelValues(p.Name).Inc()
+}
+
+// UpstreamError counts a request the application did not answer.
+func (m *Metrics) UpstreamError() { m.upstreamErrors.Inc() }
+
+// Reloaded records a configuration put into service.
+func (m *Metrics) Reloaded(hash string) {
+	m.reloads.Inc()
+	m.reloadOK.Set(1)
+	m.reloadTime.SetToCurrentTime()
+	m.configInfo.Reset()
+	m.configInfo.WithLabelValues(hash).Set(1)
+}
+
+// ReloadFailed records a configuration change that was refused.
+func (m *Metrics) ReloadFailed() {
+	m.reloadErrors.Inc()
+	m.reloadOK.Set(0)
+}
+
+// DecisionCounts are a policy's decisions since the enforcer started.
+type DecisionCounts struct {
+	Allowed   int64 `json:"allowed"`
+	Denied    int64 `json:"denied"`
+	WouldDeny int64 `json:"wouldDeny"`
+	// FailureMode counts rule decisions its failure mode made.
+	FailureMode int64 `json:"failureMode"`
+}
+
+// Decisions are the decision counts of every policy that decided a request.
+func (m *Metrics) Decisions() map[string]DecisionCounts {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	out := make(map[string]DecisionCounts, len(m.byPolicy))
+	for name, c := range m.byPolicy {
+		out[name] = DecisionCounts{
+			Allowed:     c.verdicts[proxy.Allowed].Load(),
+			Denied:      c.verdicts[proxy.Denied].Load(),
+			WouldDeny:   c.verdicts[proxy.WouldDeny].Load(),
+			FailureMode: c.failureMode.Load(),
+		}
+	}
+	return out
+}

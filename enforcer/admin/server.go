@@ -1,0 +1,118 @@
+// Package admin serves the enforcer's admin listener: health and readiness
+// probes, Prometheus metrics, the /status document the operator reads, and
+// a debug view of a tenant's bucket. It is meant for the pod's network
+// only: never expose it through a Service open to clients.
+package admin
+
+import (
+	"encoding/json"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/sluice-dev/sluice/enforcer/proxy"
+	"github.com/sluice-dev/sluice/enforcer/reload"
+)
+
+// SnapshotSource gives the configuration in service (a *proxy.Handler).
+type SnapshotSource interface {
+	Snapshot() *proxy.Snapshot
+}
+
+// ReloadSource gives the state of configuration reloads (a *reload.Reloader).
+type ReloadSource interface {
+	State() reload.State
+}
+
+// Options are what the admin listener reports on.
+type Options struct {
+	Pod       Pod
+	Version   string
+	StartedAt time.Time
+	Snapshots SnapshotSource
+	Reloads   ReloadSource
+	Metrics   *Metrics
+}
+
+// Server is the admin listener's handler.
+type Server struct {
+	opts Options
+	mux  *http.ServeMux
+}
+
+// New serves /healthz, /readyz, /metrics, /status and /debug/tenant.
+func New(opts Options) *Server {
+	s := &Server{opts: opts, mux: http.NewServeMux()}
+	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	s.mux.HandleFunc("GET /readyz", s.readyz)
+	s.mux.Handle("GET /metrics", promhttp.HandlerFor(opts.Metrics.Registry, promhttp.HandlerOpts{
+		Registry:          opts.Metrics.Registry,
+		EnableOpenMetrics: true,
+	}))
+	s.mux.HandleFunc("GET /status", s.status)
+	s.mux.HandleFunc("GET /debug/tenant", s.debugTenant)
+	return s
+}
+
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+
+func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
+	ok, why := readiness(s.opts.Snapshots.Snapshot())
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	if !ok {
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}
+	_, _ = w.Write([]byte(why + "\n"))
+}
+
+// Status is the current /status document.
+func (s *Server) Status() Status {
+	snap := s.opts.Snapshots.Snapshot()
+	st := s.opts.Reloads.State()
+	out := Status{
+		Pod:       s.opts.Pod,
+		Version:   s.opts.Version,
+		StartedAt: s.opts.StartedAt,
+		Config: ConfigStatus{Hash: st.Hash, LoadedAt: st.LoadedAt, Reloads: st.Reloads,
+			ReloadErrors: st.Errors, LastReloadError: st.LastError},
+		Policies:  []PolicyStatus{},
+		Redis:     []RedisStatus{},
+		Decisions: s.opts.Metrics.Decisions(),
+	}
+	out.Ready, _ = readiness(snap)
+	if st.LastError != "" {
+		at := st.LastErrorAt
+		out.Config.LastReloadErrorAt = &at
+	}
+	if snap == nil {
+		return out
+	}
+	out.Config.Namespace = snap.Config.Namespace
+	byBackend := map[*proxy.Backend][]string{}
+	for i, p := range snap.Table.Policies() {
+		be := snap.BackendOf(p)
+		out.Policies = append(out.Policies, PolicyStatus{Name: p.Name, UID: p.UID, Generation: p.Generation,
+			Mode: snap.Config.Policies[i].Mode, FailureMode: string(p.Failure.Mode), Redis: be.Name})
+		byBackend[be] = append(byBackend[be], p.Name)
+	}
+	for _, be := range snap.Backends() {
+		out.Redis = append(out.Redis, redisStatus(be, byBackend[be]))
+	}
+	return out
+}
+
+func (s *Server) status(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, s.Status())
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
