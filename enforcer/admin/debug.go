@@ -20,7 +20,7 @@ type TenantUsage struct {
 	Tier      string `json:"tier,omitempty"`
 	Algorithm string `json:"algorithm"`
 	// Override is set when the tenant has limits of its own.
-	Override bool          `json:"override"`
+	Override bool           `json:"override"`
 	Windows  []config.Limit `json:"windows"`
 	// Allowed says whether one more request would be admitted now.
 	Allowed bool `json:"allowed"`
