@@ -142,10 +142,11 @@ func startManager(cfg *rest.Config) {
 			ByObject:         controllers.CacheByObject(),
 			DefaultTransform: cache.TransformStripManagedFields(),
 		},
-		Metrics:                 metricsserver.Options{BindAddress: "0"},
-		LeaderElection:          true,
-		LeaderElectionID:        "sluice-manager.sluice.dev",
-		LeaderElectionNamespace: "sluice-system",
+		Metrics:                       metricsserver.Options{BindAddress: "0"},
+		LeaderElection:                true,
+		LeaderElectionID:              "sluice-manager.sluice.dev",
+		LeaderElectionNamespace:       "sluice-system",
+		LeaderElectionReleaseOnCancel: true,
 	})
 	Expect(err).NotTo(HaveOccurred())
 	ctx, cancel := context.WithCancel(context.Background())

@@ -1,0 +1,124 @@
+/*
+Copyright 2026 The Sluice Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Command sluice-manager runs the Sluice controllers: wiring only.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"runtime/debug"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/controllers"
+)
+
+// version is set at build time with -ldflags "-X main.version=v0.1.0".
+var version = ""
+
+func main() {
+	opts, err := parseOptions(os.Args[1:], os.Getenv, os.Stderr)
+	if err != nil {
+		os.Exit(exitCode(err))
+	}
+	if opts.showVersion {
+		fmt.Println("sluice-manager", buildVersion())
+		return
+	}
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts.zap)))
+	if err := run(ctrl.SetupSignalHandler(), opts); err != nil {
+		ctrl.Log.Error(err, "sluice-manager stopped")
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, opts *options) error {
+	log := ctrl.Log.WithName("setup")
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return err
+	}
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		return err
+	}
+
+	cacheOpts := cache.Options{
+		ByObject:         controllers.CacheByObject(),
+		DefaultTransform: cache.TransformStripManagedFields(),
+	}
+	if len(opts.watchNamespaces) > 0 {
+		cacheOpts.DefaultNamespaces = map[string]cache.Config{}
+		for _, ns := range opts.watchNamespaces {
+			cacheOpts.DefaultNamespaces[ns] = cache.Config{}
+		}
+	}
+	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
+		Scheme:                        scheme,
+		Cache:                         cacheOpts,
+		Metrics:                       metricsserver.Options{BindAddress: opts.metricsAddr},
+		HealthProbeBindAddress:        opts.probeAddr,
+		LeaderElection:                opts.leaderElect,
+		LeaderElectionID:              opts.leaderElectionID,
+		LeaderElectionNamespace:       opts.leaderElectionNS,
+		LeaderElectionReleaseOnCancel: true,
+	})
+	if err != nil {
+		return fmt.Errorf("create manager: %w", err)
+	}
+
+	policies := &controllers.PolicyReconciler{
+		Client:             mgr.GetClient(),
+		APIReader:          mgr.GetAPIReader(),
+		Recorder:           mgr.GetEventRecorder("sluice-policy-controller"),
+		DefaultFailureMode: opts.defaults.FailureMode,
+	}
+	if err := policies.SetupWithManager(ctx, mgr, opts.concurrency); err != nil {
+		return fmt.Errorf("set up the policy controller: %w", err)
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
+		return err
+	}
+
+	log.Info("starting sluice-manager", "version", buildVersion(),
+		"watchNamespaces", opts.watchNamespaces, "leaderElection", opts.leaderElect,
+		"defaultFailureMode", opts.defaults.FailureMode, "defaultRedisConfigured", opts.defaults.RedisURL != "",
+		"enforcerImage", opts.defaults.EnforcerImage)
+	return mgr.Start(ctx)
+}
+
+// buildVersion is the -ldflags version, else the module version go install
+// records, else "devel".
+func buildVersion() string {
+	if version != "" {
+		return version
+	}
+	if info, ok := debug.ReadBuildInfo(); ok && info.Main.Version != "" && info.Main.Version != "(devel)" {
+		return info.Main.Version
+	}
+	return "devel"
+}

@@ -1,0 +1,126 @@
+/*
+Copyright 2026 The Sluice Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+	"sigs.k8s.io/controller-runtime/pkg/client/config"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/controllers"
+)
+
+// defaultRedisURLEnv is read when --default-redis-url is not given, so the
+// URL (and its password) can come from a Secret instead of the command line.
+const defaultRedisURLEnv = "SLUICE_DEFAULT_REDIS_URL"
+
+// options are the manager's command line.
+type options struct {
+	metricsAddr          string
+	probeAddr            string
+	leaderElect          bool
+	leaderElectionNS     string
+	leaderElectionID     string
+	watchNamespaces      []string
+	concurrency          int
+	defaults             controllers.Defaults
+	showVersion          bool
+	zap                  zap.Options
+	watchNamespacesValue string
+	failureModeValue     string
+}
+
+func parseOptions(args []string, getenv func(string) string, output io.Writer) (*options, error) {
+	o := &options{}
+	fs := flag.NewFlagSet("sluice-manager", flag.ContinueOnError)
+	fs.SetOutput(output)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "sluice-manager runs the Sluice controllers: it compiles the RateLimitPolicies of each\n"+
+			"namespace into ConfigMap %s and reports their status.\n\nUsage: sluice-manager [flags]\n\nFlags:\n", controllers.ConfigMapName)
+		fs.PrintDefaults()
+	}
+	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus /metrics endpoint; \"0\" turns it off")
+	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "address of the /healthz and /readyz probes")
+	fs.BoolVar(&o.leaderElect, "leader-elect", false, "elect a leader through a Lease, so that only one of several replicas reconciles")
+	fs.StringVar(&o.leaderElectionNS, "leader-election-namespace", "", "namespace of the leader election Lease (default: the namespace the manager runs in)")
+	fs.StringVar(&o.leaderElectionID, "leader-election-id", "sluice-manager.sluice.dev", "name of the leader election Lease")
+	fs.StringVar(&o.watchNamespacesValue, "watch-namespaces", "", "comma-separated namespaces whose policies to reconcile (default: all)")
+	fs.IntVar(&o.concurrency, "concurrency", 2, "namespaces reconciled at once")
+	fs.StringVar(&o.defaults.RedisURL, "default-redis-url", "",
+		"Redis URL (redis://, rediss://, Sentinel or Cluster) of policies without spec.storage (default: $"+defaultRedisURLEnv+")")
+	fs.StringVar(&o.defaults.EnforcerImage, "enforcer-image", "", "image of the enforcer sidecar injected into selected pods")
+	fs.StringVar(&o.failureModeValue, "default-failure-mode", string(v1alpha1.DefaultFailureMode),
+		"Open, Closed or LocalFallback: the failure mode of policies stored without spec.failureMode "+
+			"(the CRD defaults it to Open when a policy is created, so this applies to policies stored before that default)")
+	fs.BoolVar(&o.showVersion, "version", false, "print the version and exit")
+	o.zap.BindFlags(fs)
+	config.RegisterFlags(fs) // --kubeconfig, read by ctrl.GetConfigOrDie
+
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments %q: sluice-manager takes flags only", fs.Args())
+	}
+	if o.defaults.RedisURL == "" {
+		o.defaults.RedisURL = getenv(defaultRedisURLEnv)
+	}
+	return o, o.validate()
+}
+
+func (o *options) validate() error {
+	var errs []error
+	mode := v1alpha1.FailureMode(o.failureModeValue)
+	if !slices.Contains([]v1alpha1.FailureMode{v1alpha1.FailureModeOpen, v1alpha1.FailureModeClosed, v1alpha1.FailureModeLocalFallback}, mode) {
+		errs = append(errs, fmt.Errorf("--default-failure-mode %q: use Open, Closed or LocalFallback", o.failureModeValue))
+	}
+	o.defaults.FailureMode = mode
+	for _, ns := range strings.Split(o.watchNamespacesValue, ",") {
+		ns = strings.TrimSpace(ns)
+		if ns == "" {
+			continue
+		}
+		if msgs := validation.IsDNS1123Label(ns); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("--watch-namespaces: %q is not a namespace name: %s", ns, strings.Join(msgs, "; ")))
+			continue
+		}
+		o.watchNamespaces = append(o.watchNamespaces, ns)
+	}
+	if o.concurrency < 1 {
+		errs = append(errs, fmt.Errorf("--concurrency must be at least 1, got %d", o.concurrency))
+	}
+	return errors.Join(errs...)
+}
+
+// exitCode is the exit status for a command line error: 0 for -h, whose
+// help is no failure.
+func exitCode(err error) int {
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	fmt.Fprintln(os.Stderr, err)
+	return 2
+}

@@ -1,0 +1,178 @@
+/*
+Copyright 2026 The Sluice Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/enforcer/config"
+	"github.com/sluice-dev/sluice/internal/compile"
+)
+
+const (
+	// ConfigMapName is the ConfigMap of each namespace with policies that
+	// holds their compiled configuration.
+	ConfigMapName = "sluice-enforcer-config"
+	// ConfigKey is the key of ConfigMapName's data holding the JSON.
+	ConfigKey = "config.json"
+	// ConfigHashAnnotation carries config.Config.Hash() of the published
+	// configuration, which enforcers report on /status once they load it.
+	ConfigHashAnnotation = "sluice.dev/config-hash"
+	// ManagedByLabel and ManagedByValue mark the ConfigMaps this controller
+	// writes; the manager caches no other ConfigMap.
+	ManagedByLabel = "app.kubernetes.io/managed-by"
+	ManagedByValue = "sluice"
+)
+
+// reconcileConfig writes the compiled configuration to the namespace's
+// ConfigMap, owned by every policy of the namespace so that it goes with the
+// last of them even while the manager is down. A nil compiled leaves the
+// ConfigMap as it is.
+func (r *PolicyReconciler) reconcileConfig(ctx context.Context, namespace string, policies []*v1alpha1.RateLimitPolicy, compiled *compile.Result) error {
+	if compiled == nil {
+		return nil
+	}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: ConfigMapName, Namespace: namespace}}
+	mutate := func() error {
+		setConfigMap(cm, policies, compiled)
+		return nil
+	}
+	_, err := controllerutil.CreateOrUpdate(ctx, r.Client, cm, mutate)
+	if apierrors.IsAlreadyExists(err) {
+		// It exists without our label, so the cache cannot see it: take it over.
+		if err = r.APIReader.Get(ctx, client.ObjectKeyFromObject(cm), cm); err == nil {
+			setConfigMap(cm, policies, compiled)
+			err = r.Update(ctx, cm)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("write ConfigMap %s/%s: %w", namespace, ConfigMapName, err)
+	}
+	return nil
+}
+
+// setConfigMap makes cm hold compiled, keeping labels and annotations that
+// others added.
+func setConfigMap(cm *corev1.ConfigMap, policies []*v1alpha1.RateLimitPolicy, compiled *compile.Result) {
+	if cm.Labels == nil {
+		cm.Labels = map[string]string{}
+	}
+	cm.Labels[ManagedByLabel] = ManagedByValue
+	if cm.Annotations == nil {
+		cm.Annotations = map[string]string{}
+	}
+	cm.Annotations[ConfigHashAnnotation] = compiled.Hash
+	cm.Data = map[string]string{ConfigKey: string(compiled.JSON)}
+	cm.BinaryData = nil
+	cm.OwnerReferences = ownerReferences(policies)
+}
+
+// ownerReferences lists every policy as an owner, sorted by name. None is the
+// controller: the ConfigMap belongs to them all.
+func ownerReferences(policies []*v1alpha1.RateLimitPolicy) []metav1.OwnerReference {
+	refs := make([]metav1.OwnerReference, 0, len(policies))
+	for _, p := range policies {
+		refs = append(refs, metav1.OwnerReference{
+			APIVersion: v1alpha1.GroupVersion.String(),
+			Kind:       "RateLimitPolicy",
+			Name:       p.Name,
+			UID:        p.UID,
+		})
+	}
+	slices.SortFunc(refs, func(a, b metav1.OwnerReference) int { return strings.Compare(a.Name, b.Name) })
+	return refs
+}
+
+// deleteConfig removes the ConfigMap of a namespace without policies. The
+// garbage collector would too, through the owner references; deleting it
+// here makes it go at once, and in clusters without garbage collection.
+func (r *PolicyReconciler) deleteConfig(ctx context.Context, namespace string) error {
+	cm := &corev1.ConfigMap{}
+	err := r.Get(ctx, types.NamespacedName{Namespace: namespace, Name: ConfigMapName}, cm)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read ConfigMap %s/%s: %w", namespace, ConfigMapName, err)
+	}
+	err = r.Delete(ctx, cm, client.Preconditions{UID: &cm.UID})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete ConfigMap %s/%s: %w", namespace, ConfigMapName, err)
+	}
+	return nil
+}
+
+// publishedConfig reads the configuration the namespace's ConfigMap holds,
+// nil when there is none or it cannot be read (it is then rewritten whole).
+func (r *PolicyReconciler) publishedConfig(ctx context.Context, namespace string) (*config.Config, error) {
+	cm := &corev1.ConfigMap{}
+	err := r.Get(ctx, types.NamespacedName{Namespace: namespace, Name: ConfigMapName}, cm)
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read ConfigMap %s/%s: %w", namespace, ConfigMapName, err)
+	}
+	published, err := config.Parse([]byte(cm.Data[ConfigKey]))
+	if err != nil {
+		return nil, nil //nolint:nilerr // an unreadable ConfigMap is replaced, not an error of this pass
+	}
+	return published, nil
+}
+
+// publishedGeneration is the generation of p in the published configuration.
+func publishedGeneration(published *config.Config, p *v1alpha1.RateLimitPolicy) (int64, bool) {
+	if published == nil {
+		return 0, false
+	}
+	for _, entry := range published.Policies {
+		if entry.Name == p.Name && entry.UID == string(p.UID) {
+			return entry.Generation, true
+		}
+	}
+	return 0, false
+}
+
+// secretKeys returns the data keys of a Secret, nil when it does not exist.
+// It reads the API server: the cache holds Secrets' metadata only.
+func (r *PolicyReconciler) secretKeys(ctx context.Context, namespace, name string) ([]string, error) {
+	secret := &corev1.Secret{}
+	err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, secret)
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read Secret %s/%s: %w", namespace, name, err)
+	}
+	keys := slices.Sorted(maps.Keys(secret.Data))
+	if keys == nil {
+		keys = []string{} // exists, without keys
+	}
+	return keys, nil
+}

@@ -1,0 +1,111 @@
+/*
+Copyright 2026 The Sluice Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"maps"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/sluice-dev/sluice/api/v1alpha1"
+)
+
+// storageSecretIndex indexes policies by the Secret their storage names.
+const storageSecretIndex = "spec.storage.secretRef.name"
+
+// SetupWithManager registers the policy controller. It reconciles a
+// namespace when one of its policies is created, deleted or changes its
+// spec; when a pod starts, stops or changes labels (the pod counts are part
+// of the configuration); when a Secret that a policy's storage names appears,
+// changes or goes; and when someone edits or deletes the ConfigMap.
+func (r *PolicyReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, concurrency int) error {
+	err := mgr.GetFieldIndexer().IndexField(ctx, &v1alpha1.RateLimitPolicy{}, storageSecretIndex, func(obj client.Object) []string {
+		if p := obj.(*v1alpha1.RateLimitPolicy); p.Spec.Storage != nil {
+			return []string{p.Spec.Storage.SecretRef.Name}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("index RateLimitPolicies by storage Secret: %w", err)
+	}
+	if concurrency < 1 {
+		concurrency = 1
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("ratelimitpolicy").
+		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency}).
+		Watches(&v1alpha1.RateLimitPolicy{}, handler.EnqueueRequestsFromMapFunc(namespaceOf),
+			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(namespaceOf),
+			builder.WithPredicates(predicate.NewPredicateFuncs(func(obj client.Object) bool { return obj.GetName() == ConfigMapName }))).
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.namespaceWithPolicies),
+			builder.WithPredicates(podCountChanged())).
+		WatchesMetadata(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.namespaceUsingSecret)).
+		Complete(r)
+}
+
+// namespaceOf is the key of the namespace of obj: its ConfigMap's name.
+func namespaceOf(_ context.Context, obj client.Object) []reconcile.Request {
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: ConfigMapName}}}
+}
+
+// namespaceWithPolicies maps a pod to its namespace when that has policies.
+func (r *PolicyReconciler) namespaceWithPolicies(ctx context.Context, obj client.Object) []reconcile.Request {
+	var list v1alpha1.RateLimitPolicyList
+	if err := r.List(ctx, &list, client.InNamespace(obj.GetNamespace()), client.UnsafeDisableDeepCopy); err != nil || len(list.Items) == 0 {
+		return nil
+	}
+	return namespaceOf(ctx, obj)
+}
+
+// namespaceUsingSecret maps a Secret to its namespace when a policy there
+// keeps its storage URL in it.
+func (r *PolicyReconciler) namespaceUsingSecret(ctx context.Context, obj client.Object) []reconcile.Request {
+	var list v1alpha1.RateLimitPolicyList
+	err := r.List(ctx, &list, client.InNamespace(obj.GetNamespace()),
+		client.MatchingFields{storageSecretIndex: obj.GetName()}, client.UnsafeDisableDeepCopy)
+	if err != nil || len(list.Items) == 0 {
+		return nil
+	}
+	return namespaceOf(ctx, obj)
+}
+
+// podCountChanged passes the pod events that can change how many pods a
+// policy selects, and not the many status updates of running pods.
+func podCountChanged() predicate.Predicate {
+	return predicate.Funcs{
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			oldPod, okOld := e.ObjectOld.(*corev1.Pod)
+			newPod, okNew := e.ObjectNew.(*corev1.Pod)
+			if !okOld || !okNew {
+				return true
+			}
+			return isActive(oldPod) != isActive(newPod) || !maps.Equal(oldPod.Labels, newPod.Labels)
+		},
+	}
+}
