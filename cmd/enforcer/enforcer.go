@@ -1,0 +1,130 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/sluice-dev/sluice/enforcer/admin"
+	"github.com/sluice-dev/sluice/enforcer/limiter"
+	"github.com/sluice-dev/sluice/enforcer/proxy"
+	"github.com/sluice-dev/sluice/enforcer/reload"
+)
+
+// configError is a configuration that cannot be loaded at start (exit 3).
+type configError struct{ err error }
+
+func (e *configError) Error() string { return e.err.Error() }
+func (e *configError) Unwrap() error { return e.err }
+
+// Health pings keep /readyz and /status current while no request arrives.
+const (
+	pingInterval = time.Second
+	pingTimeout  = 500 * time.Millisecond
+)
+
+// enforcer is the wired program: the proxy and admin listeners, the
+// configuration reloader and the Redis backends.
+type enforcer struct {
+	o        *options
+	log      *slog.Logger
+	backends *proxy.Backends
+	handler  *proxy.Handler
+	reloader *reload.Reloader
+	admin    *admin.Server
+	proxyLn  net.Listener
+	adminLn  net.Listener
+}
+
+func newEnforcer(o *options, lookupEnv func(string) (string, bool), log *slog.Logger) (*enforcer, error) {
+	e := &enforcer{o: o, log: log}
+	metrics := admin.NewMetrics(buildVersion())
+	e.backends = proxy.NewBackends(o.redisURL, lookupEnv, limiter.ClientOptions{PoolSize: o.redisPoolSize})
+	e.handler = proxy.New(proxy.Options{Upstream: o.upstream, Recorder: metrics, ErrorLog: stdLogger(log, "proxy")})
+	source := &reload.Source{ConfigPath: o.configPath, PolicyPaths: o.policyPaths, Compile: compilePolicies,
+		Namespace: o.podNS, LabelsPath: o.labelsPath}
+	e.reloader = reload.NewReloader(source, e.apply, metrics, log)
+	if err := e.reloader.Start(); err != nil {
+		e.backends.Close()
+		return nil, &configError{err}
+	}
+	e.admin = admin.New(admin.Options{
+		Pod: admin.Pod{Name: o.podName, Namespace: o.podNS}, Version: buildVersion(), StartedAt: time.Now().UTC(),
+		Snapshots: e.handler, Reloads: e.reloader, Metrics: metrics,
+	})
+	var err error
+	if e.proxyLn, err = net.Listen("tcp", o.listen); err != nil {
+		e.backends.Close()
+		return nil, fmt.Errorf("proxy listener: %w", err)
+	}
+	if e.adminLn, err = net.Listen("tcp", o.adminListen); err != nil {
+		_ = e.proxyLn.Close()
+		e.backends.Close()
+		return nil, fmt.Errorf("admin listener: %w", err)
+	}
+	return e, nil
+}
+
+// apply puts a loaded configuration into service.
+func (e *enforcer) apply(l *reload.Loaded) error {
+	snap, err := proxy.NewSnapshot(l.ForPod(), e.backends)
+	if err != nil {
+		return err
+	}
+	e.handler.Swap(snap)
+	return nil
+}
+
+// serve runs until ctx ends (SIGTERM), then stops accepting connections and
+// lets in-flight requests finish within the shutdown timeout.
+func (e *enforcer) serve(ctx context.Context) error {
+	defer e.backends.Close()
+	runCtx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := e.reloader.Watch(runCtx, reload.DefaultDebounce); err != nil {
+		return err
+	}
+	go e.backends.Monitor(runCtx, pingInterval, pingTimeout)
+
+	proxySrv := &http.Server{
+		Handler:           e.handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          stdLogger(e.log, "proxy-server"),
+	}
+	adminSrv := &http.Server{
+		Handler:           e.admin,
+		ReadHeaderTimeout: 5 * time.Second,
+		ErrorLog:          stdLogger(e.log, "admin-server"),
+	}
+	errc := make(chan error, 2)
+	go func() { errc <- proxySrv.Serve(e.proxyLn) }()
+	go func() { errc <- adminSrv.Serve(e.adminLn) }()
+	e.log.Info("serving", "listen", e.proxyLn.Addr().String(), "admin", e.adminLn.Addr().String(),
+		"upstream", e.o.upstream.String(), "version", buildVersion())
+
+	var failed error
+	select {
+	case <-ctx.Done():
+		e.log.Info("shutting down: draining in-flight requests", "timeout", e.o.shutdownTimeout.String())
+	case failed = <-errc:
+		e.log.Error("listener failed", "error", failed)
+	}
+	shutdownCtx, done := context.WithTimeout(context.Background(), e.o.shutdownTimeout)
+	defer done()
+	err := proxySrv.Shutdown(shutdownCtx)
+	if errors.Is(err, context.DeadlineExceeded) {
+		e.log.Warn("shutdown timeout reached: closing the requests still in flight")
+		_ = proxySrv.Close()
+	}
+	_ = adminSrv.Shutdown(shutdownCtx)
+	if failed != nil && !errors.Is(failed, http.ErrServerClosed) {
+		return failed
+	}
+	e.log.Info("stopped")
+	return nil
+}

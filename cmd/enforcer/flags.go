@@ -1,0 +1,153 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+)
+
+// options are the command line, after the environment filled what the
+// flags left unset.
+type options struct {
+	listen, adminListen string
+	upstream            *url.URL
+	redisURL            string
+	redisPoolSize       int
+	configPath          string
+	policyPaths         []string
+	labelsPath          string
+	podName, podNS      string
+	shutdownTimeout     time.Duration
+	logLevel            slog.Level
+	version, help       bool
+}
+
+// envPrefix starts the environment variable of every flag:
+// --admin-listen is SLUICE_ADMIN_LISTEN.
+const envPrefix = "SLUICE_"
+
+func envName(flag string) string {
+	return envPrefix + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
+}
+
+// errUsage marks command line errors (exit status 2).
+var errUsage = errors.New("usage")
+
+func newFlagSet(o *options, upstream, logLevel *string) *pflag.FlagSet {
+	fs := pflag.NewFlagSet("sluice-enforcer", pflag.ContinueOnError)
+	fs.SortFlags = false
+	fs.StringVar(&o.listen, "listen", ":9080", "address the proxy listens on (clients and the Service's targetPort)")
+	fs.StringVar(upstream, "upstream", "", "base URL of the application, e.g. http://127.0.0.1:8080 (required)")
+	fs.StringVar(&o.adminListen, "admin-listen", ":9901", "address of the admin listener: /healthz /readyz /metrics /status /debug/tenant")
+	fs.StringVar(&o.redisURL, "redis-url", "redis://127.0.0.1:6379", "default Redis: redis://, rediss://, redis+sentinel:// or redis+cluster:// URL")
+	fs.IntVar(&o.redisPoolSize, "redis-pool-size", 0, "connections per Redis node (0: 10 per CPU)")
+	fs.StringVar(&o.configPath, "config", "", "compiled configuration (JSON, schema sluice.dev/enforcer-config/v1), as the operator writes it")
+	fs.StringArrayVar(&o.policyPaths, "policy-file", nil, "RateLimitPolicy YAML to compile in-process (repeatable; in the environment, comma-separated)")
+	fs.StringVar(&o.labelsPath, "labels-file", "", "the pod's labels (downward API file): only policies selecting them apply; unset: every policy applies")
+	fs.StringVar(&o.podName, "pod-name", "", "pod name, reported on /status")
+	fs.StringVar(&o.podNS, "pod-namespace", "", "pod namespace, reported on /status; namespace of policy files that name none")
+	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 25*time.Second, "how long in-flight requests may finish after SIGTERM")
+	fs.StringVar(logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.BoolVar(&o.version, "version", false, "print the version and exit")
+	fs.BoolVarP(&o.help, "help", "h", false, "print this help and exit")
+	return fs
+}
+
+// parseFlags reads args, then the SLUICE_* environment for every flag not
+// given on the command line (the command line wins).
+func parseFlags(args []string, lookupEnv func(string) (string, bool), stderr io.Writer) (*options, *pflag.FlagSet, error) {
+	o := &options{}
+	var upstream, logLevel string
+	fs := newFlagSet(o, &upstream, &logLevel)
+	fs.SetOutput(io.Discard)
+	if err := fs.Parse(args); err != nil {
+		return nil, fs, fmt.Errorf("%w: %w", errUsage, err)
+	}
+	if fs.NArg() > 0 {
+		return nil, fs, fmt.Errorf("%w: unexpected argument %q: every option is a --flag", errUsage, fs.Arg(0))
+	}
+	var envErr error
+	fs.VisitAll(func(f *pflag.Flag) {
+		name := envName(f.Name)
+		v, ok := lookupEnv(name)
+		if f.Changed || !ok || v == "" || envErr != nil {
+			return
+		}
+		values := []string{v}
+		if f.Name == "policy-file" {
+			values = strings.Split(v, ",")
+		}
+		for _, v := range values {
+			if err := fs.Set(f.Name, strings.TrimSpace(v)); err != nil {
+				envErr = fmt.Errorf("%w: %s=%q: %w", errUsage, name, v, err)
+			}
+		}
+	})
+	if envErr != nil {
+		return nil, fs, envErr
+	}
+	if o.help || o.version {
+		return o, fs, nil
+	}
+	if err := o.validate(upstream, logLevel); err != nil {
+		return nil, fs, fmt.Errorf("%w: %w", errUsage, err)
+	}
+	return o, fs, nil
+}
+
+func (o *options) validate(upstream, logLevel string) error {
+	if upstream == "" {
+		return errors.New("--upstream is required (the application's base URL, e.g. http://127.0.0.1:8080)")
+	}
+	u, err := url.Parse(upstream)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("--upstream %q must be an http:// or https:// URL with a host, e.g. http://127.0.0.1:8080", upstream)
+	}
+	o.upstream = u
+	switch {
+	case o.configPath == "" && len(o.policyPaths) == 0:
+		return errors.New("one of --config or --policy-file is required")
+	case o.configPath != "" && len(o.policyPaths) > 0:
+		return errors.New("--config and --policy-file cannot be used together")
+	case o.listen == "" || o.adminListen == "":
+		return errors.New("--listen and --admin-listen must not be empty")
+	case o.listen == o.adminListen:
+		return fmt.Errorf("--listen and --admin-listen are both %s", o.listen)
+	case o.redisURL == "":
+		return errors.New("--redis-url must not be empty")
+	case o.shutdownTimeout < 0:
+		return errors.New("--shutdown-timeout must not be negative")
+	case o.redisPoolSize < 0:
+		return errors.New("--redis-pool-size must not be negative")
+	}
+	if err := o.logLevel.UnmarshalText([]byte(logLevel)); err != nil {
+		return fmt.Errorf("--log-level %q is not one of debug, info, warn, error", logLevel)
+	}
+	return nil
+}
+
+// usage is the --help text.
+func usage(fs *pflag.FlagSet) string {
+	return `sluice-enforcer: the Sluice rate limiting sidecar.
+
+It proxies HTTP requests to the application after checking them against the
+rate limits of its RateLimitPolicies in Redis: over the limit, it answers
+429 with Retry-After and an application/problem+json body.
+
+Usage:
+  sluice-enforcer --upstream http://127.0.0.1:8080 (--config FILE | --policy-file FILE...) [flags]
+
+Flags (each also read from the environment as SLUICE_<FLAG>, e.g.
+SLUICE_ADMIN_LISTEN; the command line wins):
+` + fs.FlagUsages() + `
+Exit status: 0 after a clean shutdown, 1 on a runtime failure (a listener
+cannot start), 2 on a command line error, 3 when the configuration cannot
+be loaded at start.
+`
+}
