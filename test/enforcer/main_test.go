@@ -1,0 +1,50 @@
+// Package enforcer tests the sluice-enforcer binary end to end: the test
+// builds it, runs it as a process in front of a real upstream (httptest)
+// with a real Redis (internal/redistest), and talks to it over HTTP as
+// clients and the operator do. Every address is on 127.0.0.1.
+package enforcer
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/sluice-dev/sluice/internal/redistest"
+)
+
+var (
+	// binary is the sluice-enforcer built for this run.
+	binary string
+	// shared is the Redis most tests use; each test has a namespace of its
+	// own, so their buckets never meet.
+	shared *redistest.Server
+)
+
+func TestMain(m *testing.M) { os.Exit(runSuite(m)) }
+
+func runSuite(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "sluice-enforcer-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	binary = filepath.Join(dir, "sluice-enforcer")
+	build := exec.Command("go", "build", "-race", "-o", binary, "github.com/sluice-dev/sluice/cmd/enforcer")
+	if !raceEnabled {
+		build = exec.Command("go", "build", "-o", binary, "github.com/sluice-dev/sluice/cmd/enforcer")
+	}
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build sluice-enforcer:", err)
+		return 1
+	}
+	if shared, err = redistest.New(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer shared.Close()
+	return m.Run()
+}
