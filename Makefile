@@ -72,11 +72,18 @@ manifests: $(CONTROLLER_GEN) ## Generate the CRD, RBAC and webhook manifests.
 
 ##@ Tools
 
-$(GOLANGCI_LINT): hack/tools/go.mod
+# One module per tool (hack/tools/NAME/go.mod); a binary is rebuilt when its
+# module changes.
+HELM := $(BIN)/helm
+
+$(GOLANGCI_LINT): hack/tools/golangci-lint/go.mod
 	hack/build-tool.sh golangci-lint $@
 
-$(CONTROLLER_GEN): hack/tools/go.mod
+$(CONTROLLER_GEN): hack/tools/controller-gen/go.mod
 	hack/build-tool.sh controller-gen $@
+
+$(HELM): hack/tools/helm/go.mod
+	hack/build-tool.sh helm $@
 
 .PHONY: help
 help: ## Show this help.
