@@ -3,7 +3,6 @@ package limiter
 import (
 	"fmt"
 	"os"
-	"strings"
 	"testing"
 
 	"github.com/sluice-dev/sluice/internal/redistest"
@@ -62,6 +61,3 @@ func newRedis(t testing.TB, url string) *Redis {
 func bucketFor(t testing.TB) Bucket {
 	return Bucket{Namespace: "shop", Policy: "public-api", Rule: "api", Tenant: HashTenant("salt", t.Name())}
 }
-
-// plain strips a subtest name to what a bucket field may hold.
-func plain(s string) string { return strings.NewReplacer("/", "-", "{", "", "}", "").Replace(s) }
