@@ -46,6 +46,8 @@ type options struct {
 	leaderElectionID     string
 	watchNamespaces      []string
 	concurrency          int
+	kubeAPIQPS           float64
+	kubeAPIBurst         int
 	defaults             controllers.Defaults
 	showVersion          bool
 	zap                  zap.Options
@@ -69,6 +71,8 @@ func parseOptions(args []string, getenv func(string) string, output io.Writer) (
 	fs.StringVar(&o.leaderElectionID, "leader-election-id", "sluice-manager.sluice.dev", "name of the leader election Lease")
 	fs.StringVar(&o.watchNamespacesValue, "watch-namespaces", "", "comma-separated namespaces whose policies to reconcile (default: all)")
 	fs.IntVar(&o.concurrency, "concurrency", 2, "namespaces reconciled at once")
+	fs.Float64Var(&o.kubeAPIQPS, "kube-api-qps", 50, "requests per second the manager sends the API server, sustained")
+	fs.IntVar(&o.kubeAPIBurst, "kube-api-burst", 100, "requests the manager may send the API server in a burst")
 	fs.StringVar(&o.defaults.RedisURL, "default-redis-url", "",
 		"Redis URL (redis://, rediss://, Sentinel or Cluster) of policies without spec.storage (default: $"+defaultRedisURLEnv+")")
 	fs.StringVar(&o.defaults.EnforcerImage, "enforcer-image", "", "image of the enforcer sidecar injected into selected pods")
@@ -108,6 +112,9 @@ func (o *options) validate() error {
 			continue
 		}
 		o.watchNamespaces = append(o.watchNamespaces, ns)
+	}
+	if o.kubeAPIQPS <= 0 || o.kubeAPIBurst < 1 {
+		errs = append(errs, fmt.Errorf("--kube-api-qps and --kube-api-burst must be positive, got %g and %d", o.kubeAPIQPS, o.kubeAPIBurst))
 	}
 	if o.concurrency < 1 {
 		errs = append(errs, fmt.Errorf("--concurrency must be at least 1, got %d", o.concurrency))

@@ -68,6 +68,7 @@ func TestParseOptionsErrors(t *testing.T) {
 		{[]string{"--default-failure-mode", "open"}, `--default-failure-mode "open": use Open, Closed or LocalFallback`},
 		{[]string{"--watch-namespaces", "Shop"}, `--watch-namespaces: "Shop" is not a namespace name`},
 		{[]string{"--concurrency", "0"}, "--concurrency must be at least 1"},
+		{[]string{"--kube-api-qps", "0"}, "--kube-api-qps and --kube-api-burst must be positive"},
 		{[]string{"shop"}, "sluice-manager takes flags only"},
 	}
 	for _, tt := range tests {
@@ -85,7 +86,7 @@ func TestHelpDocumentsEveryFlag(t *testing.T) {
 	g.Expect(err).To(MatchError(flag.ErrHelp))
 	g.Expect(exitCode(err)).To(Equal(0))
 	for _, name := range []string{"leader-elect", "health-probe-bind-address", "metrics-bind-address", "default-redis-url",
-		"enforcer-image", "default-failure-mode", "watch-namespaces", "version", "kubeconfig", "zap-log-level"} {
+		"enforcer-image", "default-failure-mode", "watch-namespaces", "version", "kubeconfig", "zap-log-level", "kube-api-qps", "kube-api-burst", "concurrency"} {
 		g.Expect(out.String()).To(MatchRegexp(`(?m)^  -` + name + `\b`))
 	}
 }
