@@ -27,8 +27,13 @@ build: ## Build every binary into ./bin.
 ##@ Test
 
 .PHONY: test
-test: deps ## Run every test suite against real Redis and a real kube-apiserver.
+test: deps ## Run every test suite against real Redis and a real kube-apiserver, then fuzz briefly.
 	go test $(GO_TEST_FLAGS) ./...
+	FUZZTIME=$(FUZZTIME) hack/fuzz.sh
+
+.PHONY: fuzz
+fuzz: ## Run each fuzz target for FUZZTIME (default 10s).
+	FUZZTIME=$(FUZZTIME) hack/fuzz.sh
 
 .PHONY: deps
 deps: redis envtest ## Install Redis and build the envtest binaries (cached).
