@@ -1,0 +1,133 @@
+package enforcer
+
+import (
+	"sync"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+
+	"github.com/sluice-dev/sluice/internal/redistest"
+)
+
+const failureModes = `---
+apiVersion: sluice.dev/v1alpha1
+kind: RateLimitPolicy
+metadata: {name: open}
+spec:
+  selector: {}
+  upstreamPort: 8080
+  failureMode: Open
+  timeout: 50ms
+  identity: {sources: [{shared: {}}]}
+  rules: [{name: all, match: {paths: [{prefix: /open}]}, algorithm: TokenBucket, limits: [{requests: 100000, period: 1h}]}]
+---
+apiVersion: sluice.dev/v1alpha1
+kind: RateLimitPolicy
+metadata: {name: closed}
+spec:
+  selector: {}
+  upstreamPort: 8080
+  failureMode: Closed
+  timeout: 50ms
+  identity: {sources: [{shared: {}}]}
+  rules: [{name: all, match: {paths: [{prefix: /closed}]}, algorithm: TokenBucket, limits: [{requests: 100000, period: 1h}]}]
+---
+apiVersion: sluice.dev/v1alpha1
+kind: RateLimitPolicy
+metadata: {name: local}
+spec:
+  selector: {}
+  upstreamPort: 8080
+  failureMode: LocalFallback
+  timeout: 50ms
+  identity: {sources: [{shared: {}}]}
+  rules: [{name: all, match: {paths: [{prefix: /local}]}, algorithm: FixedWindow, limits: [{requests: 20, period: 1h}]}]
+`
+
+// outcome counts what the clients of one path saw during an outage.
+type outcome struct {
+	statuses   map[int]int
+	maxLatency time.Duration
+	withLimits int // responses carrying X-RateLimit headers
+}
+
+// hammer sends requests to each path from several clients for d.
+func hammer(t *testing.T, base string, paths []string, d time.Duration) map[string]*outcome {
+	out := map[string]*outcome{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	deadline := time.Now().Add(d)
+	for _, p := range paths {
+		out[p] = &outcome{statuses: map[int]int{}}
+		for range 2 {
+			wg.Go(func() {
+				for time.Now().Before(deadline) {
+					r := get(t, base+p)
+					mu.Lock()
+					o := out[p]
+					o.statuses[r.status]++
+					o.maxLatency = max(o.maxLatency, r.took)
+					if r.header.Get("X-RateLimit-Limit") != "" {
+						o.withLimits++
+					}
+					mu.Unlock()
+				}
+			})
+		}
+	}
+	wg.Wait()
+	return out
+}
+
+// TestRedisOutageUnderLoad freezes Redis (it accepts connections and never
+// answers, the worst case) then kills it, while clients keep sending: each
+// policy's failure mode decides, and no request waits much longer than the
+// policy's 50ms timeout.
+func TestRedisOutageUnderLoad(t *testing.T) {
+	g := NewWithT(t)
+	srv := redistest.Start(t)
+	e := start(t, setup{policies: failureModes, redisURL: srv.URL()})
+	paths := []string{"/open", "/closed", "/local"}
+	before := hammer(t, e.url, paths, 300*time.Millisecond)
+	for _, p := range paths {
+		g.Expect(before[p].statuses).To(HaveKey(200), p)
+	}
+
+	// 50ms budget; the rest is scheduling slack on a busy 2-core machine
+	// under the race detector.
+	const bound = 50*time.Millisecond + 400*time.Millisecond
+	for _, fault := range []struct {
+		name        string
+		break_, fix func()
+	}{
+		{"frozen", srv.Freeze, srv.Thaw},
+		{"killed", srv.Stop, func() { g.Expect(srv.Restart()).To(Succeed()) }},
+	} {
+		fault.break_()
+		during := hammer(t, e.url, paths, 1500*time.Millisecond)
+		fault.fix()
+		for _, p := range paths {
+			t.Logf("%s %s: statuses %v, slowest %s", fault.name, p, during[p].statuses, during[p].maxLatency)
+			g.Expect(during[p].maxLatency).To(BeNumerically("<", bound), "%s %s", fault.name, p)
+		}
+		g.Expect(during["/open"].statuses).To(HaveKey(200), fault.name)
+		g.Expect(during["/open"].statuses).To(HaveLen(1), "fail open admits everything")
+		g.Expect(during["/open"].withLimits).To(BeZero(), "no guessed headers while Redis is out")
+		g.Expect(during["/closed"].statuses).To(HaveKey(503), fault.name)
+		g.Expect(during["/closed"].statuses).NotTo(HaveKey(200), "fail closed admits nothing")
+		g.Expect(during["/local"].statuses).To(HaveKey(429), "the local fallback limits: %v", during["/local"].statuses)
+
+		// Redis back: decisions are Redis' again.
+		g.Eventually(func() string { return get(t, e.url+"/open").header.Get("X-RateLimit-Limit") }, 5*time.Second, 50*time.Millisecond).
+			Should(Equal("100000"), fault.name)
+	}
+	r := get(t, e.url+"/closed")
+	g.Expect(r.status).To(Equal(200))
+	metrics := get(t, e.admin+"/metrics").body
+	for _, l := range []string{`sluice_enforcer_failure_mode_decisions_total{mode="Closed",policy="closed"}`,
+		`sluice_enforcer_failure_mode_decisions_total{mode="LocalFallback",policy="local"}`,
+		`sluice_enforcer_failure_mode_decisions_total{mode="Open",policy="open"}`} {
+		g.Expect(metrics).To(ContainSubstring(l))
+	}
+}
