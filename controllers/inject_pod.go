@@ -1,0 +1,113 @@
+/*
+Copyright 2026 The Sluice Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package controllers
+
+import (
+	"fmt"
+	"path"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+// injectEnforcer adds the enforcer to a pod that d says to inject: a
+// native sidecar (an init container that restarts always, so it starts
+// before the application and stops after it), its two volumes and the
+// annotation that marks the pod. The application's containers are left
+// as they are: users point their Service at the sluice-http port.
+func injectEnforcer(pod *corev1.Pod, d injectDecision, sidecar *EnforcerSidecar) {
+	pod.Spec.InitContainers = append(pod.Spec.InitContainers, enforcerContainerFor(d, sidecar))
+	pod.Spec.Volumes = append(pod.Spec.Volumes,
+		corev1.Volume{Name: configVolumeName, VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+			LocalObjectReference: corev1.LocalObjectReference{Name: ConfigMapName},
+			// The pod starts even before the policy controller wrote the
+			// ConfigMap; the enforcer loads it when it appears.
+			Optional: new(true),
+		}}},
+		corev1.Volume{Name: podInfoVolumeName, VolumeSource: corev1.VolumeSource{DownwardAPI: &corev1.DownwardAPIVolumeSource{
+			Items: []corev1.DownwardAPIVolumeFile{{Path: "labels", FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.labels"}}},
+		}}},
+	)
+	if pod.Annotations == nil {
+		pod.Annotations = map[string]string{}
+	}
+	pod.Annotations[InjectedAnnotation] = sidecar.Image
+}
+
+func enforcerContainerFor(d injectDecision, sidecar *EnforcerSidecar) corev1.Container {
+	env := []corev1.EnvVar{
+		fieldEnv("POD_NAME", "metadata.name"),
+		fieldEnv("POD_NAMESPACE", "metadata.namespace"),
+		fieldEnv("POD_UID", "metadata.uid"),
+	}
+	env = append(env, redisEnv(d.Selected, sidecar)...)
+	return corev1.Container{
+		Name:            EnforcerContainerName,
+		Image:           sidecar.Image,
+		ImagePullPolicy: sidecar.ImagePullPolicy,
+		RestartPolicy:   new(corev1.ContainerRestartPolicyAlways),
+		Args: []string{
+			fmt.Sprintf("--listen=0.0.0.0:%d", sidecar.HTTPPort),
+			fmt.Sprintf("--upstream=http://127.0.0.1:%d", d.UpstreamPort),
+			fmt.Sprintf("--admin-listen=0.0.0.0:%d", sidecar.AdminPort),
+			"--config=" + path.Join(configDir, ConfigKey),
+			"--labels-file=" + path.Join(podInfoDir, "labels"),
+			"--pod-name=$(POD_NAME)",
+			"--pod-namespace=$(POD_NAMESPACE)",
+		},
+		Ports: []corev1.ContainerPort{
+			{Name: HTTPPortName, ContainerPort: sidecar.HTTPPort, Protocol: corev1.ProtocolTCP},
+			{Name: AdminPortName, ContainerPort: sidecar.AdminPort, Protocol: corev1.ProtocolTCP},
+		},
+		Env:       env,
+		Resources: *sidecar.Resources.DeepCopy(),
+		VolumeMounts: []corev1.VolumeMount{
+			{Name: configVolumeName, MountPath: configDir, ReadOnly: true},
+			{Name: podInfoVolumeName, MountPath: podInfoDir, ReadOnly: true},
+		},
+		// The application starts once the enforcer serves, whether or not
+		// its configuration exists yet; /readyz then gates traffic.
+		StartupProbe:   adminProbe("/healthz", 1, 30),
+		LivenessProbe:  adminProbe("/healthz", 10, 3),
+		ReadinessProbe: adminProbe("/readyz", 5, 2),
+		SecurityContext: &corev1.SecurityContext{
+			RunAsNonRoot:             new(true),
+			RunAsUser:                new(sidecar.RunAsUser),
+			RunAsGroup:               new(sidecar.RunAsUser),
+			ReadOnlyRootFilesystem:   new(true),
+			AllowPrivilegeEscalation: new(false),
+			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+			SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+		},
+		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+	}
+}
+
+func fieldEnv(name, fieldPath string) corev1.EnvVar {
+	return corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: fieldPath}}}
+}
+
+func adminProbe(path string, period, failures int32) *corev1.Probe {
+	return &corev1.Probe{
+		ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
+			Path: path, Port: intstr.FromString(AdminPortName),
+		}},
+		PeriodSeconds:    period,
+		TimeoutSeconds:   1,
+		FailureThreshold: failures,
+	}
+}
