@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+
+	"github.com/sluice-dev/sluice/enforcer/limiter"
 )
 
 // options are the command line, after the environment filled what the
@@ -126,6 +128,13 @@ func (o *options) validate(upstream, logLevel string) error {
 	case o.redisPoolSize < 0:
 		return errors.New("--redis-pool-size must not be negative")
 	}
+	// Parse the URL now (no connection is made), so a typo is a command
+	// line error and not a configuration one.
+	client, err := limiter.NewClient(o.redisURL, limiter.ClientOptions{})
+	if err != nil {
+		return fmt.Errorf("--redis-url: %w", err)
+	}
+	_ = client.Close()
 	if err := o.logLevel.UnmarshalText([]byte(logLevel)); err != nil {
 		return fmt.Errorf("--log-level %q is not one of debug, info, warn, error", logLevel)
 	}

@@ -59,6 +59,7 @@ func TestParseFlags(t *testing.T) {
 		{name: "unknown flag", args: []string{"--lisen", ":1"}, wantErr: "unknown flag: --lisen"},
 		{name: "stray argument", args: []string{"--upstream", "http://a", "c.json"}, wantErr: `unexpected argument "c.json"`},
 		{name: "bad duration from env", args: []string{"--upstream", "http://a", "--config", "c"}, env: map[string]string{"SLUICE_SHUTDOWN_TIMEOUT": "soon"}, wantErr: `SLUICE_SHUTDOWN_TIMEOUT="soon"`},
+		{name: "bad redis URL", args: []string{"--upstream", "http://a", "--config", "c", "--redis-url", "http://r:6379"}, wantErr: `--redis-url: redis URL http://r:6379: scheme "http"`},
 		{name: "bad log level", args: []string{"--upstream", "http://a", "--config", "c", "--log-level", "loud"}, wantErr: `--log-level "loud"`},
 	}
 	for _, tc := range cases {

@@ -95,6 +95,11 @@ func (st *requestState) release() {
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	snap := h.snap.Load()
+	if snap == nil { // not configured yet: cmd/enforcer swaps before serving
+		writeProblem(w, &Problem{Type: ProblemLimiterUnavailable, Title: "Rate limiter starting",
+			Status: http.StatusServiceUnavailable, RetryAfter: 1})
+		return
+	}
 	st := statePool.Get().(*requestState)
 	st.checks = snap.Table.Checks(r, st.checks[:0])
 	if len(st.checks) == 0 {

@@ -267,3 +267,12 @@ func TestUpstreamUnavailable(t *testing.T) {
 	g.Expect(r.header.Get("X-RateLimit-Limit")).To(Equal("100"), "the decision is still described")
 	g.Expect(f.rec.upstream).To(Equal(1))
 }
+
+func TestNotConfiguredYet(t *testing.T) {
+	g := NewWithT(t)
+	target, _ := url.Parse("http://127.0.0.1:1")
+	w := httptest.NewRecorder()
+	New(Options{Upstream: target}).ServeHTTP(w, httptest.NewRequest("GET", "/", nil))
+	g.Expect(w.Code).To(Equal(http.StatusServiceUnavailable))
+	g.Expect(w.Header().Get("Retry-After")).To(Equal("1"))
+}
