@@ -62,6 +62,9 @@ type PolicyReconciler struct {
 	Recorder  recorder.EventRecorder
 	// DefaultFailureMode applies to policies stored without spec.failureMode.
 	DefaultFailureMode v1alpha1.FailureMode
+	// ReadyFromEnforcers says the status controller runs and owns the Ready
+	// condition: this controller then sets Ready only while it is absent.
+	ReadyFromEnforcers bool
 	// Now is the clock of condition transitions; nil means time.Now.
 	Now func() time.Time
 }
@@ -207,6 +210,7 @@ func (r *PolicyReconciler) reconcileStatus(patch *statusPatch, outcomes map[stri
 	for _, p := range patch.policies {
 		o := outcomes[p.Name]
 		o.PublishErr = publishErr
+		o.ReadyFromEnforcers = r.ReadyFromEnforcers
 		patch.recordOnSave(p, setPolicyStatus(p, o, now))
 	}
 }

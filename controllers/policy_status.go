@@ -44,6 +44,8 @@ type compileOutcome struct {
 	PublishErr error
 	// Selected is how many running pods the policy selects.
 	Selected int32
+	// ReadyFromEnforcers leaves a present Ready to the status controller.
+	ReadyFromEnforcers bool
 }
 
 // statusEvent is an Event to record once the status that caused it is saved.
@@ -136,6 +138,9 @@ func setReconcilingCondition(p *v1alpha1.RateLimitPolicy, publishErr error, now 
 // With pods selected, whether their enforcers loaded this generation is
 // Unknown until the status controller reports it.
 func setReadyCondition(p *v1alpha1.RateLimitPolicy, o compileOutcome, now metav1.Time) {
+	if o.ReadyFromEnforcers && apimeta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionReady) != nil {
+		return
+	}
 	cond := metav1.Condition{
 		Type:               v1alpha1.ConditionReady,
 		ObservedGeneration: p.Generation,

@@ -1,0 +1,407 @@
+/*
+Copyright 2026 The Sluice Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package controllers
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/sluice-dev/sluice/api/v1alpha1"
+)
+
+// podsNamedInMessage is how many pods a Ready message names before it says
+// "and N more".
+const podsNamedInMessage = 3
+
+// selectedPod is one pod a policy selects, as the status controller found it.
+type selectedPod struct {
+	Pod *corev1.Pod
+	// Decision is what the webhook would decide for the pod now, or
+	// reasonNamespaceNotEnabled; it explains a pod without an enforcer.
+	Decision injectDecision
+	// Polled is the enforcer's /status, for a pod with an enforcer.
+	Polled polledEnforcer
+}
+
+// setEnforcerStatus computes the part of the status the status controller
+// owns, enforcers, decisions and Ready, and returns the Event of a Ready
+// transition, or nil.
+func setEnforcerStatus(p *v1alpha1.RateLimitPolicy, pods []selectedPod, now metav1.Time) *statusEvent {
+	var before *metav1.Condition
+	if c := apimeta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionReady); c != nil {
+		before = c.DeepCopy()
+	}
+	check := checkEnforcers(p, pods)
+	p.Status.Enforcers = check.counts
+	p.Status.Decisions = check.decisions
+	cond := readyCondition(p, check)
+	cond.LastTransitionTime = now
+	apimeta.SetStatusCondition(&p.Status.Conditions, cond)
+	return readyEvent(before, apimeta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionReady))
+}
+
+// enforcerCheck sorts a policy's selected pods by what keeps each from
+// enforcing the current generation.
+type enforcerCheck struct {
+	counts    v1alpha1.EnforcerCounts
+	decisions v1alpha1.DecisionCounts
+	// notInjected pods run without an enforcer.
+	notInjected []selectedPod
+	// unreachable enforcers did not answer /status (or the pod has no IP).
+	unreachable []selectedPod
+	// notReady enforcers answered but are not ready for another reason
+	// than the ones below.
+	notReady []selectedPod
+	// stale enforcers run an older generation or refused the new config;
+	// missing ones do not apply this policy at all.
+	stale, missing []selectedPod
+	// degraded enforcers run the current generation but cannot reach its
+	// Redis, and apply spec.failureMode.
+	degraded []degradedEnforcer
+	// loaded are the generations that stale enforcers run.
+	loaded []int64
+}
+
+type degradedEnforcer struct {
+	pod         *corev1.Pod
+	err         string
+	failureMode string
+}
+
+func checkEnforcers(p *v1alpha1.RateLimitPolicy, pods []selectedPod) enforcerCheck {
+	var c enforcerCheck
+	for _, sp := range pods {
+		c.counts.Selected++
+		if !hasEnforcer(sp.Pod) {
+			c.notInjected = append(c.notInjected, sp)
+			continue
+		}
+		c.counts.Injected++
+		st := sp.Polled.Status
+		if st == nil {
+			c.unreachable = append(c.unreachable, sp)
+			continue
+		}
+		if st.Ready {
+			c.counts.Ready++
+		}
+		d := st.Decisions[p.Name]
+		c.decisions.Allowed += d.Allowed
+		c.decisions.Denied += d.Denied
+		c.decisions.WouldDeny += d.WouldDeny
+
+		loaded := loadedPolicy(st, p)
+		switch {
+		case loaded == nil:
+			c.missing = append(c.missing, sp)
+		case loaded.Generation != p.Generation:
+			c.stale = append(c.stale, sp)
+			if !slices.Contains(c.loaded, loaded.Generation) {
+				c.loaded = append(c.loaded, loaded.Generation)
+			}
+		default:
+			c.counts.UpToDate++
+			if redis := redisOf(st, loaded.Redis); redis != nil && !redis.Reachable {
+				c.counts.Degraded++
+				c.degraded = append(c.degraded, degradedEnforcer{pod: sp.Pod, err: redis.LastError, failureMode: loaded.FailureMode})
+				continue
+			}
+			if !st.Ready {
+				c.notReady = append(c.notReady, sp)
+			}
+		}
+	}
+	slices.Sort(c.loaded)
+	c.counts.Summary = fmt.Sprintf("%d/%d", c.counts.Ready, c.counts.Selected)
+	return c
+}
+
+// loadedPolicy is the enforcer's entry for p, matched by UID so that a
+// policy deleted and created again under its name is not taken for it.
+func loadedPolicy(st *enforcerStatus, p *v1alpha1.RateLimitPolicy) *enforcerPolicyStatus {
+	for i := range st.Policies {
+		if st.Policies[i].UID == string(p.UID) && st.Policies[i].Name == p.Name {
+			return &st.Policies[i]
+		}
+	}
+	return nil
+}
+
+func redisOf(st *enforcerStatus, name string) *enforcerRedisStatus {
+	for i := range st.Redis {
+		if st.Redis[i].Name == name {
+			return &st.Redis[i]
+		}
+	}
+	return nil
+}
+
+// readyCondition is Ready for the check: True only when every selected pod
+// runs an enforcer that has loaded the current generation and reaches
+// Redis. Otherwise the message lists every problem found, the reason is
+// the one that most needs the user: pods without a working enforcer, then
+// stale enforcers, then enforcers in their failure mode.
+func readyCondition(p *v1alpha1.RateLimitPolicy, c enforcerCheck) metav1.Condition {
+	cond := metav1.Condition{Type: v1alpha1.ConditionReady, ObservedGeneration: p.Generation, Status: metav1.ConditionFalse}
+	if accepted := apimeta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionAccepted); accepted != nil &&
+		accepted.Status == metav1.ConditionFalse && accepted.ObservedGeneration == p.Generation {
+		cond.Reason = v1alpha1.ReasonNotAccepted
+		cond.Message = fmt.Sprintf("generation %d was not accepted: see the Accepted condition for what to change", p.Generation)
+		return cond
+	}
+	if c.counts.Selected == 0 {
+		cond.Status = metav1.ConditionTrue
+		cond.Reason = v1alpha1.ReasonNoPodsSelected
+		cond.Message = "no running pod matches spec.selector; the enforcers of matching pods apply this generation as they start"
+		return cond
+	}
+	var problems []string
+	setReason := func(reason string) {
+		if cond.Reason == "" {
+			cond.Reason = reason
+		}
+	}
+	if msg := notInjectedMessage(c); msg != "" {
+		setReason(v1alpha1.ReasonEnforcersNotReady)
+		problems = append(problems, msg)
+	}
+	for _, sp := range c.unreachable {
+		setReason(v1alpha1.ReasonEnforcersNotReady)
+		if sp.Polled.Address == "" {
+			problems = append(problems, fmt.Sprintf("pod %s %s", sp.Pod.Name, sp.Polled.Err))
+		} else {
+			problems = append(problems, fmt.Sprintf("enforcer on pod %s does not answer on %s: %s", sp.Pod.Name, sp.Polled.Address, sp.Polled.Err))
+		}
+	}
+	for _, sp := range c.notReady {
+		setReason(v1alpha1.ReasonEnforcersNotReady)
+		problems = append(problems, fmt.Sprintf("enforcer on pod %s is not ready", sp.Pod.Name))
+	}
+	if msg := staleMessage(p, c); msg != "" {
+		setReason(v1alpha1.ReasonEnforcersStale)
+		problems = append(problems, msg)
+	}
+	if msg := degradedMessage(c.degraded); msg != "" {
+		setReason(v1alpha1.ReasonDegraded)
+		problems = append(problems, msg)
+	}
+	if len(problems) == 0 {
+		cond.Status = metav1.ConditionTrue
+		cond.Reason = v1alpha1.ReasonEnforcersReady
+		cond.Message = fmt.Sprintf("%d of %d %s generation %d and %s Redis", c.counts.UpToDate, c.counts.Selected,
+			plural(c.counts.Selected, "enforcer runs", "enforcers run"), p.Generation, plural(c.counts.Selected, "reaches", "reach"))
+		return cond
+	}
+	cond.Message = limitMessage(strings.Join(capped(problems, 2*podsNamedInMessage), "; "))
+	return cond
+}
+
+// notInjectedMessage explains the selected pods without an enforcer,
+// grouped by what the user can do about them.
+func notInjectedMessage(c enforcerCheck) string {
+	if len(c.notInjected) == 0 {
+		return ""
+	}
+	var parts []string
+	var restart []selectedPod
+	var disabled []selectedPod
+	for _, sp := range c.notInjected {
+		switch sp.Decision.Reason {
+		case ReasonInjected:
+			restart = append(restart, sp)
+		case reasonNamespaceNotEnabled:
+			disabled = append(disabled, sp)
+		default:
+			parts = append(parts, fmt.Sprintf("pod %s is not injected (%s): %s", sp.Pod.Name, sp.Decision.Reason, sp.Decision.Message))
+		}
+	}
+	n, selected := int32(len(c.notInjected)), c.counts.Selected
+	head := fmt.Sprintf("%d of %d selected %s no enforcer", n, selected, plural(n, "pods has", "pods have"))
+	if len(disabled) > 0 {
+		parts = append([]string{fmt.Sprintf("namespace %s is not labelled %s=%s: label it, then restart %s",
+			disabled[0].Pod.Namespace, InjectionNamespaceLabel, InjectionEnabled, workloadsOf(disabled))}, parts...)
+	}
+	if len(restart) > 0 {
+		parts = append([]string{fmt.Sprintf("%s %s the policy or %s created while the injection webhook was unavailable: restart %s",
+			podNames(restart), plural(int32(len(restart)), "predates", "predate"), plural(int32(len(restart)), "was", "were"), workloadsOf(restart))}, parts...)
+	}
+	return head + ": " + strings.Join(capped(parts, podsNamedInMessage), "; ")
+}
+
+// reasonNamespaceNotEnabled is the decision the status controller gives a
+// pod of a namespace without the injection label: the webhook never sees
+// such pods.
+const reasonNamespaceNotEnabled = "NamespaceNotEnabled"
+
+func staleMessage(p *v1alpha1.RateLimitPolicy, c enforcerCheck) string {
+	var parts []string
+	var reloadErrors []string
+	older := 0
+	for _, sp := range c.stale {
+		if e := sp.Polled.Status.Config.LastReloadError; e != "" {
+			reloadErrors = append(reloadErrors, fmt.Sprintf("enforcer on pod %s refused the latest configuration: %s", sp.Pod.Name, e))
+			continue
+		}
+		older++
+	}
+	if older > 0 {
+		gens := make([]string, len(c.loaded))
+		for i, g := range c.loaded {
+			gens[i] = fmt.Sprint(g)
+		}
+		parts = append(parts, fmt.Sprintf("%d of %d enforcers %s generation %s of the policy, not %d: enforcers reload ConfigMap %s when the kubelet updates it, usually within a minute",
+			older, c.counts.Injected, plural(int32(older), "runs", "run"), strings.Join(gens, " and "), p.Generation, ConfigMapName))
+	}
+	var missing []selectedPod
+	for _, sp := range c.missing {
+		if e := sp.Polled.Status.Config.LastReloadError; e != "" {
+			reloadErrors = append(reloadErrors, fmt.Sprintf("enforcer on pod %s refused the latest configuration: %s", sp.Pod.Name, e))
+			continue
+		}
+		missing = append(missing, sp)
+	}
+	if len(missing) > 0 {
+		parts = append(parts, fmt.Sprintf("the enforcer on %s has not loaded the policy yet", podNames(missing)))
+	}
+	parts = append(parts, capped(reloadErrors, podsNamedInMessage)...)
+	return strings.Join(parts, "; ")
+}
+
+// degradedMessage groups the enforcers that cannot reach Redis by error.
+func degradedMessage(degraded []degradedEnforcer) string {
+	type group struct {
+		err, failureMode string
+		pods             []*corev1.Pod
+	}
+	var groups []*group
+	for _, d := range degraded {
+		i := slices.IndexFunc(groups, func(g *group) bool { return g.err == d.err && g.failureMode == d.failureMode })
+		if i < 0 {
+			groups = append(groups, &group{err: d.err, failureMode: d.failureMode})
+			i = len(groups) - 1
+		}
+		groups[i].pods = append(groups[i].pods, d.pod)
+	}
+	parts := make([]string, 0, len(groups))
+	for _, g := range groups {
+		names := make([]string, len(g.pods))
+		for i, pod := range g.pods {
+			names[i] = pod.Name
+		}
+		err := g.err
+		if err == "" {
+			err = "unreachable"
+		}
+		parts = append(parts, fmt.Sprintf("enforcer on %s cannot reach Redis: %s; %s",
+			podNameList(names), err, failingAs(g.failureMode)))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// failingAs says what an enforcer does while Redis is unreachable.
+func failingAs(mode string) string {
+	switch v1alpha1.FailureMode(mode) {
+	case v1alpha1.FailureModeClosed:
+		return "failing closed (requests get 503)"
+	case v1alpha1.FailureModeLocalFallback:
+		return "limiting in memory (LocalFallback)"
+	default:
+		return "failing open"
+	}
+}
+
+func podNames(pods []selectedPod) string {
+	names := make([]string, len(pods))
+	for i, sp := range pods {
+		names[i] = sp.Pod.Name
+	}
+	return podNameList(names)
+}
+
+// podNameList is "pod a", "pods a, b" or "pods a, b, c and 2 more".
+func podNameList(names []string) string {
+	if len(names) == 1 {
+		return "pod " + names[0]
+	}
+	return "pods " + strings.Join(capped(names, podsNamedInMessage), ", ")
+}
+
+// capped keeps the first n items and says how many it left out.
+func capped(items []string, n int) []string {
+	if len(items) <= n {
+		return items
+	}
+	out := slices.Clone(items[:n])
+	out[n-1] += fmt.Sprintf(" and %d more", len(items)-n)
+	return out
+}
+
+// workloadsOf names the workloads to restart so that their pods are
+// created again, injected: "deployment/api", or "pod/api-0" for a pod
+// without a controller.
+func workloadsOf(pods []selectedPod) string {
+	var names []string
+	for _, sp := range pods {
+		if w := workloadOf(sp.Pod); !slices.Contains(names, w) {
+			names = append(names, w)
+		}
+	}
+	return strings.Join(capped(names, podsNamedInMessage), ", ")
+}
+
+func workloadOf(pod *corev1.Pod) string {
+	owner := metav1.GetControllerOf(pod)
+	if owner == nil {
+		return "pod/" + pod.Name
+	}
+	if owner.Kind == "ReplicaSet" {
+		// A Deployment names its ReplicaSets <deployment>-<pod-template-hash>.
+		if hash := pod.Labels["pod-template-hash"]; hash != "" && strings.HasSuffix(owner.Name, "-"+hash) {
+			return "deployment/" + strings.TrimSuffix(owner.Name, "-"+hash)
+		}
+	}
+	return strings.ToLower(owner.Kind) + "/" + owner.Name
+}
+
+// maxConditionMessage is far below the API's 32768 bytes: a message is read
+// by people in kubectl output.
+const maxConditionMessage = 4096
+
+func limitMessage(msg string) string {
+	if len(msg) > maxConditionMessage {
+		return msg[:maxConditionMessage-3] + "..."
+	}
+	return msg
+}
+
+// readyEvent returns the Event of a change of Ready's status or reason,
+// nil when neither changed.
+func readyEvent(before, after *metav1.Condition) *statusEvent {
+	if after == nil || (before != nil && before.Status == after.Status && before.Reason == after.Reason) {
+		return nil
+	}
+	eventType := corev1.EventTypeWarning
+	if after.Status == metav1.ConditionTrue {
+		eventType = corev1.EventTypeNormal
+	}
+	return &statusEvent{Type: eventType, Reason: after.Reason, Note: after.Message}
+}

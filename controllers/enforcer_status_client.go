@@ -1,0 +1,172 @@
+/*
+Copyright 2026 The Sluice Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package controllers
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// enforcerStatus is the part of an enforcer's /status document (see
+// enforcer/admin.Status) that policy status is made of. Decoding ignores the
+// rest, so enforcers may add fields.
+type enforcerStatus struct {
+	Ready    bool                   `json:"ready"`
+	Config   enforcerConfigStatus   `json:"config"`
+	Policies []enforcerPolicyStatus `json:"policies"`
+	Redis    []enforcerRedisStatus  `json:"redis"`
+	// Decisions are per policy name, since the enforcer started.
+	Decisions map[string]enforcerDecisions `json:"decisions"`
+}
+
+type enforcerConfigStatus struct {
+	Hash            string `json:"hash"`
+	LastReloadError string `json:"lastReloadError,omitempty"`
+}
+
+type enforcerPolicyStatus struct {
+	Name        string `json:"name"`
+	UID         string `json:"uid"`
+	Generation  int64  `json:"generation"`
+	FailureMode string `json:"failureMode"`
+	// Redis names the backend in enforcerStatus.Redis.
+	Redis string `json:"redis"`
+}
+
+type enforcerRedisStatus struct {
+	Name      string `json:"name"`
+	Reachable bool   `json:"reachable"`
+	LastError string `json:"lastError,omitempty"`
+}
+
+type enforcerDecisions struct {
+	Allowed   int64 `json:"allowed"`
+	Denied    int64 `json:"denied"`
+	WouldDeny int64 `json:"wouldDeny"`
+}
+
+// maxStatusBytes bounds the /status document read from a pod.
+const maxStatusBytes = 1 << 20
+
+// adminAddress is host:port of the pod's enforcer admin listener, from the
+// pod's IP and the sidecar's sluice-admin port; empty with the reason when
+// the pod has no IP yet or no such port.
+func adminAddress(pod *corev1.Pod) (string, string) {
+	c := enforcerContainer(pod)
+	if c == nil {
+		return "", "has no enforcer"
+	}
+	var port int32
+	for _, p := range c.Ports {
+		if p.Name == AdminPortName {
+			port = p.ContainerPort
+		}
+	}
+	if port == 0 {
+		return "", "has an enforcer without a port named " + AdminPortName
+	}
+	if pod.Status.PodIP == "" {
+		phase := pod.Status.Phase
+		if phase == "" {
+			phase = corev1.PodPending
+		}
+		return "", fmt.Sprintf("has no IP yet (%s)", phase)
+	}
+	return net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(int(port))), ""
+}
+
+// fetchEnforcerStatus reads the /status document of the enforcer at addr.
+func fetchEnforcerStatus(ctx context.Context, c *http.Client, addr string) (*enforcerStatus, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/status", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return nil, unwrapURLError(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("/status answered %s", resp.Status)
+	}
+	var st enforcerStatus
+	if err := json.NewDecoder(io.LimitReader(resp.Body, maxStatusBytes)).Decode(&st); err != nil {
+		return nil, fmt.Errorf("/status is not an enforcer status document: %w", err)
+	}
+	return &st, nil
+}
+
+// unwrapURLError drops the method and URL that *url.Error repeats: the
+// message names the address already.
+func unwrapURLError(err error) error {
+	var opErr *net.OpError
+	if errors.As(err, &opErr) && opErr.Err != nil {
+		return opErr.Err
+	}
+	return err
+}
+
+// pollEnforcers reads the /status of every pod's enforcer, at most limit at
+// once, each within the client's timeout. Pods without an admin address
+// get their reason as error.
+func pollEnforcers(ctx context.Context, c *http.Client, pods []*corev1.Pod, limit int) map[*corev1.Pod]polledEnforcer {
+	out := make(map[*corev1.Pod]polledEnforcer, len(pods))
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	slots := make(chan struct{}, max(limit, 1))
+	for _, pod := range pods {
+		addr, why := adminAddress(pod)
+		if addr == "" {
+			out[pod] = polledEnforcer{Err: why}
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			slots <- struct{}{}
+			defer func() { <-slots }()
+			st, err := fetchEnforcerStatus(ctx, c, addr)
+			res := polledEnforcer{Address: addr, Status: st}
+			if err != nil {
+				res.Err = err.Error()
+			}
+			mu.Lock()
+			out[pod] = res
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+// polledEnforcer is what polling one pod's enforcer found: its status, or
+// why there is none. Without an Address, Err says why the pod could not be
+// asked ("has no IP yet (Pending)"); with one, why it did not answer.
+type polledEnforcer struct {
+	Address string
+	Status  *enforcerStatus
+	Err     string
+}

@@ -1,0 +1,269 @@
+/*
+Copyright 2026 The Sluice Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
+
+	"github.com/sluice-dev/sluice/api/v1alpha1"
+)
+
+// What the status controller reads and writes: it polls the enforcers of
+// the pods policies select and applies the status fields it owns.
+//
+// +kubebuilder:rbac:groups=sluice.dev,resources=ratelimitpolicies,verbs=get;list;watch
+// +kubebuilder:rbac:groups=sluice.dev,resources=ratelimitpolicies/status,verbs=patch
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+const (
+	// StatusFieldOwner is the field manager of the status fields the status
+	// controller applies: status.enforcers, status.decisions and the Ready
+	// condition. The policy controller owns the rest of the status.
+	StatusFieldOwner = "sluice-status-controller"
+	// DefaultStatusInterval is how often enforcers are polled.
+	DefaultStatusInterval = 10 * time.Second
+	// DefaultStatusTimeout bounds one /status request.
+	DefaultStatusTimeout = time.Second
+	// statusEventAction is the action of the status controller's Events.
+	statusEventAction = "CheckEnforcers"
+	// statusConflictRetry is how soon a namespace is checked again after
+	// an apply met a policy that changed since it was read.
+	statusConflictRetry = 250 * time.Millisecond
+	// pollConcurrency is how many enforcers one pass polls at once.
+	pollConcurrency = 16
+)
+
+// EnforcerStatusReconciler collects, per namespace, the /status of the
+// enforcers in the pods that policies select, and writes each policy's
+// enforcer counts, decision totals and Ready condition. It runs apart from
+// the policy controller: compiling changes with specs, this with pods, and
+// it polls on an interval.
+type EnforcerStatusReconciler struct {
+	client.Client
+	Recorder recorder.EventRecorder
+	// HTTPClient polls the enforcers; its Timeout bounds each request
+	// (nil: a client with DefaultStatusTimeout).
+	HTTPClient *http.Client
+	// Interval between two polls of a namespace (0: DefaultStatusInterval).
+	Interval time.Duration
+	// Sidecar is what the webhook injects, to explain pods without an
+	// enforcer with the webhook's own decision.
+	Sidecar EnforcerSidecar
+	// Now is the clock of condition transitions; nil means time.Now.
+	Now func() time.Time
+}
+
+// Reconcile polls the enforcers of the namespace's selected pods and
+// applies the status of each of its policies.
+func (r *EnforcerStatusReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	var list v1alpha1.RateLimitPolicyList
+	if err := r.List(ctx, &list, client.InNamespace(req.Namespace)); err != nil {
+		return ctrl.Result{}, fmt.Errorf("list RateLimitPolicies in %s: %w", req.Namespace, err)
+	}
+	if len(list.Items) == 0 {
+		return ctrl.Result{}, nil
+	}
+	pods, err := r.collectPods(ctx, req.Namespace, list.Items)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	result := ctrl.Result{RequeueAfter: r.interval()}
+	var errs []error
+	for i := range list.Items {
+		p := &list.Items[i]
+		if !p.DeletionTimestamp.IsZero() {
+			continue
+		}
+		conflict, err := r.reconcileStatus(ctx, p, podsSelectedBy(p, pods))
+		if conflict {
+			result.RequeueAfter = statusConflictRetry
+		}
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return result, errors.Join(errs...)
+}
+
+// collectPods finds the active pods that some policy selects, with the
+// webhook's decision for each and its enforcer's /status.
+func (r *EnforcerStatusReconciler) collectPods(ctx context.Context, namespace string, policies []v1alpha1.RateLimitPolicy) ([]selectedPod, error) {
+	var podList corev1.PodList
+	if err := r.List(ctx, &podList, client.InNamespace(namespace)); err != nil {
+		return nil, fmt.Errorf("list pods in %s: %w", namespace, err)
+	}
+	enabled, err := r.injectionEnabled(ctx, namespace)
+	if err != nil {
+		return nil, err
+	}
+	var selected []selectedPod
+	var injected []*corev1.Pod
+	for i := range podList.Items {
+		pod := &podList.Items[i]
+		if !isActive(pod) {
+			continue
+		}
+		d := injectionDecision(pod, policies, &r.Sidecar)
+		if len(d.Selected) == 0 {
+			continue
+		}
+		if !enabled && !hasEnforcer(pod) {
+			d = injectDecision{Reason: reasonNamespaceNotEnabled, Selected: d.Selected}
+		}
+		selected = append(selected, selectedPod{Pod: pod, Decision: d})
+		if hasEnforcer(pod) {
+			injected = append(injected, pod)
+		}
+	}
+	polled := pollEnforcers(ctx, r.httpClient(), injected, pollConcurrency)
+	for i := range selected {
+		selected[i].Polled = polled[selected[i].Pod]
+	}
+	return selected, nil
+}
+
+func (r *EnforcerStatusReconciler) injectionEnabled(ctx context.Context, namespace string) (bool, error) {
+	var ns corev1.Namespace
+	err := r.Get(ctx, types.NamespacedName{Name: namespace}, &ns)
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("read namespace %s: %w", namespace, err)
+	}
+	return ns.Labels[InjectionNamespaceLabel] == InjectionEnabled, nil
+}
+
+// podsSelectedBy keeps the pods whose decision lists p among the selecting
+// policies.
+func podsSelectedBy(p *v1alpha1.RateLimitPolicy, pods []selectedPod) []selectedPod {
+	var out []selectedPod
+	for _, sp := range pods {
+		for _, s := range sp.Decision.Selected {
+			if s.UID == p.UID && s.Name == p.Name {
+				out = append(out, sp)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// reconcileStatus computes p's enforcer status and applies it when it
+// changed, then records the Event of a Ready transition. conflict is true
+// when p changed since it was read: the namespace is checked again soon.
+func (r *EnforcerStatusReconciler) reconcileStatus(ctx context.Context, p *v1alpha1.RateLimitPolicy, pods []selectedPod) (conflict bool, _ error) {
+	before := p.DeepCopy()
+	event := setEnforcerStatus(p, pods, metav1.NewTime(r.now()))
+	if ownedStatusEqual(before, p) {
+		return false, nil
+	}
+	err := r.applyStatus(ctx, p)
+	switch {
+	case apierrors.IsNotFound(err):
+		return false, nil
+	case apierrors.IsConflict(err):
+		return true, nil
+	case err != nil:
+		return false, fmt.Errorf("apply status of RateLimitPolicy %s/%s: %w", p.Namespace, p.Name, err)
+	}
+	if event != nil && r.Recorder != nil {
+		r.Recorder.Eventf(p, nil, event.Type, event.Reason, statusEventAction, "%s", event.Note)
+	}
+	return false, nil
+}
+
+func ownedStatusEqual(a, b *v1alpha1.RateLimitPolicy) bool {
+	return equality.Semantic.DeepEqual(a.Status.Enforcers, b.Status.Enforcers) &&
+		equality.Semantic.DeepEqual(a.Status.Decisions, b.Status.Decisions) &&
+		equality.Semantic.DeepEqual(apimeta.FindStatusCondition(a.Status.Conditions, v1alpha1.ConditionReady),
+			apimeta.FindStatusCondition(b.Status.Conditions, v1alpha1.ConditionReady))
+}
+
+// applyStatus server-side applies the fields this controller owns, as
+// StatusFieldOwner, and nothing else: the policy controller's conditions
+// and observedGeneration are not in the request. The resourceVersion
+// makes the apply fail with a conflict rather than write a Ready computed
+// from a policy that has changed since.
+func (r *EnforcerStatusReconciler) applyStatus(ctx context.Context, p *v1alpha1.RateLimitPolicy) error {
+	enforcers, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&p.Status.Enforcers)
+	if err != nil {
+		return err
+	}
+	decisions, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&p.Status.Decisions)
+	if err != nil {
+		return err
+	}
+	ready, err := runtime.DefaultUnstructuredConverter.ToUnstructured(apimeta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionReady))
+	if err != nil {
+		return err
+	}
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": v1alpha1.GroupVersion.String(),
+		"kind":       "RateLimitPolicy",
+		"metadata": map[string]any{
+			"name":            p.Name,
+			"namespace":       p.Namespace,
+			"resourceVersion": p.ResourceVersion,
+		},
+		"status": map[string]any{
+			"enforcers":  enforcers,
+			"decisions":  decisions,
+			"conditions": []any{ready},
+		},
+	}}
+	return r.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(StatusFieldOwner), client.ForceOwnership)
+}
+
+func (r *EnforcerStatusReconciler) interval() time.Duration {
+	if r.Interval > 0 {
+		return r.Interval
+	}
+	return DefaultStatusInterval
+}
+
+func (r *EnforcerStatusReconciler) httpClient() *http.Client {
+	if r.HTTPClient != nil {
+		return r.HTTPClient
+	}
+	return &http.Client{Timeout: DefaultStatusTimeout}
+}
+
+func (r *EnforcerStatusReconciler) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}

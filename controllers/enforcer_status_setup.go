@@ -1,0 +1,106 @@
+/*
+Copyright 2026 The Sluice Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package controllers
+
+import (
+	"context"
+	"maps"
+	"net/http"
+
+	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/sluice-dev/sluice/api/v1alpha1"
+)
+
+// SetupWithManager registers the status controller. Besides its interval,
+// it checks a namespace at once when a policy is created, deleted, changes
+// its spec or its Accepted condition, and when a selected pod starts,
+// stops, gets its IP or changes labels.
+func (r *EnforcerStatusReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if r.HTTPClient == nil {
+		transport := http.DefaultTransport.(*http.Transport).Clone()
+		transport.Proxy = nil // pod IPs are reached directly, whatever HTTP_PROXY says
+		transport.MaxIdleConnsPerHost = 1
+		r.HTTPClient = &http.Client{Timeout: DefaultStatusTimeout, Transport: transport}
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("enforcerstatus").
+		Watches(&v1alpha1.RateLimitPolicy{}, handler.EnqueueRequestsFromMapFunc(statusKey),
+			builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, acceptedChanged()))).
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.namespaceWithPolicies),
+			builder.WithPredicates(podEnforcerChanged())).
+		Complete(r)
+}
+
+// statusKey is the key of a namespace for the status controller.
+func statusKey(_ context.Context, obj client.Object) []reconcile.Request {
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: ConfigMapName}}}
+}
+
+func (r *EnforcerStatusReconciler) namespaceWithPolicies(ctx context.Context, obj client.Object) []reconcile.Request {
+	var list v1alpha1.RateLimitPolicyList
+	if err := r.List(ctx, &list, client.InNamespace(obj.GetNamespace()), client.UnsafeDisableDeepCopy); err != nil || len(list.Items) == 0 {
+		return nil
+	}
+	return statusKey(ctx, obj)
+}
+
+// acceptedChanged passes policy updates whose Accepted condition changed:
+// Ready follows it.
+func acceptedChanged() predicate.Predicate {
+	return predicate.Funcs{
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			oldP, okOld := e.ObjectOld.(*v1alpha1.RateLimitPolicy)
+			newP, okNew := e.ObjectNew.(*v1alpha1.RateLimitPolicy)
+			if !okOld || !okNew {
+				return true
+			}
+			a := apimeta.FindStatusCondition(oldP.Status.Conditions, v1alpha1.ConditionAccepted)
+			b := apimeta.FindStatusCondition(newP.Status.Conditions, v1alpha1.ConditionAccepted)
+			if a == nil || b == nil {
+				return a != b
+			}
+			return a.Status != b.Status || a.Reason != b.Reason || a.ObservedGeneration != b.ObservedGeneration
+		},
+	}
+}
+
+// podEnforcerChanged passes the pod updates that change what the status
+// controller sees of a pod, not every status update of a running pod.
+func podEnforcerChanged() predicate.Predicate {
+	return predicate.Funcs{
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			oldPod, okOld := e.ObjectOld.(*corev1.Pod)
+			newPod, okNew := e.ObjectNew.(*corev1.Pod)
+			if !okOld || !okNew {
+				return true
+			}
+			return isActive(oldPod) != isActive(newPod) ||
+				oldPod.Status.PodIP != newPod.Status.PodIP ||
+				!maps.Equal(oldPod.Labels, newPod.Labels)
+		},
+	}
+}

@@ -1,0 +1,295 @@
+/*
+Copyright 2026 The Sluice Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package controllers
+
+import (
+	"testing"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kstatus "sigs.k8s.io/cli-utils/pkg/kstatus/status"
+
+	"github.com/sluice-dev/sluice/api/v1alpha1"
+)
+
+const policyUID = "7d0b2f64-8f1e-4a55-a1de-0c1e2f3a4b5c"
+
+// acceptedPolicy is generation 4 of policy api, accepted by the policy
+// controller.
+func acceptedPolicy() *v1alpha1.RateLimitPolicy {
+	p := newPolicy(4)
+	p.UID = policyUID
+	p.Status.ObservedGeneration = 4
+	p.Status.Conditions = []metav1.Condition{{Type: v1alpha1.ConditionAccepted, Status: metav1.ConditionTrue,
+		Reason: v1alpha1.ReasonCompiled, ObservedGeneration: 4, LastTransitionTime: t0}}
+	return p
+}
+
+// deploymentPod is a pod of deployment api, injected unless told otherwise.
+func deploymentPod(name string, injected bool) *corev1.Pod {
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{
+		Name: name, Namespace: "shop",
+		Labels:          map[string]string{"app": "api", "pod-template-hash": "7c9d8f6b5"},
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "api-7c9d8f6b5", Controller: new(true)}},
+	}}
+	if injected {
+		pod.Spec.InitContainers = []corev1.Container{{Name: EnforcerContainerName}}
+	}
+	return pod
+}
+
+// healthy is the /status of an enforcer that runs generation gen of the
+// policy and reaches its Redis.
+func healthy(gen int64, allowed, denied int64) *enforcerStatus {
+	return &enforcerStatus{
+		Ready:     true,
+		Config:    enforcerConfigStatus{Hash: "abc"},
+		Policies:  []enforcerPolicyStatus{{Name: "api", UID: policyUID, Generation: gen, FailureMode: "Open", Redis: "default"}},
+		Redis:     []enforcerRedisStatus{{Name: "default", Reachable: true}},
+		Decisions: map[string]enforcerDecisions{"api": {Allowed: allowed, Denied: denied}, "other": {Allowed: 1000}},
+	}
+}
+
+func redisDown(st *enforcerStatus, mode string) *enforcerStatus {
+	st.Policies[0].FailureMode = mode
+	st.Redis[0].Reachable = false
+	st.Redis[0].LastError = "dial tcp 10.0.0.9:6379: connect: connection refused"
+	return st
+}
+
+func answered(name string, st *enforcerStatus) selectedPod {
+	return selectedPod{Pod: deploymentPod(name, true), Decision: injectDecision{Reason: ReasonAlreadyInjected},
+		Polled: polledEnforcer{Address: "10.0.0.3:15081", Status: st}}
+}
+
+func TestSetEnforcerStatus(t *testing.T) {
+	predates := selectedPod{Pod: deploymentPod("api-7c9d8f6b5-x2k4p", false), Decision: injectDecision{Inject: true, Reason: ReasonInjected}}
+	tests := []struct {
+		name     string
+		policy   func() *v1alpha1.RateLimitPolicy
+		pods     []selectedPod
+		status   metav1.ConditionStatus
+		reason   string
+		message  string
+		counts   v1alpha1.EnforcerCounts
+		kstatus  kstatus.Status
+		decision v1alpha1.DecisionCounts
+	}{{
+		name:    "no pod selected",
+		status:  metav1.ConditionTrue,
+		reason:  v1alpha1.ReasonNoPodsSelected,
+		message: "no running pod matches spec.selector; the enforcers of matching pods apply this generation as they start",
+		counts:  v1alpha1.EnforcerCounts{Summary: "0/0"},
+		kstatus: kstatus.CurrentStatus,
+	}, {
+		name: "generation not accepted",
+		policy: func() *v1alpha1.RateLimitPolicy {
+			p := acceptedPolicy()
+			p.Status.Conditions[0].Status, p.Status.Conditions[0].Reason = metav1.ConditionFalse, v1alpha1.ReasonInvalidSpec
+			return p
+		},
+		pods:     []selectedPod{answered("api-0", healthy(3, 1, 0))},
+		status:   metav1.ConditionFalse,
+		reason:   v1alpha1.ReasonNotAccepted,
+		message:  "generation 4 was not accepted: see the Accepted condition for what to change",
+		counts:   v1alpha1.EnforcerCounts{Selected: 1, Injected: 1, Ready: 1, Summary: "1/1"},
+		decision: v1alpha1.DecisionCounts{Allowed: 1},
+		kstatus:  kstatus.InProgressStatus,
+	}, {
+		name:     "every enforcer runs the generation and reaches Redis",
+		pods:     []selectedPod{answered("api-0", healthy(4, 10, 2)), answered("api-1", healthy(4, 5, 1))},
+		status:   metav1.ConditionTrue,
+		reason:   v1alpha1.ReasonEnforcersReady,
+		message:  "2 of 2 enforcers run generation 4 and reach Redis",
+		counts:   v1alpha1.EnforcerCounts{Selected: 2, Injected: 2, Ready: 2, UpToDate: 2, Summary: "2/2"},
+		decision: v1alpha1.DecisionCounts{Allowed: 15, Denied: 3},
+		kstatus:  kstatus.CurrentStatus,
+	}, {
+		name:    "a pod predates the policy",
+		pods:    []selectedPod{answered("api-0", healthy(4, 0, 0)), predates},
+		status:  metav1.ConditionFalse,
+		reason:  v1alpha1.ReasonEnforcersNotReady,
+		message: "1 of 2 selected pods has no enforcer: pod api-7c9d8f6b5-x2k4p predates the policy or was created while the injection webhook was unavailable: restart deployment/api",
+		counts:  v1alpha1.EnforcerCounts{Selected: 2, Injected: 1, Ready: 1, UpToDate: 1, Summary: "1/2"},
+		kstatus: kstatus.InProgressStatus,
+	}, {
+		name: "the namespace is not labelled for injection",
+		pods: []selectedPod{{Pod: deploymentPod("api-0", false), Decision: injectDecision{Reason: reasonNamespaceNotEnabled}},
+			{Pod: deploymentPod("api-1", false), Decision: injectDecision{Reason: reasonNamespaceNotEnabled}}},
+		status:  metav1.ConditionFalse,
+		reason:  v1alpha1.ReasonEnforcersNotReady,
+		message: "2 of 2 selected pods have no enforcer: namespace shop is not labelled sluice.dev/injection=enabled: label it, then restart deployment/api",
+		counts:  v1alpha1.EnforcerCounts{Selected: 2, Summary: "0/2"},
+		kstatus: kstatus.InProgressStatus,
+	}, {
+		name: "a pod opts out",
+		pods: []selectedPod{answered("api-0", healthy(4, 0, 0)), {Pod: deploymentPod("api-debug", false),
+			Decision: injectDecision{Reason: ReasonOptedOut, Message: `the pod opts out with sluice.dev/inject: "false", so policy api is not enforced on it`}}},
+		status:  metav1.ConditionFalse,
+		reason:  v1alpha1.ReasonEnforcersNotReady,
+		message: `1 of 2 selected pods has no enforcer: pod api-debug is not injected (OptedOut): the pod opts out with sluice.dev/inject: "false", so policy api is not enforced on it`,
+		counts:  v1alpha1.EnforcerCounts{Selected: 2, Injected: 1, Ready: 1, UpToDate: 1, Summary: "1/2"},
+		kstatus: kstatus.InProgressStatus,
+	}, {
+		name: "an enforcer does not answer, a pod has no IP yet",
+		pods: []selectedPod{answered("api-0", healthy(4, 0, 0)),
+			{Pod: deploymentPod("api-1", true), Polled: polledEnforcer{Address: "10.0.0.4:15081", Err: "connection refused"}},
+			{Pod: deploymentPod("api-2", true), Polled: polledEnforcer{Err: "has no IP yet (Pending)"}}},
+		status:  metav1.ConditionFalse,
+		reason:  v1alpha1.ReasonEnforcersNotReady,
+		message: "enforcer on pod api-1 does not answer on 10.0.0.4:15081: connection refused; pod api-2 has no IP yet (Pending)",
+		counts:  v1alpha1.EnforcerCounts{Selected: 3, Injected: 3, Ready: 1, UpToDate: 1, Summary: "1/3"},
+		kstatus: kstatus.InProgressStatus,
+	}, {
+		name:     "enforcers run an older generation",
+		pods:     []selectedPod{answered("api-0", healthy(4, 1, 0)), answered("api-1", healthy(3, 1, 0)), answered("api-2", healthy(2, 1, 0))},
+		status:   metav1.ConditionFalse,
+		reason:   v1alpha1.ReasonEnforcersStale,
+		message:  "2 of 3 enforcers run generation 2 and 3 of the policy, not 4: enforcers reload ConfigMap sluice-enforcer-config when the kubelet updates it, usually within a minute",
+		counts:   v1alpha1.EnforcerCounts{Selected: 3, Injected: 3, Ready: 3, UpToDate: 1, Summary: "3/3"},
+		decision: v1alpha1.DecisionCounts{Allowed: 3},
+		kstatus:  kstatus.InProgressStatus,
+	}, {
+		name: "an enforcer refused the new configuration, another has not loaded the policy",
+		pods: []selectedPod{
+			answered("api-0", func() *enforcerStatus {
+				st := healthy(3, 0, 0)
+				st.Config.LastReloadError = "policy api: environment variable SLUICE_REDIS_URL_API, which holds its Redis URL, is not set"
+				return st
+			}()),
+			answered("api-1", &enforcerStatus{Ready: true, Config: enforcerConfigStatus{Hash: "old"}}),
+		},
+		status: metav1.ConditionFalse,
+		reason: v1alpha1.ReasonEnforcersStale,
+		message: "the enforcer on pod api-1 has not loaded the policy yet; enforcer on pod api-0 refused the latest configuration: " +
+			"policy api: environment variable SLUICE_REDIS_URL_API, which holds its Redis URL, is not set",
+		counts:  v1alpha1.EnforcerCounts{Selected: 2, Injected: 2, Ready: 2, Summary: "2/2"},
+		kstatus: kstatus.InProgressStatus,
+	}, {
+		name:    "enforcers cannot reach Redis and fail open",
+		pods:    []selectedPod{answered("api-7c9", redisDown(healthy(4, 0, 0), "Open")), answered("api-8d1", redisDown(healthy(4, 0, 0), "Open"))},
+		status:  metav1.ConditionFalse,
+		reason:  v1alpha1.ReasonDegraded,
+		message: "enforcer on pods api-7c9, api-8d1 cannot reach Redis: dial tcp 10.0.0.9:6379: connect: connection refused; failing open",
+		counts:  v1alpha1.EnforcerCounts{Selected: 2, Injected: 2, Ready: 2, UpToDate: 2, Degraded: 2, Summary: "2/2"},
+		kstatus: kstatus.InProgressStatus,
+	}, {
+		name: "a fail-closed enforcer without Redis is not ready, and says why",
+		pods: []selectedPod{answered("api-7c9", func() *enforcerStatus {
+			st := redisDown(healthy(4, 0, 0), "Closed")
+			st.Ready = false
+			return st
+		}())},
+		status:  metav1.ConditionFalse,
+		reason:  v1alpha1.ReasonDegraded,
+		message: "enforcer on pod api-7c9 cannot reach Redis: dial tcp 10.0.0.9:6379: connect: connection refused; failing closed (requests get 503)",
+		counts:  v1alpha1.EnforcerCounts{Selected: 1, Injected: 1, UpToDate: 1, Degraded: 1, Summary: "0/1"},
+		kstatus: kstatus.InProgressStatus,
+	}, {
+		name: "the reason is the most pressing problem; the message lists them all",
+		pods: []selectedPod{answered("api-0", redisDown(healthy(4, 0, 0), "LocalFallback")), answered("api-1", healthy(3, 0, 0)),
+			{Pod: deploymentPod("api-2", true), Polled: polledEnforcer{Address: "10.0.0.4:15081", Err: "context deadline exceeded"}}},
+		status: metav1.ConditionFalse,
+		reason: v1alpha1.ReasonEnforcersNotReady,
+		message: "enforcer on pod api-2 does not answer on 10.0.0.4:15081: context deadline exceeded; " +
+			"1 of 3 enforcers runs generation 3 of the policy, not 4: enforcers reload ConfigMap sluice-enforcer-config when the kubelet updates it, usually within a minute; " +
+			"enforcer on pod api-0 cannot reach Redis: dial tcp 10.0.0.9:6379: connect: connection refused; limiting in memory (LocalFallback)",
+		counts:  v1alpha1.EnforcerCounts{Selected: 3, Injected: 3, Ready: 2, UpToDate: 1, Degraded: 1, Summary: "2/3"},
+		kstatus: kstatus.InProgressStatus,
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			newP := acceptedPolicy
+			if tt.policy != nil {
+				newP = tt.policy
+			}
+			p := newP()
+			event := setEnforcerStatus(p, tt.pods, t0)
+
+			ready := apimeta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionReady)
+			g.Expect(ready).NotTo(BeNil())
+			g.Expect(ready.Status).To(Equal(tt.status))
+			g.Expect(ready.Reason).To(Equal(tt.reason))
+			g.Expect(ready.Message).To(Equal(tt.message))
+			g.Expect(ready.ObservedGeneration).To(BeEquivalentTo(4))
+			g.Expect(p.Status.Enforcers).To(Equal(tt.counts))
+			g.Expect(p.Status.Decisions).To(Equal(tt.decision))
+			g.Expect(kstatusOf(g, p)).To(Equal(tt.kstatus))
+
+			wantType := corev1.EventTypeWarning
+			if tt.status == metav1.ConditionTrue {
+				wantType = corev1.EventTypeNormal
+			}
+			g.Expect(event).To(Equal(&statusEvent{Type: wantType, Reason: tt.reason, Note: tt.message}))
+
+			again := p.DeepCopy()
+			g.Expect(setEnforcerStatus(again, tt.pods, t1)).To(BeNil(), "no Event without a transition")
+			g.Expect(again.Status).To(Equal(p.Status), "a second pass changes nothing")
+		})
+	}
+}
+
+func TestReadyFollowsGenerations(t *testing.T) {
+	g := NewWithT(t)
+	p := acceptedPolicy()
+	pods := []selectedPod{answered("api-0", healthy(4, 0, 0))}
+	setEnforcerStatus(p, pods, t0)
+	g.Expect(conditionsOf(p)).To(HaveKeyWithValue(v1alpha1.ConditionReady, wantCondition{metav1.ConditionTrue, v1alpha1.ReasonEnforcersReady}))
+
+	p.Generation = 5 // edited; the enforcers still run 4
+	event := setEnforcerStatus(p, pods, t1)
+	g.Expect(event).To(HaveField("Reason", v1alpha1.ReasonEnforcersStale))
+	ready := apimeta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionReady)
+	g.Expect(ready.Status).To(Equal(metav1.ConditionFalse))
+	g.Expect(ready.LastTransitionTime).To(Equal(t1))
+	g.Expect(ready.ObservedGeneration).To(BeEquivalentTo(5))
+
+	event = setEnforcerStatus(p, []selectedPod{answered("api-0", healthy(5, 0, 0))}, t1)
+	g.Expect(event).To(HaveField("Reason", v1alpha1.ReasonEnforcersReady))
+}
+
+func TestPodNameList(t *testing.T) {
+	g := NewWithT(t)
+	g.Expect(podNameList([]string{"a"})).To(Equal("pod a"))
+	g.Expect(podNameList([]string{"a", "b", "c"})).To(Equal("pods a, b, c"))
+	g.Expect(podNameList([]string{"a", "b", "c", "d", "e"})).To(Equal("pods a, b, c and 2 more"))
+}
+
+func TestWorkloadOf(t *testing.T) {
+	g := NewWithT(t)
+	g.Expect(workloadOf(deploymentPod("api-7c9d8f6b5-x2k4p", false))).To(Equal("deployment/api"))
+	sts := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "db-0", OwnerReferences: []metav1.OwnerReference{
+		{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "db", Controller: new(true)}}}}
+	g.Expect(workloadOf(sts)).To(Equal("statefulset/db"))
+	g.Expect(workloadOf(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "debug"}})).To(Equal("pod/debug"))
+}
+
+func TestPolicyControllerLeavesReadyToTheStatusController(t *testing.T) {
+	g := NewWithT(t)
+	p := acceptedPolicy()
+	setPolicyStatus(p, compileOutcome{Selected: 1, ReadyFromEnforcers: true}, t0)
+	g.Expect(conditionsOf(p)).To(HaveKeyWithValue(v1alpha1.ConditionReady, wantCondition{metav1.ConditionUnknown, ReasonEnforcersNotReported}),
+		"Ready is present before the status controller's first pass")
+
+	setEnforcerStatus(p, []selectedPod{answered("api-0", healthy(4, 0, 0))}, t1)
+	setPolicyStatus(p, compileOutcome{Selected: 1, ReadyFromEnforcers: true}, t1)
+	g.Expect(conditionsOf(p)).To(HaveKeyWithValue(v1alpha1.ConditionReady, wantCondition{metav1.ConditionTrue, v1alpha1.ReasonEnforcersReady}),
+		"a pass of the policy controller does not undo the status controller's Ready")
+}
