@@ -107,10 +107,15 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.upstream.ServeHTTP(w, r)
 		return
 	}
-	h.decide(r.Context(), snap, st)
+	// A client hanging up must neither count as a Redis failure (enough of
+	// them would trip every policy into its failure mode) nor stop a
+	// refund half way: Redis calls are bounded by the policies' timeouts,
+	// not by the client.
+	ctx := context.WithoutCancel(r.Context())
+	h.decide(ctx, snap, st)
 	refusing, wouldDeny := h.evaluate(st)
 	if refusing >= 0 {
-		h.refund(r.Context(), snap, st)
+		h.refund(ctx, snap, st)
 	}
 	hdr := w.Header()
 	st.buf = writeLimitHeaders(hdr, st.checks, st.outs, refusing, st.buf)

@@ -276,3 +276,19 @@ func TestNotConfiguredYet(t *testing.T) {
 	g.Expect(w.Code).To(Equal(http.StatusServiceUnavailable))
 	g.Expect(w.Header().Get("Retry-After")).To(Equal("1"))
 }
+
+// TestClientHangUpIsNotARedisFailure: requests whose clients are gone
+// before the decision must not make the guard believe Redis is down.
+func TestClientHangUpIsNotARedisFailure(t *testing.T) {
+	g := NewWithT(t)
+	f := serve(t, configOf(t, policyJSON("api", "Enforce", "Closed", "Both", ruleJSON("all", "{}", "FixedWindow", "100/1m"))), redisURL, nil)
+	h := f.handler
+	for range 5 {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/", nil).WithContext(ctx))
+	}
+	r := get(g, f.url)
+	g.Expect(r.status).To(Equal(200), r.body)
+	g.Expect(f.backends.All()[0].Guard.Health().Reachable).To(BeTrue())
+}
