@@ -23,6 +23,7 @@ package compile
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -213,7 +214,7 @@ func previous(cfg *config.Config, p *v1alpha1.RateLimitPolicy) (config.Policy, b
 }
 
 func asPolicyError(name string, err error) *PolicyError {
-	if pe, ok := err.(*PolicyError); ok {
+	if pe := (*PolicyError)(nil); errors.As(err, &pe) {
 		return pe
 	}
 	return &PolicyError{Policy: name, Reason: v1alpha1.ReasonInvalidSpec, Message: err.Error()}

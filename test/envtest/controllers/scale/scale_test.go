@@ -116,9 +116,9 @@ func TestScale(t *testing.T) {
 	// Everything created while the manager runs.
 	proc := startManager(t, manager, kubeconfig, dir)
 	start := time.Now()
-	createAll(t, ctx, c, samples)
+	createAll(ctx, t, c, samples)
 	created := time.Since(start)
-	waitConverged(t, ctx, c)
+	waitConverged(ctx, t, c)
 	t.Logf("manager metrics: %s", counters(t))
 	t.Logf("created %d policies and %d pods in %s; every namespace published and every policy Accepted %s after the first create; manager %s",
 		namespaces*policiesPerNS, namespaces*podsPerNS, created.Round(time.Millisecond), time.Since(start).Round(time.Millisecond), memory(proc.Process.Pid))
@@ -133,15 +133,15 @@ func TestScale(t *testing.T) {
 	}
 	proc = startManager(t, manager, kubeconfig, dir)
 	start = time.Now()
-	waitConverged(t, ctx, c)
+	waitConverged(ctx, t, c)
 	t.Logf("manager metrics: %s", counters(t))
 	t.Logf("cold start with %d ConfigMaps to write: converged %s after the manager started; manager %s",
 		namespaces, time.Since(start).Round(time.Millisecond), memory(proc.Process.Pid))
 
 	// Steady state: one edit per namespace, all at once.
 	start = time.Now()
-	editAll(t, ctx, c)
-	waitConverged(t, ctx, c)
+	editAll(ctx, t, c)
+	waitConverged(ctx, t, c)
 	t.Logf("manager metrics: %s", counters(t))
 	t.Logf("edit of one policy in each of %d namespaces: converged in %s; manager %s",
 		namespaces, time.Since(start).Round(time.Millisecond), memory(proc.Process.Pid))
@@ -175,7 +175,7 @@ func readSamples(t *testing.T) []*v1alpha1.RateLimitPolicy {
 }
 
 // createAll creates the namespaces, then their pods and policies in parallel.
-func createAll(t *testing.T, ctx context.Context, c client.Client, samples []*v1alpha1.RateLimitPolicy) {
+func createAll(ctx context.Context, t *testing.T, c client.Client, samples []*v1alpha1.RateLimitPolicy) {
 	work := make(chan client.Object)
 	var wg sync.WaitGroup
 	errs := make(chan error, creators)
@@ -220,8 +220,8 @@ func createAll(t *testing.T, ctx context.Context, c client.Client, samples []*v1
 }
 
 // editAll changes one policy's limit in every namespace.
-func editAll(t *testing.T, ctx context.Context, c client.Client) {
-	name := "public-api-" + strconv.Itoa(publicAPIIndex(t, ctx, c))
+func editAll(ctx context.Context, t *testing.T, c client.Client) {
+	name := "public-api-" + strconv.Itoa(publicAPIIndex(ctx, t, c))
 	for n := range namespaces {
 		p := &v1alpha1.RateLimitPolicy{}
 		must(t, c.Get(ctx, client.ObjectKey{Namespace: fmt.Sprintf("scale-%03d", n), Name: name}, p))
@@ -230,7 +230,7 @@ func editAll(t *testing.T, ctx context.Context, c client.Client) {
 	}
 }
 
-func publicAPIIndex(t *testing.T, ctx context.Context, c client.Client) int {
+func publicAPIIndex(ctx context.Context, t *testing.T, c client.Client) int {
 	var list v1alpha1.RateLimitPolicyList
 	must(t, c.List(ctx, &list, client.InNamespace("scale-000")))
 	for _, p := range list.Items {
@@ -246,10 +246,10 @@ func publicAPIIndex(t *testing.T, ctx context.Context, c client.Client) int {
 
 // waitConverged waits until every namespace's ConfigMap holds the current
 // generation of all its policies and every policy says so in its status.
-func waitConverged(t *testing.T, ctx context.Context, c client.Client) {
+func waitConverged(ctx context.Context, t *testing.T, c client.Client) {
 	deadline := time.Now().Add(10 * time.Minute)
 	for {
-		published, accepted := converged(t, ctx, c)
+		published, accepted := converged(ctx, t, c)
 		if published == namespaces && accepted == namespaces*policiesPerNS {
 			return
 		}
@@ -261,7 +261,7 @@ func waitConverged(t *testing.T, ctx context.Context, c client.Client) {
 	}
 }
 
-func converged(t *testing.T, ctx context.Context, c client.Client) (published, accepted int) {
+func converged(ctx context.Context, t *testing.T, c client.Client) (published, accepted int) {
 	var policies v1alpha1.RateLimitPolicyList
 	must(t, c.List(ctx, &policies))
 	generations := map[string]int64{}
