@@ -43,8 +43,13 @@ func CacheByObject() map[client.Object]cache.ByObject {
 // Defaults are the operator-wide settings that apply where a policy says
 // nothing, set by the manager's flags.
 type Defaults struct {
-	// RedisURL is the Redis of policies without spec.storage.
+	// RedisURL is the Redis of policies without spec.storage. It goes into
+	// pod specs as a plain value, so it carries no password.
 	RedisURL string
+	// RedisSecret names the Secret key, in each injected pod's namespace,
+	// holding the Redis URL of policies without spec.storage. It wins over
+	// RedisURL.
+	RedisSecret *corev1.SecretKeySelector
 	// EnforcerImage is the image of the injected enforcer sidecar.
 	EnforcerImage string
 	// FailureMode applies to policies stored without spec.failureMode.

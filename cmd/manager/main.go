@@ -39,7 +39,7 @@ import (
 var version = ""
 
 func main() {
-	opts, err := parseOptions(os.Args[1:], os.Getenv, os.Stderr)
+	opts, err := parseOptions(os.Args[1:], os.Stderr)
 	if err != nil {
 		os.Exit(exitCode(err))
 	}
@@ -108,7 +108,7 @@ func run(ctx context.Context, opts *options) error {
 
 	log.Info("starting sluice-manager", "version", buildVersion(),
 		"watchNamespaces", opts.watchNamespaces, "leaderElection", opts.leaderElect,
-		"defaultFailureMode", opts.defaults.FailureMode, "defaultRedisConfigured", opts.defaults.RedisURL != "",
+		"defaultFailureMode", opts.defaults.FailureMode, "defaultRedisURL", opts.defaults.RedisURL, "defaultRedisSecret", opts.defaults.RedisSecret,
 		"enforcerImage", opts.defaults.EnforcerImage)
 	return mgr.Start(ctx)
 }

@@ -25,6 +25,7 @@ import (
 	"slices"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/client/config"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -32,10 +33,6 @@ import (
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/controllers"
 )
-
-// defaultRedisURLEnv is read when --default-redis-url is not given, so the
-// URL (and its password) can come from a Secret instead of the command line.
-const defaultRedisURLEnv = "SLUICE_DEFAULT_REDIS_URL"
 
 // options are the manager's command line.
 type options struct {
@@ -53,9 +50,10 @@ type options struct {
 	zap                  zap.Options
 	watchNamespacesValue string
 	failureModeValue     string
+	redisSecretValue     string
 }
 
-func parseOptions(args []string, getenv func(string) string, output io.Writer) (*options, error) {
+func parseOptions(args []string, output io.Writer) (*options, error) {
 	o := &options{}
 	fs := flag.NewFlagSet("sluice-manager", flag.ContinueOnError)
 	fs.SetOutput(output)
@@ -74,7 +72,11 @@ func parseOptions(args []string, getenv func(string) string, output io.Writer) (
 	fs.Float64Var(&o.kubeAPIQPS, "kube-api-qps", 50, "requests per second the manager sends the API server, sustained")
 	fs.IntVar(&o.kubeAPIBurst, "kube-api-burst", 100, "requests the manager may send the API server in a burst")
 	fs.StringVar(&o.defaults.RedisURL, "default-redis-url", "",
-		"Redis URL (redis://, rediss://, Sentinel or Cluster) of policies without spec.storage (default: $"+defaultRedisURLEnv+")")
+		"Redis URL (redis://, rediss://, Sentinel or Cluster) of policies without spec.storage; it is written into "+
+			"the pods' specs, so it must not carry a password: use --default-redis-secret for one that does")
+	fs.StringVar(&o.redisSecretValue, "default-redis-secret", "",
+		"NAME[:KEY] of a Secret holding the Redis URL of policies without spec.storage (KEY defaults to url); "+
+			"the enforcers read it from a Secret of that name in their own namespace, and it wins over --default-redis-url")
 	fs.StringVar(&o.defaults.EnforcerImage, "enforcer-image", "", "image of the enforcer sidecar injected into selected pods")
 	fs.StringVar(&o.failureModeValue, "default-failure-mode", string(v1alpha1.DefaultFailureMode),
 		"Open, Closed or LocalFallback: the failure mode of policies stored without spec.failureMode "+
@@ -88,9 +90,6 @@ func parseOptions(args []string, getenv func(string) string, output io.Writer) (
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments %q: sluice-manager takes flags only", fs.Args())
-	}
-	if o.defaults.RedisURL == "" {
-		o.defaults.RedisURL = getenv(defaultRedisURLEnv)
 	}
 	return o, o.validate()
 }
@@ -112,6 +111,17 @@ func (o *options) validate() error {
 			continue
 		}
 		o.watchNamespaces = append(o.watchNamespaces, ns)
+	}
+	if o.redisSecretValue != "" {
+		name, key, _ := strings.Cut(o.redisSecretValue, ":")
+		if key == "" {
+			key = v1alpha1.DefaultStorageSecretKey
+		}
+		if msgs := append(validation.IsDNS1123Subdomain(name), validation.IsConfigMapKey(key)...); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("--default-redis-secret %q: %s; write NAME or NAME:KEY", o.redisSecretValue, strings.Join(msgs, "; ")))
+		} else {
+			o.defaults.RedisSecret = &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: name}, Key: key}
+		}
 	}
 	if o.kubeAPIQPS <= 0 || o.kubeAPIBurst < 1 {
 		errs = append(errs, fmt.Errorf("--kube-api-qps and --kube-api-burst must be positive, got %g and %d", o.kubeAPIQPS, o.kubeAPIBurst))

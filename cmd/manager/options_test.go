@@ -22,11 +22,10 @@ import (
 	"testing"
 
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 )
-
-func noEnv(string) string { return "" }
 
 func TestParseOptions(t *testing.T) {
 	g := NewWithT(t)
@@ -34,7 +33,7 @@ func TestParseOptions(t *testing.T) {
 	o, err := parseOptions([]string{
 		"--leader-elect", "--watch-namespaces", "shop, billing", "--default-failure-mode", "LocalFallback",
 		"--enforcer-image", "sluice-enforcer:v1", "--default-redis-url", "redis://redis:6379",
-	}, noEnv, &out)
+	}, &out)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(o.leaderElect).To(BeTrue())
 	g.Expect(o.watchNamespaces).To(Equal([]string{"shop", "billing"}))
@@ -43,19 +42,32 @@ func TestParseOptions(t *testing.T) {
 	g.Expect(o.defaults.RedisURL).To(Equal("redis://redis:6379"))
 }
 
+func TestDefaultRedisSecret(t *testing.T) {
+	tests := []struct {
+		value, name, key string
+	}{
+		{"redis", "redis", "url"},
+		{"redis:address", "redis", "address"},
+		{"shared.redis:url.txt", "shared.redis", "url.txt"},
+	}
+	for _, tt := range tests {
+		g := NewWithT(t)
+		o, err := parseOptions([]string{"--default-redis-secret", tt.value}, &bytes.Buffer{})
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(o.defaults.RedisSecret).To(Equal(&corev1.SecretKeySelector{
+			LocalObjectReference: corev1.LocalObjectReference{Name: tt.name}, Key: tt.key}))
+	}
+}
+
 func TestParseOptionsDefaults(t *testing.T) {
 	g := NewWithT(t)
-	o, err := parseOptions(nil, func(k string) string {
-		if k == defaultRedisURLEnv {
-			return "rediss://secret@redis:6380"
-		}
-		return ""
-	}, &bytes.Buffer{})
+	o, err := parseOptions(nil, &bytes.Buffer{})
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(o.leaderElect).To(BeFalse())
 	g.Expect(o.watchNamespaces).To(BeEmpty(), "every namespace")
 	g.Expect(o.defaults.FailureMode).To(Equal(v1alpha1.FailureModeOpen))
-	g.Expect(o.defaults.RedisURL).To(Equal("rediss://secret@redis:6380"), "the URL can come from a Secret through the environment")
+	g.Expect(o.defaults.RedisURL).To(BeEmpty())
+	g.Expect(o.defaults.RedisSecret).To(BeNil())
 	g.Expect(o.metricsAddr).To(Equal(":8080"))
 	g.Expect(o.probeAddr).To(Equal(":8081"))
 }
@@ -70,10 +82,12 @@ func TestParseOptionsErrors(t *testing.T) {
 		{[]string{"--concurrency", "0"}, "--concurrency must be at least 1"},
 		{[]string{"--kube-api-qps", "0"}, "--kube-api-qps and --kube-api-burst must be positive"},
 		{[]string{"shop"}, "sluice-manager takes flags only"},
+		{[]string{"--default-redis-secret", "Redis:url"}, `--default-redis-secret "Redis:url"`},
+		{[]string{"--default-redis-secret", "redis:a/b"}, "write NAME or NAME:KEY"},
 	}
 	for _, tt := range tests {
 		g := NewWithT(t)
-		_, err := parseOptions(tt.args, noEnv, &bytes.Buffer{})
+		_, err := parseOptions(tt.args, &bytes.Buffer{})
 		g.Expect(err).To(MatchError(ContainSubstring(tt.want)))
 		g.Expect(exitCode(err)).To(Equal(2))
 	}
@@ -82,11 +96,11 @@ func TestParseOptionsErrors(t *testing.T) {
 func TestHelpDocumentsEveryFlag(t *testing.T) {
 	g := NewWithT(t)
 	var out bytes.Buffer
-	_, err := parseOptions([]string{"--help"}, noEnv, &out)
+	_, err := parseOptions([]string{"--help"}, &out)
 	g.Expect(err).To(MatchError(flag.ErrHelp))
 	g.Expect(exitCode(err)).To(Equal(0))
 	for _, name := range []string{"leader-elect", "health-probe-bind-address", "metrics-bind-address", "default-redis-url",
-		"enforcer-image", "default-failure-mode", "watch-namespaces", "version", "kubeconfig", "zap-log-level", "kube-api-qps", "kube-api-burst", "concurrency"} {
+		"enforcer-image", "default-failure-mode", "default-redis-secret", "watch-namespaces", "version", "kubeconfig", "zap-log-level", "kube-api-qps", "kube-api-burst", "concurrency"} {
 		g.Expect(out.String()).To(MatchRegexp(`(?m)^  -` + name + `\b`))
 	}
 }
