@@ -50,7 +50,7 @@ func twoPolicies(t *testing.T) *config.Config {
 	ns := strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-"))
 	cfg, err := config.Parse([]byte(fmt.Sprintf(`{"schema": %q, "namespace": %q, "policies": [
 {"name": "api", "uid": "u-api", "generation": 3, "selector": {}, "replicas": 1, "upstreamPort": 8080,
- "mode": "Enforce", "failureMode": "Open", "timeout": "50ms", "responseHeaders": "Both", "salt": "s1",
+ "mode": "Enforce", "failureMode": "Open", "timeout": "1s", "responseHeaders": "Both", "salt": "s1",
  "tiers": {"source": {"header": {"name": "X-Plan"}}, "default": "free"},
  "rules": [{"name": "all", "match": {}, "algorithm": "FixedWindow", "cost": 1,
    "identity": {"sources": [{"header": {"name": "X-Tenant"}}]},
@@ -58,7 +58,7 @@ func twoPolicies(t *testing.T) *config.Config {
    "tierLimits": {"free": [{"requests": 5, "period": "1h"}], "premium": [{"requests": 50, "period": "1h"}]},
    "overrides": [{"tenant": "acme", "limits": [{"requests": 7, "period": "1h"}]}]}]},
 {"name": "guard", "uid": "u-guard", "generation": 1, "selector": {}, "replicas": 1, "upstreamPort": 8080,
- "mode": "DryRun", "failureMode": "Closed", "timeout": "50ms", "responseHeaders": "None", "salt": "s2",
+ "mode": "DryRun", "failureMode": "Closed", "timeout": "1s", "responseHeaders": "None", "salt": "s2",
  "rules": [{"name": "admin", "match": {"paths": [{"prefix": "/admin"}]}, "algorithm": "TokenBucket", "cost": 1,
    "identity": {"sources": [{"shared": {}}]}, "limits": [{"requests": 1, "period": "1h"}]}]}]}`,
 		config.Schema, ns)))

@@ -26,7 +26,7 @@ import (
 // policyJSON is one compiled policy whose rules are given as JSON.
 func policyJSON(name, mode, failureMode, headers, rules string) string {
 	return fmt.Sprintf(`{"name": %q, "uid": "uid-%s", "generation": 1, "selector": {}, "replicas": 1,
-  "upstreamPort": 8080, "mode": %q, "failureMode": %q, "timeout": "50ms", "responseHeaders": %q,
+  "upstreamPort": 8080, "mode": %q, "failureMode": %q, "timeout": "1s", "responseHeaders": %q,
   "salt": "salt-%s", "rules": [%s]}`, name, name, mode, failureMode, headers, name, rules)
 }
 

@@ -18,7 +18,7 @@ import (
 func compiledConfig(ns string, generation, limit int) string {
 	return fmt.Sprintf(`{"schema": "sluice.dev/enforcer-config/v1", "namespace": %q, "policies": [{
   "name": "api", "uid": "6f0c", "generation": %d, "selector": {"matchLabels": {"app": "api"}},
-  "replicas": 1, "upstreamPort": 8080, "mode": "Enforce", "failureMode": "Open", "timeout": "50ms",
+  "replicas": 1, "upstreamPort": 8080, "mode": "Enforce", "failureMode": "Open", "timeout": "1s",
   "responseHeaders": "XRateLimit", "salt": "6f0c",
   "rules": [{"name": "all", "match": {}, "algorithm": "FixedWindow", "cost": 1,
     "identity": {"sources": [{"header": {"name": "X-Tenant-ID"}}]}, "limits": [{"requests": %d, "period": "1h"}]}]}]}`,
