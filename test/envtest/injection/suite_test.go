@@ -1,0 +1,294 @@
+/*
+Copyright 2026 The Sluice Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package injection runs the injection webhook, the policy controller and
+// the status controller in-process against a real kube-apiserver and etcd,
+// with the webhook configuration of config/webhook installed through
+// envtest, real Redis and real sluice-enforcer processes standing in for
+// the injected sidecars.
+package injection
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+
+	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/controllers"
+	"github.com/sluice-dev/sluice/internal/redistest"
+)
+
+// managerUser is who the manager runs as: bound to config/rbac/role.yaml only.
+const managerUser = "system:serviceaccount:sluice-system:sluice-manager"
+
+// The webhook settings the manager is started with, which it writes into
+// the installed webhook configuration.
+const (
+	webhookFailurePolicy  = admissionregistrationv1.Fail
+	webhookTimeoutSeconds = 10
+)
+
+var (
+	root      = filepath.Join("..", "..", "..")
+	testEnv   *envtest.Environment
+	scheme    = runtime.NewScheme()
+	k8sClient client.Client
+	// kubeconfig is an admin kubeconfig file for the real kubectl.
+	kubeconfig string
+	// redis is the operator's default Redis, injected as SLUICE_REDIS_URL.
+	redis *redistest.Server
+	// sidecar is what the webhook injects; its ports are free on the
+	// loopback addresses the enforcers listen on.
+	sidecar controllers.EnforcerSidecar
+	// enforcerBin is sluice-enforcer built from ./cmd/enforcer; empty when
+	// that does not exist.
+	enforcerBin string
+)
+
+// enforcerIPs are the pod IPs of the enforcer processes.
+var enforcerIPs = []string{"127.0.0.2", "127.0.0.3"}
+
+func TestInjection(t *testing.T) {
+	RegisterFailHandler(Fail)
+	RunSpecs(t, "Injection and Enforcer Status Suite")
+}
+
+var _ = BeforeSuite(func(ctx SpecContext) {
+	logf.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
+	SetDefaultEventuallyTimeout(30 * time.Second)
+	SetDefaultEventuallyPollingInterval(100 * time.Millisecond)
+	SetDefaultConsistentlyDuration(time.Second)
+
+	var err error
+	redis, err = redistest.New()
+	Expect(err).NotTo(HaveOccurred(), "start redis-server (make redis installs it)")
+	DeferCleanup(redis.Close)
+	enforcerBin = buildEnforcer()
+
+	httpPort, adminPort := freePort(enforcerIPs), freePort(enforcerIPs)
+	for adminPort == httpPort {
+		adminPort = freePort(enforcerIPs)
+	}
+	sidecar = controllers.EnforcerSidecar{
+		Image:           "sluice-enforcer:test",
+		ImagePullPolicy: corev1.PullIfNotPresent,
+		HTTPPort:        httpPort,
+		AdminPort:       adminPort,
+		RunAsUser:       65532,
+		Resources: corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("50m"), corev1.ResourceMemory: resource.MustParse("32Mi")},
+			Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("128Mi")},
+		},
+		DefaultRedisURL: redis.URL(),
+	}
+
+	assets := os.Getenv("KUBEBUILDER_ASSETS")
+	if assets == "" {
+		assets = filepath.Join(root, "bin", "k8s")
+	}
+	testEnv = &envtest.Environment{
+		CRDDirectoryPaths:     []string{filepath.Join(root, "config", "crd", "bases")},
+		ErrorIfCRDPathMissing: true,
+		BinaryAssetsDirectory: assets,
+		// The generated webhook configuration, pointed at the in-process
+		// webhook server with envtest's own certificate.
+		WebhookInstallOptions: envtest.WebhookInstallOptions{Paths: []string{filepath.Join(root, "config", "webhook", "manifests.yaml")}},
+	}
+	cfg, err := testEnv.Start()
+	Expect(err).NotTo(HaveOccurred(), "start kube-apiserver and etcd from %s (make envtest builds them)", assets)
+	DeferCleanup(testEnv.Stop)
+
+	Expect(clientgoscheme.AddToScheme(scheme)).To(Succeed())
+	Expect(v1alpha1.AddToScheme(scheme)).To(Succeed())
+	k8sClient, err = client.New(cfg, client.Options{Scheme: scheme})
+	Expect(err).NotTo(HaveOccurred())
+
+	admin, err := testEnv.AddUser(envtest.User{Name: "admin", Groups: []string{"system:masters"}}, cfg)
+	Expect(err).NotTo(HaveOccurred())
+	data, err := admin.KubeConfig()
+	Expect(err).NotTo(HaveOccurred())
+	kubeconfig = filepath.Join(GinkgoT().TempDir(), "kubeconfig")
+	Expect(os.WriteFile(kubeconfig, data, 0o600)).To(Succeed())
+
+	startManager(ctx, managerConfig(ctx, cfg))
+})
+
+// startManager runs the webhook and the controllers as cmd/manager wires
+// them, with the webhook server on envtest's address and certificate
+// instead of the certificate rotator.
+func startManager(ctx context.Context, cfg *rest.Config) {
+	wio := &testEnv.WebhookInstallOptions
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme: scheme,
+		Cache: cache.Options{
+			ByObject:         controllers.CacheByObject(),
+			DefaultTransform: cache.TransformStripManagedFields(),
+		},
+		Metrics: metricsserver.Options{BindAddress: "0"},
+		WebhookServer: webhook.NewServer(webhook.Options{
+			Host: wio.LocalServingHost, Port: wio.LocalServingPort, CertDir: wio.LocalServingCertDir,
+		}),
+	})
+	Expect(err).NotTo(HaveOccurred())
+	mgrCtx, cancel := context.WithCancel(context.Background())
+	policies := &controllers.PolicyReconciler{
+		Client:             mgr.GetClient(),
+		APIReader:          mgr.GetAPIReader(),
+		Recorder:           mgr.GetEventRecorder("sluice-policy-controller"),
+		ReadyFromEnforcers: true,
+	}
+	Expect(policies.SetupWithManager(mgrCtx, mgr, 2)).To(Succeed())
+	status := &controllers.EnforcerStatusReconciler{
+		Client:   mgr.GetClient(),
+		Recorder: mgr.GetEventRecorder("sluice-status-controller"),
+		Interval: 500 * time.Millisecond,
+		Sidecar:  sidecar,
+	}
+	Expect(status.SetupWithManager(mgr)).To(Succeed())
+	settings := &controllers.InjectionWebhookReconciler{
+		Client:         mgr.GetClient(),
+		FailurePolicy:  webhookFailurePolicy,
+		TimeoutSeconds: webhookTimeoutSeconds,
+	}
+	Expect(settings.SetupWithManager(mgr)).To(Succeed())
+	webhookReady, err := controllers.SetupInjectionWebhook(mgr, &controllers.PodInjector{
+		Reader:   mgr.GetClient(),
+		Recorder: mgr.GetEventRecorder("sluice-injector"),
+		Sidecar:  sidecar,
+	}, controllers.WebhookCertificates{SelfManaged: false})
+	Expect(err).NotTo(HaveOccurred())
+
+	done := make(chan struct{})
+	go func() {
+		defer GinkgoRecover()
+		defer close(done)
+		Expect(mgr.Start(mgrCtx)).To(Succeed())
+	}()
+	DeferCleanup(func() {
+		cancel()
+		<-done
+	})
+	Eventually(func() error { return webhookReady(nil) }).Should(Succeed(), "the webhook server serves")
+	Eventually(func() error {
+		conn, err := net.DialTimeout("tcp", net.JoinHostPort(wio.LocalServingHost, fmt.Sprint(wio.LocalServingPort)), time.Second)
+		if err == nil {
+			_ = conn.Close()
+		}
+		return err
+	}).WithContext(ctx).Should(Succeed())
+}
+
+// managerConfig grants a user the generated roles of config/rbac and returns
+// its rest.Config, so a marker missing from a controller fails here.
+func managerConfig(ctx context.Context, cfg *rest.Config) *rest.Config {
+	Expect(k8sClient.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "sluice-system"}})).To(Succeed())
+	data, err := os.ReadFile(filepath.Join(root, "config", "rbac", "role.yaml"))
+	Expect(err).NotTo(HaveOccurred())
+	decoder := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	subject := []rbacv1.Subject{{Kind: rbacv1.UserKind, Name: managerUser, APIGroup: rbacv1.GroupName}}
+	for {
+		var role rbacv1.ClusterRole // a Role has the same fields
+		if err := decoder.Decode(&role); err != nil {
+			break
+		}
+		if role.Namespace == "" {
+			Expect(k8sClient.Create(ctx, &role)).To(Succeed())
+			Expect(k8sClient.Create(ctx, &rbacv1.ClusterRoleBinding{
+				ObjectMeta: metav1.ObjectMeta{Name: role.Name},
+				RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+				Subjects:   subject,
+			})).To(Succeed())
+			continue
+		}
+		Expect(k8sClient.Create(ctx, &rbacv1.Role{ObjectMeta: role.ObjectMeta, Rules: role.Rules})).To(Succeed())
+		Expect(k8sClient.Create(ctx, &rbacv1.RoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: role.Name, Namespace: role.Namespace},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
+			Subjects:   subject,
+		})).To(Succeed())
+	}
+	user, err := testEnv.AddUser(envtest.User{Name: managerUser}, cfg)
+	Expect(err).NotTo(HaveOccurred())
+	return user.Config()
+}
+
+// buildEnforcer builds ./cmd/enforcer into a temporary directory; empty when
+// the command does not exist in this tree.
+func buildEnforcer() string {
+	if _, err := os.Stat(filepath.Join(root, "cmd", "enforcer")); err != nil {
+		return ""
+	}
+	bin := filepath.Join(GinkgoT().TempDir(), "sluice-enforcer")
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/enforcer")
+	cmd.Dir = root
+	out, err := cmd.CombinedOutput()
+	Expect(err).NotTo(HaveOccurred(), "go build ./cmd/enforcer: %s", out)
+	return bin
+}
+
+// freePort returns a TCP port free on every one of ips.
+func freePort(ips []string) int32 {
+	for range 50 {
+		l, err := net.Listen("tcp", net.JoinHostPort(ips[0], "0"))
+		Expect(err).NotTo(HaveOccurred(), "listen on %s: the loopback range must be usable", ips[0])
+		port := l.Addr().(*net.TCPAddr).Port
+		free := true
+		var others []net.Listener
+		for _, ip := range ips[1:] {
+			o, err := net.Listen("tcp", net.JoinHostPort(ip, fmt.Sprint(port)))
+			if err != nil {
+				free = false
+				break
+			}
+			others = append(others, o)
+		}
+		for _, o := range others {
+			_ = o.Close()
+		}
+		_ = l.Close()
+		if free {
+			return int32(port)
+		}
+	}
+	Fail("no port is free on all of " + fmt.Sprint(ips))
+	return 0
+}
