@@ -74,6 +74,7 @@ manifests: $(CONTROLLER_GEN) ## Generate the CRD, RBAC and webhook manifests.
 	$(CONTROLLER_GEN) crd rbac:roleName=sluice-manager webhook paths=./api/... paths=./controllers/... \
 		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac \
 		output:webhook:artifacts:config=config/webhook
+	hack/sync-chart.sh
 
 ##@ Tools
 
@@ -93,3 +94,38 @@ $(HELM): hack/tools/helm/go.mod
 .PHONY: help
 help: ## Show this help.
 	@awk 'BEGIN {FS = ":.*##"} /^[a-zA-Z_-]+:.*?##/ { printf "  %-12s %s\n", $$1, $$2 } /^##@/ { printf "\n%s\n", substr($$0, 5) }' $(MAKEFILE_LIST)
+
+##@ Install: images, Helm chart, kustomize
+
+# The release the images and the chart carry: the chart's appVersion, which is
+# also the images' default tag in the chart.
+VERSION        ?= $(shell sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\}$$/\1/p' charts/sluice/Chart.yaml)
+# docker, or podman (any engine that builds Dockerfiles with BuildKit syntax).
+CONTAINER_TOOL ?= docker
+# Put in front of the image names: your registry and path, with a trailing slash.
+IMAGE_PREFIX   ?=
+MANAGER_IMAGE  ?= $(IMAGE_PREFIX)sluice-manager:$(VERSION)
+ENFORCER_IMAGE ?= $(IMAGE_PREFIX)sluice-enforcer:$(VERSION)
+
+.PHONY: images
+images: ## Build the manager and enforcer images (needs a container engine: CONTAINER_TOOL=docker|podman).
+	@$(CONTAINER_TOOL) info >/dev/null 2>&1 || { \
+		echo "make images needs a running container engine, and '$(CONTAINER_TOOL)' is not installed or not running."; \
+		echo "Install and start Docker, or Podman (then CONTAINER_TOOL=podman), or build build/manager.Dockerfile"; \
+		echo "and build/enforcer.Dockerfile with the tool your CI uses. Nothing else in this repository needs one."; \
+		exit 1; }
+	$(CONTAINER_TOOL) build -f build/manager.Dockerfile --build-arg VERSION=$(VERSION) -t $(MANAGER_IMAGE) .
+	$(CONTAINER_TOOL) build -f build/enforcer.Dockerfile --build-arg VERSION=$(VERSION) -t $(ENFORCER_IMAGE) .
+
+.PHONY: chart-sync
+chart-sync: ## Copy the generated CRD, RBAC and webhook into the chart and render config/default from it.
+	hack/sync-chart.sh
+
+.PHONY: verify-chart
+verify-chart: ## Fail when the chart's copies or config/default are older than the generated manifests.
+	hack/sync-chart.sh --check
+
+.PHONY: helm-lint
+helm-lint: $(HELM) ## helm lint --strict the chart with its default values and each ci/ values file.
+	$(HELM) lint --strict charts/sluice
+	@for f in charts/sluice/ci/*.yaml; do echo "$(HELM) lint --strict charts/sluice -f $$f"; $(HELM) lint --strict charts/sluice -f $$f || exit 1; done

@@ -1,0 +1,84 @@
+{{/* The chart name, or nameOverride. */}}
+{{- define "sluice.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+The prefix of every resource name: fullnameOverride, else the release name
+when it contains the chart name, else <release>-<chart>. Installed as release
+"sluice", the names are those of config/default.
+*/}}
+{{- define "sluice.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 40 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 40 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 40 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "sluice.managerName" -}}{{ include "sluice.fullname" . }}-manager{{- end }}
+{{- define "sluice.webhookServiceName" -}}{{ include "sluice.fullname" . }}-webhook-service{{- end }}
+{{- define "sluice.webhookSecretName" -}}{{ include "sluice.fullname" . }}-webhook-server-cert{{- end }}
+{{- define "sluice.webhookCertificateName" -}}{{ include "sluice.fullname" . }}-webhook-serving-cert{{- end }}
+{{- define "sluice.redisName" -}}{{ include "sluice.fullname" . }}-redis{{- end }}
+
+{{/* The MutatingWebhookConfiguration: cluster-scoped, one per release. */}}
+{{- define "sluice.webhookConfigurationName" -}}{{ include "sluice.fullname" . }}-injector{{- end }}
+
+{{- define "sluice.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "sluice.managerName" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- required "serviceAccount.name must name an existing ServiceAccount when serviceAccount.create is false" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{/* Labels of every object. */}}
+{{- define "sluice.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+app.kubernetes.io/name: {{ include "sluice.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: sluice
+{{- end }}
+
+{{/* Selector labels of one component: (list $ "manager"). */}}
+{{- define "sluice.selectorLabels" -}}
+{{- $root := index . 0 -}}
+app.kubernetes.io/name: {{ include "sluice.name" $root }}
+app.kubernetes.io/instance: {{ $root.Release.Name }}
+app.kubernetes.io/component: {{ index . 1 }}
+{{- end }}
+
+{{/* Labels of the objects of one component: (list $ "manager"). */}}
+{{- define "sluice.componentLabels" -}}
+{{ include "sluice.labels" (index . 0) }}
+app.kubernetes.io/component: {{ index . 1 }}
+{{- end }}
+
+{{/*
+An image reference: (list $ .Values.images.manager). The digest wins over
+the tag; the tag defaults to the chart's appVersion.
+*/}}
+{{- define "sluice.image" -}}
+{{- $root := index . 0 -}}
+{{- $image := index . 1 -}}
+{{- $repository := $image.repository -}}
+{{- with $root.Values.images.registry }}{{ $repository = printf "%s/%s" (trimSuffix "/" .) $repository }}{{ end -}}
+{{- if $image.digest -}}
+{{- printf "%s@%s" $repository $image.digest -}}
+{{- else -}}
+{{- printf "%s:%s" $repository (default $root.Chart.AppVersion $image.tag) -}}
+{{- end -}}
+{{- end }}
+
+{{/* The in-chart Redis, as the enforcers reach it from any namespace. */}}
+{{- define "sluice.redisURL" -}}
+redis://{{ include "sluice.redisName" . }}.{{ .Release.Namespace }}.svc:6379
+{{- end }}
