@@ -74,8 +74,10 @@ type EnforcerStatusReconciler struct {
 	client.Client
 	Recorder recorder.EventRecorder
 	// HTTPClient polls the enforcers; its Timeout bounds each request
-	// (nil: a client with DefaultStatusTimeout).
+	// (nil: a client with PollTimeout).
 	HTTPClient *http.Client
+	// PollTimeout bounds one /status request (0: DefaultStatusTimeout).
+	PollTimeout time.Duration
 	// Interval between two polls of a namespace (0: DefaultStatusInterval).
 	Interval time.Duration
 	// Sidecar is what the webhook injects, to explain pods without an
@@ -258,7 +260,14 @@ func (r *EnforcerStatusReconciler) httpClient() *http.Client {
 	if r.HTTPClient != nil {
 		return r.HTTPClient
 	}
-	return &http.Client{Timeout: DefaultStatusTimeout}
+	return &http.Client{Timeout: r.pollTimeout()}
+}
+
+func (r *EnforcerStatusReconciler) pollTimeout() time.Duration {
+	if r.PollTimeout > 0 {
+		return r.PollTimeout
+	}
+	return DefaultStatusTimeout
 }
 
 func (r *EnforcerStatusReconciler) now() time.Time {

@@ -44,7 +44,7 @@ func (r *EnforcerStatusReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		transport := http.DefaultTransport.(*http.Transport).Clone()
 		transport.Proxy = nil // pod IPs are reached directly, whatever HTTP_PROXY says
 		transport.MaxIdleConnsPerHost = 1
-		r.HTTPClient = &http.Client{Timeout: DefaultStatusTimeout, Transport: transport}
+		r.HTTPClient = &http.Client{Timeout: r.pollTimeout(), Transport: transport}
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("enforcerstatus").

@@ -143,7 +143,7 @@ func injectionDecision(pod *corev1.Pod, policies []v1alpha1.RateLimitPolicy, sid
 		}
 		if p := needsDefaultRedis(d.Selected); p != nil && !sidecar.hasDefaultRedis() {
 			d.Reason = ReasonNoDefaultRedis
-			d.Message = fmt.Sprintf("policy %s has no spec.storage and the operator has no default Redis: set spec.storage, or the manager's --default-redis-url or --enforcer-redis-secret", p.Name)
+			d.Message = fmt.Sprintf("policy %s has no spec.storage and the operator has no default Redis: set spec.storage, or the manager's --default-redis-url or --default-redis-secret", p.Name)
 			return d
 		}
 		d.Inject, d.Reason = true, ReasonInjected
@@ -303,7 +303,7 @@ func ValidateDefaultRedisURL(raw string) error {
 	}
 	if _, hasPassword := u.User.Password(); hasPassword {
 		return errors.New("the default Redis URL carries a password, which injection would copy into every pod spec: " +
-			"put the URL in a Secret of each injected namespace and name it with --enforcer-redis-secret")
+			"put the URL in a Secret of each injected namespace and name it with --default-redis-secret")
 	}
 	return nil
 }

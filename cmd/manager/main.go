@@ -23,6 +23,7 @@ import (
 	"os"
 	"runtime/debug"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -30,6 +31,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/controllers"
@@ -85,6 +87,7 @@ func run(ctx context.Context, opts *options) error {
 		LeaderElectionID:              opts.leaderElectionID,
 		LeaderElectionNamespace:       opts.leaderElectionNS,
 		LeaderElectionReleaseOnCancel: true,
+		WebhookServer:                 webhook.NewServer(webhook.Options{Port: opts.injection.webhookPort, CertDir: opts.injection.webhookCertDir}),
 	})
 	if err != nil {
 		return fmt.Errorf("create manager: %w", err)
@@ -95,9 +98,13 @@ func run(ctx context.Context, opts *options) error {
 		APIReader:          mgr.GetAPIReader(),
 		Recorder:           mgr.GetEventRecorder("sluice-policy-controller"),
 		DefaultFailureMode: opts.defaults.FailureMode,
+		ReadyFromEnforcers: true,
 	}
 	if err := policies.SetupWithManager(ctx, mgr, opts.concurrency); err != nil {
 		return fmt.Errorf("set up the policy controller: %w", err)
+	}
+	if err := setupInjection(mgr, opts); err != nil {
+		return err
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return err
@@ -111,6 +118,47 @@ func run(ctx context.Context, opts *options) error {
 		"defaultFailureMode", opts.defaults.FailureMode, "defaultRedisURL", opts.defaults.RedisURL, "defaultRedisSecret", opts.defaults.RedisSecret,
 		"enforcerImage", opts.defaults.EnforcerImage)
 	return mgr.Start(ctx)
+}
+
+// setupInjection wires the status controller, and the injection webhook
+// with its certificate and settings when there is an enforcer image to
+// inject.
+func setupInjection(mgr ctrl.Manager, opts *options) error {
+	sidecar := opts.injection.sidecar(opts.defaults)
+	status := &controllers.EnforcerStatusReconciler{
+		Client:      mgr.GetClient(),
+		Recorder:    mgr.GetEventRecorder("sluice-status-controller"),
+		Interval:    opts.injection.statusInterval,
+		PollTimeout: opts.injection.statusTimeout,
+		Sidecar:     sidecar,
+	}
+	if err := status.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("set up the status controller: %w", err)
+	}
+	if sidecar.Image == "" {
+		ctrl.Log.WithName("setup").Info("no --enforcer-image: the injection webhook is not served, and pods are created without the enforcer")
+		return nil
+	}
+	settings := &controllers.InjectionWebhookReconciler{
+		Client:            mgr.GetClient(),
+		ConfigurationName: opts.injection.webhookConfiguration,
+		FailurePolicy:     opts.injection.webhookFailurePolicy,
+		TimeoutSeconds:    opts.injection.webhookTimeoutSeconds,
+	}
+	if err := settings.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("set up the webhook settings: %w", err)
+	}
+	injector := &controllers.PodInjector{
+		Reader:     mgr.GetClient(),
+		Recorder:   mgr.GetEventRecorder("sluice-injector"),
+		Sidecar:    sidecar,
+		FailClosed: opts.injection.webhookFailurePolicy == admissionregistrationv1.Fail,
+	}
+	serving, err := controllers.SetupInjectionWebhook(mgr, injector, opts.injection.certificates())
+	if err != nil {
+		return err
+	}
+	return mgr.AddReadyzCheck("webhook", serving)
 }
 
 // buildVersion is the -ldflags version, else the module version go install

@@ -51,6 +51,7 @@ type options struct {
 	watchNamespacesValue string
 	failureModeValue     string
 	redisSecretValue     string
+	injection            injectionOptions
 }
 
 func parseOptions(args []string, output io.Writer) (*options, error) {
@@ -81,6 +82,7 @@ func parseOptions(args []string, output io.Writer) (*options, error) {
 	fs.StringVar(&o.failureModeValue, "default-failure-mode", string(v1alpha1.DefaultFailureMode),
 		"Open, Closed or LocalFallback: the failure mode of policies stored without spec.failureMode "+
 			"(the CRD defaults it to Open when a policy is created, so this applies to policies stored before that default)")
+	o.injection.bindFlags(fs)
 	fs.BoolVar(&o.showVersion, "version", false, "print the version and exit")
 	o.zap.BindFlags(fs)
 	config.RegisterFlags(fs) // --kubeconfig, read by ctrl.GetConfigOrDie
@@ -129,6 +131,7 @@ func (o *options) validate() error {
 	if o.concurrency < 1 {
 		errs = append(errs, fmt.Errorf("--concurrency must be at least 1, got %d", o.concurrency))
 	}
+	errs = append(errs, o.injection.validate(o.defaults.RedisURL)...)
 	return errors.Join(errs...)
 }
 
