@@ -115,8 +115,8 @@ func NewMetrics(version string) *Metrics {
 	return m
 }
 
-// cached returns the child of key from cache, making it with make once.
-func cached[K comparable, V any](m *Metrics, cache map[K]V, key K, make func() V) V {
+// cached returns the child of key from cache, making it with newChild once.
+func cached[K comparable, V any](m *Metrics, cache map[K]V, key K, newChild func() V) V {
 	m.mu.RLock()
 	v, ok := cache[key]
 	m.mu.RUnlock()
@@ -126,7 +126,7 @@ func cached[K comparable, V any](m *Metrics, cache map[K]V, key K, make func() V
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if v, ok = cache[key]; !ok {
-		v = make()
+		v = newChild()
 		cache[key] = v
 	}
 	return v

@@ -43,6 +43,7 @@ func TestUpgradePassesThrough(t *testing.T) {
 	br := bufio.NewReader(conn)
 	resp, err := http.ReadResponse(br, nil)
 	g.Expect(err).NotTo(HaveOccurred())
+	defer resp.Body.Close() // the upgraded connection is read through br
 	g.Expect(resp.StatusCode).To(Equal(http.StatusSwitchingProtocols))
 	g.Expect(resp.Header.Get("X-RateLimit-Remaining")).To(Equal("9"), "the handshake was decided")
 	fmt.Fprint(conn, "hello\n")

@@ -99,13 +99,13 @@ func TestRedisOutageUnderLoad(t *testing.T) {
 	// requests for the client's 1s read timeout.
 	const bound = 50*time.Millisecond + 550*time.Millisecond
 	for _, fault := range []struct {
-		name        string
-		break_, fix func()
+		name       string
+		cause, fix func()
 	}{
 		{"frozen", srv.Freeze, srv.Thaw},
 		{"killed", srv.Stop, func() { g.Expect(srv.Restart()).To(Succeed()) }},
 	} {
-		fault.break_()
+		fault.cause()
 		during := hammer(t, e.url, paths, 1500*time.Millisecond)
 		fault.fix()
 		for _, p := range paths {

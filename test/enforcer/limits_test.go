@@ -59,7 +59,7 @@ func TestEachAlgorithmAllowsThenRefuses(t *testing.T) {
 			g.Expect(r.header.Get("X-RateLimit-Remaining")).To(Equal("0"))
 			g.Expect(r.header.Get("RateLimit")).To(MatchRegexp(`^"limits/api";r=0;t=\d+$`))
 			p := refusal(g, r)
-			g.Expect(p).To(MatchFields(p, "https://sluice.dev/problems/rate-limited", 429, "limits", "api"))
+			g.Expect(p).To(matchProblem("https://sluice.dev/problems/rate-limited", 429, "limits", "api"))
 			g.Expect(p.RetryAfter).To(BeNumerically(">=", 1))
 			g.Expect(p.RetryAfter).To(BeNumerically("<=", 60))
 			g.Expect(p.Detail).To(Equal(fmt.Sprintf("Rule api of policy limits allows 3 requests per 1m. Retry in %d s.", p.RetryAfter)))
@@ -70,8 +70,8 @@ func TestEachAlgorithmAllowsThenRefuses(t *testing.T) {
 	}
 }
 
-// MatchFields checks the identifying fields of a problem.
-func MatchFields(p problem, typ string, status int, policy, rule string) OmegaMatcher {
+// matchProblem checks the identifying fields of a problem.
+func matchProblem(typ string, status int, policy, rule string) OmegaMatcher {
 	return And(
 		WithTransform(func(p problem) string { return p.Type }, Equal(typ)),
 		WithTransform(func(p problem) int { return p.Status }, Equal(status)),

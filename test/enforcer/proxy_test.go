@@ -75,6 +75,7 @@ func TestWebSocketUpgrade(t *testing.T) {
 	br := bufio.NewReader(conn)
 	resp, err := http.ReadResponse(br, nil)
 	g.Expect(err).NotTo(HaveOccurred())
+	defer resp.Body.Close() // the upgraded connection is read through br
 	g.Expect(resp.StatusCode).To(Equal(101))
 	g.Expect(resp.Header.Get("Sec-WebSocket-Accept")).To(Equal("s3pPLMBiTxaQ9kYGzzhZRbK+xOo="))
 	g.Expect(resp.Header.Get("X-RateLimit-Limit")).To(Equal("1000"))
