@@ -86,3 +86,42 @@ type discardWriter struct {
 func (w *discardWriter) Header() http.Header         { return w.header }
 func (w *discardWriter) Write(b []byte) (int, error) { return io.Discard.Write(b) }
 func (w *discardWriter) WriteHeader(status int)      { w.status = status }
+
+// BenchmarkForward measures the whole handler: a decision, then the reverse
+// proxy to an application on loopback over kept-alive connections (the
+// application's own work is an empty 200).
+func BenchmarkForward(b *testing.B) {
+	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("ok")) }))
+	defer app.Close()
+	target, _ := url.Parse(app.URL)
+	rec := &degradedCount{}
+	h := New(Options{Upstream: target, Recorder: rec})
+	backends := NewBackends(redisURL, func(string) (string, bool) { return "", false }, limiter.ClientOptions{})
+	defer backends.Close()
+	snap, err := NewSnapshot(configOf(b, policyJSON("api", "Enforce", "Open", "Both", ruleJSON("all", "{}", "TokenBucket", "1099511627776/1h"))), backends)
+	if err != nil {
+		b.Fatal(err)
+	}
+	h.Swap(snap)
+	var tenants atomic.Int64
+	b.SetParallelism(8)
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		req := httptest.NewRequest("GET", "/v1/orders", nil)
+		req.Header.Set("X-Tenant", strconv.FormatInt(tenants.Add(1), 10))
+		w := &discardWriter{header: http.Header{}}
+		for pb.Next() {
+			clear(w.header)
+			h.ServeHTTP(w, req)
+			if w.status != http.StatusOK {
+				b.Errorf("status %d", w.status)
+				return
+			}
+		}
+	})
+	b.StopTimer()
+	if n := rec.n.Load(); n > 0 {
+		b.Logf("%d decisions made by the failure mode", n)
+	}
+}
