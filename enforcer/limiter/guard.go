@@ -80,10 +80,10 @@ func (g *Guard) Allow(ctx context.Context, req Request) (Decision, error) {
 	if g.skipping() {
 		return g.fallback(&req), ErrRedisUnavailable
 	}
-	ctx, cancel := context.WithTimeout(ctx, req.Failure.timeout())
+	budget, cancel := context.WithTimeout(ctx, req.Failure.timeout())
 	defer cancel()
-	d, err := g.redis.check(ctx, &req, req.Cost)
-	return g.settle(&req, d, err)
+	d, err := g.redis.check(budget, &req, req.Cost)
+	return g.settle(ctx, &req, d, err)
 }
 
 // Outcome is the answer to one request of AllowAll.
@@ -122,7 +122,7 @@ func (g *Guard) AllowAll(ctx context.Context, reqs []Request, out []Outcome) []O
 		deadline, cancel := context.WithDeadline(ctx, start.Add(reqs[i].Failure.timeout()))
 		d, err := pending[p].wait(deadline)
 		cancel()
-		d, err = g.settle(&reqs[i], d, err)
+		d, err = g.settle(ctx, &reqs[i], d, err)
 		out[i] = Outcome{Decision: d, Err: err}
 		p++
 	}
@@ -142,10 +142,13 @@ func (g *Guard) Refund(ctx context.Context, reqs ...Request) error {
 }
 
 // settle records the outcome of a Redis decision and lets the failure mode
-// decide when Redis failed.
-func (g *Guard) settle(req *Request, d Decision, err error) (Decision, error) {
+// decide when Redis failed. A caller that gave up (a client hanging up)
+// says nothing about Redis, and does not count as its failure.
+func (g *Guard) settle(caller context.Context, req *Request, d Decision, err error) (Decision, error) {
 	if err != nil {
-		g.failed(err)
+		if caller.Err() == nil || !errors.Is(err, caller.Err()) {
+			g.failed(err)
+		}
 		return g.fallback(req), err
 	}
 	g.succeeded()

@@ -148,3 +148,19 @@ func TestScriptFlushIsRecoveredTransparently(t *testing.T) {
 		g.Expect(d.Remaining).To(Equal(int64(9 - i)))
 	}
 }
+
+func TestCallerGivingUpIsNotARedisFailure(t *testing.T) {
+	g := NewWithT(t)
+	guard := newGuard(t, standalone.URL())
+	req := requestWith(t, FailClosed)
+	for range tripAfter + 1 {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel() // the client hung up before the decision
+		_, err := guard.Allow(ctx, req)
+		g.Expect(err).To(MatchError(context.Canceled))
+	}
+	g.Expect(guard.Health().Reachable).To(BeTrue())
+	d, err := guard.Allow(context.Background(), req)
+	g.Expect(err).NotTo(HaveOccurred(), "Redis is still asked: the guard did not trip")
+	g.Expect(d.Degraded).To(BeFalse())
+}
