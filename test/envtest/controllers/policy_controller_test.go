@@ -225,8 +225,11 @@ var _ = Describe("The policy controller", func() {
 		kubectl("apply", "--server-side", "--field-manager=gitops", "-n", ns, "-f", manifest)
 		policy := &v1alpha1.RateLimitPolicy{ObjectMeta: metav1.ObjectMeta{Name: "plans", Namespace: ns}}
 
+		// kstatus calls an object without conditions Current too: wait for the
+		// controller's verdict first, then ask kstatus.
+		Eventually(func() *metav1.Condition { return condition(ctx, policy, v1alpha1.ConditionAccepted) }).
+			Should(haveCondition(metav1.ConditionTrue, v1alpha1.ReasonCompiled, 1))
 		Eventually(func() kstatus.Status { return kstatusOf(ctx, policy) }).Should(Equal(kstatus.CurrentStatus))
-		Expect(condition(ctx, policy, v1alpha1.ConditionAccepted)).To(haveCondition(metav1.ConditionTrue, v1alpha1.ReasonCompiled, 1))
 		Expect(condition(ctx, policy, v1alpha1.ConditionReady)).To(haveCondition(metav1.ConditionTrue, v1alpha1.ReasonNoPodsSelected, 1))
 		Expect(k8sClient.Get(ctx, key(policy), policy)).To(Succeed())
 		Expect(policy.Status.Algorithms).To(Equal("SlidingWindowCounter"))
