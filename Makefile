@@ -129,3 +129,11 @@ verify-chart: ## Fail when the chart's copies or config/default are older than t
 helm-lint: $(HELM) ## helm lint --strict the chart with its default values and each ci/ values file.
 	$(HELM) lint --strict charts/sluice
 	@for f in charts/sluice/ci/*.yaml; do echo "$(HELM) lint --strict charts/sluice -f $$f"; $(HELM) lint --strict charts/sluice -f $$f || exit 1; done
+
+##@ Demo
+
+.PHONY: demo
+demo: redis envtest ## Run Sluice on this machine and show it limit traffic; KEEP=1 leaves it running until Ctrl-C.
+	@echo ">> building the demo"
+	go build -o $(BIN)/sluice-demo ./hack/demo
+	$(BIN)/sluice-demo $(if $(KEEP),--keep)

@@ -1,0 +1,258 @@
+package stack
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Process is a child process of the stack: in a process group of its own
+// (so the terminal's Ctrl-C reaches the stack, which then stops it in
+// order), killed with SIGKILL if the stack's process dies (Pdeathsig), and
+// logging to a file.
+type Process struct {
+	Name    string
+	LogPath string
+	cmd     *exec.Cmd
+	exited  chan struct{}
+
+	mu      sync.Mutex
+	exitErr error
+}
+
+// startProcess starts cmd with its output appended to logPath.
+func startProcess(name, logPath string, cmd *exec.Cmd) (*Process, error) {
+	log, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	defer log.Close() // the child has its own descriptor
+	cmd.Stdout, cmd.Stderr = log, log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := spawn(cmd); err != nil {
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	p := &Process{Name: name, LogPath: logPath, cmd: cmd, exited: make(chan struct{})}
+	go func() {
+		err := cmd.Wait()
+		p.mu.Lock()
+		p.exitErr = err
+		p.mu.Unlock()
+		close(p.exited)
+	}()
+	return p, nil
+}
+
+// Pid is the process id.
+func (p *Process) Pid() int { return p.cmd.Process.Pid }
+
+// Exited is closed once the process has ended and been reaped.
+func (p *Process) Exited() <-chan struct{} { return p.exited }
+
+// Running reports whether the process has not ended yet.
+func (p *Process) Running() bool {
+	select {
+	case <-p.exited:
+		return false
+	default:
+		return true
+	}
+}
+
+// ExitErr is how the process ended; nil while it runs or after exit 0.
+func (p *Process) ExitErr() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.exitErr
+}
+
+// Stop sends SIGTERM to the process group, waits up to grace for the
+// process to end, then kills the group. It returns once the process is
+// reaped and can be called more than once.
+func (p *Process) Stop(grace time.Duration) {
+	if !p.Running() {
+		return
+	}
+	_ = syscall.Kill(-p.Pid(), syscall.SIGTERM)
+	select {
+	case <-p.exited:
+	case <-time.After(grace):
+		p.Kill()
+	}
+	// Helpers the process started in its group go with it.
+	_ = syscall.Kill(-p.Pid(), syscall.SIGKILL)
+}
+
+// Kill ends the process group with SIGKILL, as in a crash, and waits until
+// the process is reaped.
+func (p *Process) Kill() {
+	_ = syscall.Kill(-p.Pid(), syscall.SIGKILL)
+	<-p.exited
+}
+
+// Signal sends sig to the process only.
+func (p *Process) Signal(sig syscall.Signal) error {
+	return syscall.Kill(p.Pid(), sig)
+}
+
+// LogTail is the last n bytes of the process's log, for error messages.
+func (p *Process) LogTail(n int64) string {
+	return tail(p.LogPath, n)
+}
+
+func tail(path string, n int64) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	if info, err := f.Stat(); err == nil && info.Size() > n {
+		_, _ = f.Seek(info.Size()-n, io.SeekStart)
+	}
+	data, _ := io.ReadAll(f)
+	return string(data)
+}
+
+// Pdeathsig fires when the OS thread that forked the child exits, not the
+// process, and Go may end a thread while the process runs on. So every
+// child is forked from one goroutine locked to a thread that never ends.
+type spawnRequest struct {
+	cmd  *exec.Cmd
+	done chan error
+}
+
+var (
+	spawnOnce     sync.Once
+	spawnRequests chan spawnRequest
+)
+
+func spawn(cmd *exec.Cmd) error {
+	spawnOnce.Do(func() {
+		spawnRequests = make(chan spawnRequest)
+		go func() {
+			runtime.LockOSThread() // never unlocked: see above
+			for req := range spawnRequests {
+				req.done <- req.cmd.Start()
+			}
+		}()
+	})
+	req := spawnRequest{cmd: cmd, done: make(chan error, 1)}
+	spawnRequests <- req
+	return <-req.done
+}
+
+// reaper kills process groups that the stack cannot give Pdeathsig (etcd
+// and kube-apiserver, which envtest starts) if the stack's process dies
+// before stopping them: a shell that reads process group ids from a pipe
+// and, when the pipe closes because its writer is gone, kills them all. A
+// clean shutdown stops everything itself and then disarms the reaper.
+type reaper struct {
+	cmd *exec.Cmd
+	w   *os.File
+	mu  sync.Mutex
+}
+
+const reaperScript = `pgids=""
+while read -r pgid; do
+  [ "$pgid" = disarm ] && exit 0
+  pgids="$pgids -$pgid"
+done
+[ -n "$pgids" ] && kill -KILL $pgids 2>/dev/null
+exit 0`
+
+func startReaper() (*reaper, error) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command("/bin/sh", "-c", reaperScript)
+	cmd.Stdin = r
+	// Its own group, so the terminal's Ctrl-C does not end it before the
+	// stack has stopped; no Pdeathsig, since outliving the stack is its job.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		_ = r.Close()
+		_ = w.Close()
+		return nil, fmt.Errorf("start the process reaper: %w", err)
+	}
+	_ = r.Close()
+	go func() { _ = cmd.Wait() }()
+	return &reaper{cmd: cmd, w: w}, nil
+}
+
+// watch registers the process group of pid.
+func (r *reaper) watch(pid int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.w != nil {
+		_, _ = fmt.Fprintln(r.w, pid)
+	}
+}
+
+// disarm ends the reaper without killing anything.
+func (r *reaper) disarm() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.w == nil {
+		return
+	}
+	_, _ = fmt.Fprintln(r.w, "disarm")
+	_ = r.w.Close()
+	r.w = nil
+}
+
+// childPids lists the children of this process whose command is name
+// (envtest does not tell the pids of etcd and kube-apiserver).
+func childPids(name string) ([]int, error) {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, err
+	}
+	self := os.Getpid()
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		ppid, comm, err := procStat(pid)
+		if err != nil || ppid != self {
+			continue
+		}
+		if comm == name || filepath.Base(exe(pid)) == name {
+			pids = append(pids, pid)
+		}
+	}
+	return pids, nil
+}
+
+// procStat reads the parent pid and command name of pid.
+func procStat(pid int) (ppid int, comm string, err error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, "", err
+	}
+	s := string(data)
+	open, closing := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+	if open < 0 || closing < open || closing+2 >= len(s) {
+		return 0, "", errors.New("malformed /proc stat")
+	}
+	comm = s[open+1 : closing]
+	var state string
+	_, err = fmt.Sscanf(s[closing+2:], "%s %d", &state, &ppid)
+	return ppid, comm, err
+}
+
+func exe(pid int) string {
+	path, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
+	return path
+}
