@@ -25,6 +25,7 @@ when it contains the chart name, else <release>-<chart>. Installed as release
 {{- define "sluice.webhookServiceName" -}}{{ include "sluice.fullname" . }}-webhook-service{{- end }}
 {{- define "sluice.webhookSecretName" -}}{{ include "sluice.fullname" . }}-webhook-server-cert{{- end }}
 {{- define "sluice.webhookCertificateName" -}}{{ include "sluice.fullname" . }}-webhook-serving-cert{{- end }}
+{{- define "sluice.webhookCertDir" -}}/tmp/k8s-webhook-server/serving-certs{{- end }}
 {{- define "sluice.redisName" -}}{{ include "sluice.fullname" . }}-redis{{- end }}
 
 {{/* The MutatingWebhookConfiguration: cluster-scoped, one per release. */}}

@@ -21,26 +21,24 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	"k8s.io/client-go/rest"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
-
-	"github.com/sluice-dev/sluice/controllers"
 )
 
 // run runs a binary in the repository root and returns its combined output.
@@ -159,43 +157,77 @@ func expectManagerAcceptsArgs(objs []*unstructured.Unstructured) {
 	Expect(out).To(ContainSubstring("sluice-manager"))
 }
 
-// startPolicyController runs the policy controller as cmd/manager wires it,
-// as the chart's ServiceAccount with leader election in the release
-// namespace: a permission the chart fails to grant fails here. It stops
-// when the returned function is called.
-func startPolicyController(cfg *rest.Config) (stop func()) {
+// runningManager is a sluice-manager process started by startManager.
+type runningManager struct {
+	cmd *exec.Cmd
+	// probes is the address of /healthz and /readyz.
+	probes string
+	// certDir stands in for the mounted certificate Secret.
+	certDir string
+}
+
+// startManager runs the real sluice-manager with the chart's args for it,
+// as the chart's ServiceAccount: a permission the chart fails to grant, or a
+// name it passes wrong, fails here. Only what differs outside a pod is
+// overridden: the kubeconfig, free local ports, a temporary certificate
+// directory, and the leader election namespace (in a pod, the manager reads
+// it from its ServiceAccount).
+func startManager(objs []*unstructured.Unstructured) *runningManager {
 	user, err := testEnv.AddUser(envtest.User{Name: managerUser}, cfg)
 	Expect(err).NotTo(HaveOccurred())
-	mgr, err := ctrl.NewManager(user.Config(), ctrl.Options{
-		Scheme: scheme,
-		Cache: cache.Options{
-			ByObject:         controllers.CacheByObject(),
-			DefaultTransform: cache.TransformStripManagedFields(),
-		},
-		Metrics:                       metricsserver.Options{BindAddress: "0"},
-		LeaderElection:                true,
-		LeaderElectionID:              "sluice-manager.sluice.dev",
-		LeaderElectionNamespace:       releaseNamespace,
-		LeaderElectionReleaseOnCancel: true,
-	})
+	data, err := user.KubeConfig()
 	Expect(err).NotTo(HaveOccurred())
-	ctx, cancel := context.WithCancel(context.Background())
-	policies := &controllers.PolicyReconciler{
-		Client:    mgr.GetClient(),
-		APIReader: mgr.GetAPIReader(),
-		Recorder:  mgr.GetEventRecorder("sluice-policy-controller"),
+	dir := GinkgoT().TempDir()
+	userConfig := filepath.Join(dir, "kubeconfig")
+	Expect(os.WriteFile(userConfig, data, 0o600)).To(Succeed())
+
+	m := &runningManager{probes: freeAddress(), certDir: filepath.Join(dir, "certs")}
+	Expect(os.Mkdir(m.certDir, 0o700)).To(Succeed())
+	_, webhookPort, err := net.SplitHostPort(freeAddress())
+	Expect(err).NotTo(HaveOccurred())
+	args := append(managerDeployment(objs).Spec.Template.Spec.Containers[0].Args,
+		"--kubeconfig="+userConfig,
+		"--metrics-bind-address=0",
+		"--health-probe-bind-address="+m.probes,
+		"--webhook-port="+webhookPort,
+		"--webhook-cert-dir="+m.certDir,
+		"--leader-election-namespace="+releaseNamespace)
+	m.cmd = exec.Command(managerBin, args...)
+	m.cmd.Stdout, m.cmd.Stderr = GinkgoWriter, GinkgoWriter
+	Expect(m.cmd.Start()).To(Succeed())
+	return m
+}
+
+// stop ends the manager as the kubelet does, with SIGTERM.
+func (m *runningManager) stop() {
+	Expect(m.cmd.Process.Signal(syscall.SIGTERM)).To(Succeed())
+	_ = m.cmd.Wait()
+}
+
+// mountCertificate copies the certificate Secret into the certificate
+// directory, as the kubelet does with the manager's Secret volume.
+func (m *runningManager) mountCertificate(secret *corev1.Secret) {
+	for name, data := range secret.Data {
+		Expect(os.WriteFile(filepath.Join(m.certDir, name), data, 0o600)).To(Succeed())
 	}
-	Expect(policies.SetupWithManager(ctx, mgr, 2)).To(Succeed())
-	done := make(chan struct{})
-	go func() {
-		defer GinkgoRecover()
-		defer close(done)
-		Expect(mgr.Start(ctx)).To(Succeed())
-	}()
-	return func() {
-		cancel()
-		<-done
+}
+
+// ready is the manager's readiness probe.
+func (m *runningManager) ready() (int, error) {
+	resp, err := http.Get("http://" + m.probes + "/readyz")
+	if err != nil {
+		return 0, err
 	}
+	defer func() { _ = resp.Body.Close() }()
+	return resp.StatusCode, nil
+}
+
+// freeAddress is a loopback address with a port nothing listens on.
+func freeAddress() string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	Expect(err).NotTo(HaveOccurred())
+	defer func() { _ = l.Close() }()
+	return l.Addr().String()
 }
 
 // sampleFiles are the sample policies, without config/samples' kustomization.
