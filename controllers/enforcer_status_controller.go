@@ -21,6 +21,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -126,6 +128,9 @@ func (r *EnforcerStatusReconciler) collectPods(ctx context.Context, namespace st
 	if err := r.List(ctx, &podList, client.InNamespace(namespace)); err != nil {
 		return nil, fmt.Errorf("list pods in %s: %w", namespace, err)
 	}
+	// Sorted, so that messages name pods in a stable order and a pass that
+	// finds nothing new writes nothing.
+	slices.SortFunc(podList.Items, func(a, b corev1.Pod) int { return strings.Compare(a.Name, b.Name) })
 	enabled, err := r.injectionEnabled(ctx, namespace)
 	if err != nil {
 		return nil, err

@@ -63,6 +63,14 @@ func newPolicy(namespace, name, app string, upstreamPort int32) *v1alpha1.RateLi
 	}
 }
 
+// createPolicy creates p and waits until the policy controller accepted it:
+// the manager's cache, which the webhook reads policies from, then has it.
+func createPolicy(ctx context.Context, p *v1alpha1.RateLimitPolicy) {
+	GinkgoHelper()
+	Expect(k8sClient.Create(ctx, p)).To(Succeed())
+	Eventually(func() *metav1.Condition { return condition(ctx, p, v1alpha1.ConditionAccepted) }).ShouldNot(BeNil())
+}
+
 func newPod(namespace, name string, labels map[string]string) *corev1.Pod {
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: labels},

@@ -37,7 +37,7 @@ var _ = Describe("The injection webhook", func() {
 
 	It("returns a selected pod with the enforcer sidecar, and reports it on the policy", func(ctx SpecContext) {
 		policy := newPolicy(ns, "public-api", "api", 8080)
-		Expect(k8sClient.Create(ctx, policy)).To(Succeed())
+		createPolicy(ctx, policy)
 
 		pod := newPod(ns, "", map[string]string{"app": "api"})
 		pod.GenerateName = "api-"
@@ -77,7 +77,7 @@ var _ = Describe("The injection webhook", func() {
 
 	It("injects in a dry run without recording an Event", func(ctx SpecContext) {
 		policy := newPolicy(ns, "public-api", "api", 8080)
-		Expect(k8sClient.Create(ctx, policy)).To(Succeed())
+		createPolicy(ctx, policy)
 		pod := newPod(ns, "api-dry", map[string]string{"app": "api"})
 		Expect(k8sClient.Create(ctx, pod, client.DryRunAll)).To(Succeed())
 		Expect(enforcerOf(pod)).NotTo(BeNil())
@@ -90,9 +90,9 @@ var _ = Describe("The injection webhook", func() {
 
 	It("leaves pods it must not inject untouched, with an Event on the policy that selects them", func(ctx SpecContext) {
 		policy := newPolicy(ns, "public-api", "api", 8080)
-		Expect(k8sClient.Create(ctx, policy)).To(Succeed())
+		createPolicy(ctx, policy)
 		other := newPolicy(ns, "admin-api", "admin", 8080)
-		Expect(k8sClient.Create(ctx, other)).To(Succeed())
+		createPolicy(ctx, other)
 
 		untouched := func(pod *corev1.Pod) {
 			GinkgoHelper()
@@ -118,7 +118,7 @@ var _ = Describe("The injection webhook", func() {
 
 		By("a selected pod in a namespace without the injection label")
 		disabled := newNamespace(ctx, false)
-		Expect(k8sClient.Create(ctx, newPolicy(disabled, "public-api", "api", 8080))).To(Succeed())
+		createPolicy(ctx, newPolicy(disabled, "public-api", "api", 8080))
 		untouched(newPod(disabled, "api-0", map[string]string{"app": "api"}))
 
 		Eventually(func() []string { return eventNotes(ctx, policy, controllers.ReasonOptedOut) }).Should(ConsistOf(
@@ -133,9 +133,9 @@ var _ = Describe("The injection webhook", func() {
 	})
 
 	It("leaves a pod selected by policies with different upstream ports untouched", func(ctx SpecContext) {
-		Expect(k8sClient.Create(ctx, newPolicy(ns, "public-api", "api", 8080))).To(Succeed())
+		createPolicy(ctx, newPolicy(ns, "public-api", "api", 8080))
 		second := newPolicy(ns, "api-v2", "api", 9090)
-		Expect(k8sClient.Create(ctx, second)).To(Succeed())
+		createPolicy(ctx, second)
 		pod := newPod(ns, "api-0", map[string]string{"app": "api"})
 		Expect(k8sClient.Create(ctx, pod)).To(Succeed())
 		Expect(enforcerOf(pod)).To(BeNil())

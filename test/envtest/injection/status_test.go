@@ -57,7 +57,7 @@ var _ = Describe("Policy status from running enforcers", Ordered, func() {
 
 		ns = newNamespace(ctx, true)
 		policy = newPolicy(ns, "api", "api", int32(upstreamPort))
-		Expect(k8sClient.Create(ctx, policy)).To(Succeed())
+		createPolicy(ctx, policy)
 		Eventually(func() *metav1.Condition { return condition(ctx, policy, v1alpha1.ConditionReady) }).
 			Should(haveReady(metav1.ConditionTrue, v1alpha1.ReasonNoPodsSelected, 1))
 
@@ -133,11 +133,13 @@ var _ = Describe("Policy status from running enforcers", Ordered, func() {
 		redis.Stop()
 		DeferCleanup(func() { Expect(redis.Restart()).To(Succeed()) })
 
-		Eventually(func() *metav1.Condition { return condition(ctx, policy, v1alpha1.ConditionReady) }).
-			Should(haveReady(metav1.ConditionFalse, v1alpha1.ReasonDegraded, 2))
-		msg := condition(ctx, policy, v1alpha1.ConditionReady).Message
-		Expect(msg).To(HavePrefix("enforcer on pods api-0, api-1 cannot reach Redis: "))
-		Expect(msg).To(HaveSuffix("; failing open"))
+		// Each enforcer notices on its next ping, within a second of the other.
+		Eventually(func(g Gomega) {
+			ready := condition(ctx, policy, v1alpha1.ConditionReady)
+			g.Expect(ready).To(haveReady(metav1.ConditionFalse, v1alpha1.ReasonDegraded, 2))
+			g.Expect(ready.Message).To(HavePrefix("enforcer on pods api-0, api-1 cannot reach Redis: "))
+			g.Expect(ready.Message).To(HaveSuffix("; failing open"))
+		}).WithContext(ctx).Should(Succeed())
 		Expect(enforcers(ctx, policy)).To(Equal(v1alpha1.EnforcerCounts{Selected: 2, Injected: 2, Ready: 2, UpToDate: 2, Degraded: 2, Summary: "2/2"}),
 			"failing open, the enforcers stay ready")
 
