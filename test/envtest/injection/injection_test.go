@@ -17,8 +17,6 @@ limitations under the License.
 package injection
 
 import (
-	"fmt"
-
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -152,7 +150,7 @@ var _ = Describe("The injection webhook", func() {
 			g.Expect(cfg.Webhooks[0].TimeoutSeconds).To(HaveValue(BeEquivalentTo(webhookTimeoutSeconds)))
 			g.Expect(cfg.Webhooks[0].ClientConfig.CABundle).NotTo(BeEmpty(), "the patch leaves the caBundle alone")
 			g.Expect(cfg.Webhooks[0].NamespaceSelector.MatchLabels).To(HaveKeyWithValue(
-				controllers.InjectionNamespaceLabel, controllers.InjectionEnabled), fmt.Sprint("and the selectors"))
+				controllers.InjectionNamespaceLabel, controllers.InjectionEnabled), "and the selectors")
 		}).WithContext(ctx).Should(Succeed())
 	})
 })
