@@ -1,6 +1,7 @@
 package limiter
 
 import (
+	"errors"
 	"fmt"
 	"net/url"
 	"strings"
@@ -96,7 +97,8 @@ func redact(u *url.URL) string { return u.Redacted() }
 
 // redactURLError strips the URL, which may hold a password, from a parse error.
 func redactURLError(err error) error {
-	if ue, ok := err.(*url.Error); ok {
+	var ue *url.Error
+	if errors.As(err, &ue) {
 		return ue.Err
 	}
 	return err
