@@ -5,6 +5,8 @@
 #   nginx           nginx, 1 worker, keep-alive upstream, limit_req that never denies
 #   enforcer-allow  sluice-enforcer, a limit never reached: one Redis decision per request
 #   enforcer-deny   sluice-enforcer, half the tenants over their limit: about 50% 429
+#   enforcer-exempt sluice-enforcer whose one rule exempts every request: its
+#                   proxy path alone, no Redis decision (where the time goes)
 # each measured twice: maximum throughput (closed loop, CONCURRENCY
 # connections) and latency at a fixed RATE (open model). Requests rotate
 # X-Tenant-ID among TENANTS tenants. Everything runs on this machine, on
@@ -76,6 +78,8 @@ fi
 work=$(mktemp -d /tmp/sluice-bench-work.XXXXXX)
 results=${RESULTS:-$(mktemp -d /tmp/sluice-bench.XXXXXX)}
 mkdir -p "$results" "$work/bin" "$work/redis" "$work/nginx"
+# A reused RESULTS directory must not mix an earlier run's rounds into the medians.
+rm -f "$results"/*.closed.*.json "$results"/*.open.*.json "$results"/*.serial.*.json "$results"/*.cpu.*.json
 pids=()
 cleanup() {
   local status=$?
@@ -87,20 +91,26 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-# start NAME CMD... runs CMD in the background, its output in NAME.log.
+# start NAME CMD... runs CMD in the background, its output in NAME.log, and
+# remembers its pid as pid[NAME].
+declare -A pid
 start() {
   local name=$1
   shift
   "$@" >"$work/$name.log" 2>&1 &
   pids+=($!)
+  pid[$name]=$!
 }
 
 used_ports=" "
+# Ports below the ephemeral range, which outgoing connections (and servers
+# asking for port 0) take from, so no other program can be handed ours.
+read -r ephemeral_low _ </proc/sys/net/ipv4/ip_local_port_range
 # pick_port VAR sets VAR to a loopback port nothing listens on.
 pick_port() {
   local p
   while :; do
-    p=$((20000 + RANDOM % 40000))
+    p=$((20000 + RANDOM % (ephemeral_low > 21000 ? ephemeral_low - 20000 : 1000)))
     [[ $used_ports == *" $p "* ]] && continue
     if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
       used_ports+="$p "
@@ -149,6 +159,8 @@ pick_port allow_port
 pick_port allow_admin
 pick_port deny_port
 pick_port deny_admin
+pick_port exempt_port
+pick_port exempt_admin
 
 start redis redis-server --port "$redis_port" --bind 127.0.0.1 --save "" --appendonly no \
   --dir "$work/redis" --daemonize no
@@ -169,10 +181,12 @@ if "$nginx_bin" -h 2>&1 | grep -q -- '-e filename'; then nginx_args+=(-e "$work/
 "$nginx_bin" -t "${nginx_args[@]}" >"$work/nginx-check.log" 2>&1 || { cat "$work/nginx-check.log" >&2; exit 1; }
 start nginx "$nginx_bin" "${nginx_args[@]}"
 
-# Two policies on the same route and identity. allow: a limit never reached,
+# The policies, on the same route and identity. allow: a limit never reached,
 # so each request is one Redis decision that admits it. deny: tenants 0..n/2-1
 # have that limit as an override; the others one request per 744h, so after
-# their first request every one of theirs is refused.
+# their first request every one of theirs is refused. exempt: no decision.
+# failureMode Closed, so a decision that does not come back is a 503, never a
+# request passed without one.
 policy() { # NAME: the policy's head, up to its overrides
   cat <<EOF
 apiVersion: sluice.dev/v1alpha1
@@ -218,6 +232,17 @@ EOF
     printf '    - tenant: tenant-%d\n      rule: api\n      limits:\n        - requests: 1000000000000\n          period: 1s\n' "$t"
   done
 } >"$work/deny.yaml"
+{
+  policy bench-exempt
+  cat <<'EOF'
+  rules:
+    - name: all
+      match:
+        paths:
+          - prefix: /
+      exempt: true
+EOF
+} >"$work/exempt.yaml"
 
 enforcer() { # NAME PORT ADMIN POLICY
   start "$1" env ${pprof_port:+SLUICE_BENCH_PPROF=127.0.0.1:$pprof_port} "$work/bin/sluice-enforcer" \
@@ -230,6 +255,7 @@ pprof_port_allow=${pprof_port:-}
 # Only the allow enforcer gets the profiling listener.
 pprof_port=
 enforcer enforcer-deny "$deny_port" "$deny_admin" "$work/deny.yaml"
+enforcer enforcer-exempt "$exempt_port" "$exempt_admin" "$work/exempt.yaml"
 
 # wait_ready NAME URL: URL answers 2xx, or NAME's log is shown and the run ends.
 wait_ready() {
@@ -249,13 +275,15 @@ wait_ready upstream "http://127.0.0.1:$upstream_port/"
 wait_ready nginx "http://127.0.0.1:$nginx_port/"
 wait_ready enforcer-allow "http://127.0.0.1:$allow_admin/readyz"
 wait_ready enforcer-deny "http://127.0.0.1:$deny_admin/readyz"
+wait_ready enforcer-exempt "http://127.0.0.1:$exempt_admin/readyz"
 
-targets=(direct nginx enforcer-allow enforcer-deny)
+targets=(direct nginx enforcer-allow enforcer-deny enforcer-exempt)
 declare -A url=(
   [direct]="http://127.0.0.1:$upstream_port/"
   [nginx]="http://127.0.0.1:$nginx_port/"
   [enforcer-allow]="http://127.0.0.1:$allow_port/"
   [enforcer-deny]="http://127.0.0.1:$deny_port/"
+  [enforcer-exempt]="http://127.0.0.1:$exempt_port/"
 )
 headers=(-H 'X-Tenant-ID: tenant-{tenant}' --tenants "$tenants")
 
@@ -275,8 +303,51 @@ done
 # --- measure -----------------------------------------------------------------
 
 loadavg() { cut -d' ' -f1 /proc/loadavg; }
-common=(--concurrency "$concurrency" --duration "${duration}s" --warmup "${warmup}s" "${headers[@]}" --json)
-summary='"\(.rps) req/s, 2xx \(.status["2xx"]), 429 \(.status["429"]), errors \(.errors), p50 \(.latencyUs.p50)µs p99 \(.latencyUs.p99)µs p99.9 \(.latencyUs.p999)µs"'
+
+# ticks PID... is the CPU time (user + system, in clock ticks) of the
+# processes and their children (nginx's worker), read from /proc without
+# starting a process, so that sampling stays quick on a busy machine.
+ticks() {
+  local p total=0 stat kids
+  local -a f
+  for p in "$@"; do
+    kids=()
+    # One line, no newline at its end: read reports EOF after filling kids.
+    if [ -r "/proc/$p/task/$p/children" ]; then read -r -a kids <"/proc/$p/task/$p/children" || true; fi
+    for p in "$p" "${kids[@]}"; do
+      read -r stat 2>/dev/null <"/proc/$p/stat" || continue
+      read -r -a f <<<"${stat##*) }"
+      total=$((total + f[11] + f[12]))
+    done
+  done
+  echo "$total"
+}
+hz=$(getconf CLK_TCK)
+declare -A proxy_pid=([direct]="" [nginx]=${pid[nginx]} [enforcer-allow]=${pid[enforcer-allow]} [enforcer-deny]=${pid[enforcer-deny]}
+  [enforcer-exempt]=${pid[enforcer-exempt]})
+
+# closed NAME ROUND: max throughput, and the CPU each process spent per
+# request, sampled over the measured period less its last second (the load
+# generator must still be running to be sampled). On a shared machine
+# throughput moves with the neighbours; CPU time per request barely does.
+closed() {
+  local name=$1 r=$2 out="$results/$1.closed.$2.json"
+  "$load" --concurrency "$concurrency" "${common[@]}" "${url[$name]}" >"$out" &
+  local loader=$! t0 t1 p0 p1 r0 r1 u0 u1 l0 l1
+  sleep "$warmup"
+  t0=$(date +%s.%N) l0=$(ticks "$loader") p0=$(ticks ${proxy_pid[$name]}) r0=$(ticks "${pid[redis]}") u0=$(ticks "${pid[upstream]}")
+  sleep $((duration - 1))
+  t1=$(date +%s.%N) l1=$(ticks "$loader") p1=$(ticks ${proxy_pid[$name]}) r1=$(ticks "${pid[redis]}") u1=$(ticks "${pid[upstream]}")
+  wait "$loader"
+  # Requests in the sampled window: the run's rate times its length.
+  jq -n --argjson rps "$(jq .rps "$out")" --argjson t0 "$t0" --argjson t1 "$t1" --argjson hz "$hz" \
+    --argjson proxy $((p1 - p0)) --argjson redis $((r1 - r0)) --argjson upstream $((u1 - u0)) --argjson load $((l1 - l0)) \
+    '{proxy: $proxy, redis: $redis, upstream: $upstream, load: $load}
+     | map_values(. / $hz * 1e6 / ($rps * ($t1 - $t0)) * 10 | round / 10)' >"$results/$name.cpu.$r.json"
+}
+
+common=(--duration "${duration}s" --warmup "${warmup}s" "${headers[@]}" --json)
+summary='"\(.rps) req/s, 2xx \(.status["2xx"]), 429 \(.status["429"]), 503 \(.status["503"]), errors \(.errors), p50 \(.latencyUs.p50)µs p99 \(.latencyUs.p99)µs p99.9 \(.latencyUs.p999)µs"'
 for ((r = 1; r <= rounds; r++)); do
   busy=$(loadavg)
   log "round $r of $rounds (load average $busy on $(nproc) CPUs)"
@@ -284,41 +355,68 @@ for ((r = 1; r <= rounds; r++)); do
     log "warning: other processes are using the CPUs; results will be lower and noisier"
   fi
   for name in "${targets[@]}"; do
-    "$load" "${common[@]}" "${url[$name]}" >"$results/$name.closed.$r.json"
+    closed "$name" "$r"
     log "$name, closed loop:     $(jq -r "$summary" "$results/$name.closed.$r.json")"
+    log "$name, CPU µs/request:  $(jq -r '"proxy \(.proxy), redis \(.redis), upstream \(.upstream), load generator \(.load)"' "$results/$name.cpu.$r.json")"
     sleep 1
-    "$load" --rate "$rate" "${common[@]}" "${url[$name]}" >"$results/$name.open.$r.json"
+    "$load" --rate "$rate" --concurrency "$concurrency" "${common[@]}" "${url[$name]}" >"$results/$name.open.$r.json"
     log "$name, $rate req/s:  $(jq -r "$summary" "$results/$name.open.$r.json")"
+    sleep 1
+    # One connection, one request at a time: the path's own latency, with
+    # no queueing in the proxy (half the duration is plenty).
+    "$load" --concurrency 1 --duration "$((duration / 2))s" --warmup 1s "${headers[@]}" --json "${url[$name]}" \
+      >"$results/$name.serial.$r.json"
+    log "$name, one connection: $(jq -r "$summary" "$results/$name.serial.$r.json")"
     sleep 1
   done
 done
 
-# --- the table -----------------------------------------------------------------
+# --- the tables ----------------------------------------------------------------
 
-{
-  echo "| | Max throughput (req/s, $concurrency connections) | vs nginx | Denied | p50 / p99 / p99.9 at $rate req/s | Added to direct: p50 / p99 / p99.9 |"
-  echo "|---|---:|---:|---:|---:|---:|"
+# table JQ-ROW: one markdown row per target from the medians over the rounds.
+table() {
   jq -n -r --arg order "${targets[*]}" '
     def median: sort | .[(length - 1) / 2 | floor];
     def ms: if . >= 1000 or . <= -1000 then "\(. / 10 | round / 100) ms" else "\(. | round) µs" end;
     def signed: if . >= 0 then "+\(ms)" else ms end;
+    def pct: "\(. * 100 | round)%";
     [inputs | {file: (input_filename | split("/") | last)} + .]
     | map(. + {name: (.file | split(".")[0]), mode: (.file | split(".")[1])})
-    | map(select(.mode == "closed" or .mode == "open"))
     | group_by(.name)
-    | map({key: .[0].name, value: {
-        rps: (map(select(.mode == "closed") | .rps) | median),
-        denied: (map(select(.mode == "closed") | .status["429"] / .requests) | median),
-        p50: (map(select(.mode == "open") | .latencyUs.p50) | median),
-        p99: (map(select(.mode == "open") | .latencyUs.p99) | median),
-        p999: (map(select(.mode == "open") | .latencyUs.p999) | median)}})
+    | map(. as $runs | {key: .[0].name, value: {
+        # Throughput counts answers that are not fail-closed 503s: a 503
+        # means the decision did not come back from Redis in time.
+        rps: ($runs | map(select(.mode == "closed") | .rps * (1 - .status["503"] / .requests)) | median),
+        unavailable: ($runs | map(select(.mode == "closed") | .status["503"] / .requests) | median),
+        denied: ($runs | map(select(.mode == "closed") | .status["429"] / .requests) | median),
+        cpu: ($runs | map(select(.mode == "cpu") | .proxy) | median),
+        redis: ($runs | map(select(.mode == "cpu") | .redis) | median),
+        open: (["p50", "p99", "p999"] | map(. as $q | {key: $q, value: ($runs | map(select(.mode == "open") | .latencyUs[$q]) | median)}) | from_entries),
+        serial: (["min", "p50", "p99"] | map(. as $q | {key: $q, value: ($runs | map(select(.mode == "serial") | .latencyUs[$q]) | median)}) | from_entries)}})
     | from_entries as $r
     | ($order | split(" "))[] as $n
     | $r[$n] as $m
-    | "| \($n) | \($m.rps | round) | \(if $n == "direct" then "–" else "\($m.rps / $r.nginx.rps * 100 | round)%" end)"
-      + " | \($m.denied * 100 | round)% | \($m.p50 | ms) / \($m.p99 | ms) / \($m.p999 | ms)"
-      + " | \(if $n == "direct" then "–" else "\($m.p50 - $r.direct.p50 | signed) / \($m.p99 - $r.direct.p99 | signed) / \($m.p999 - $r.direct.p999 | signed)" end) |"
-  ' "$results"/*.closed.*.json "$results"/*.open.*.json
+    | ($n == "direct") as $direct
+    | '"$1"'
+  ' "$results"/*.closed.*.json "$results"/*.open.*.json "$results"/*.serial.*.json "$results"/*.cpu.*.json
+}
+{
+  echo "Maximum throughput, closed loop, $concurrency connections:"
+  echo
+  echo "| | Requests/s (not 503) | vs nginx | Proxy CPU per request | Redis CPU per request | 429 | 503 (fail-closed) |"
+  echo "|---|---:|---:|---:|---:|---:|---:|"
+  table '"| \($n) | \($m.rps | round) | \(if $direct then "–" else $m.rps / $r.nginx.rps | pct end)"
+    + " | \(if $direct then "–" else "\($m.cpu) µs" end) | \(if $m.redis >= 1 then "\($m.redis) µs" else "–" end)"
+    + " | \($m.denied | pct) | \($m.unavailable | pct) |"'
+  echo
+  echo "Latency at $rate requests/s (open model), and with one connection sending one request at a time:"
+  echo
+  echo "| | p50 / p99 / p99.9 at $rate req/s | Added to direct | One connection: min / p50 / p99 | Added to direct |"
+  echo "|---|---:|---:|---:|---:|"
+  table '"| \($n) | \($m.open.p50 | ms) / \($m.open.p99 | ms) / \($m.open.p999 | ms)"
+    + " | \(if $direct then "–" else "\($m.open.p50 - $r.direct.open.p50 | signed) / \($m.open.p99 - $r.direct.open.p99 | signed) / \($m.open.p999 - $r.direct.open.p999 | signed)" end)"
+    + " | \($m.serial.min | ms) / \($m.serial.p50 | ms) / \($m.serial.p99 | ms)"
+    + " | \(if $direct then "–" else "\($m.serial.min - $r.direct.serial.min | signed) / \($m.serial.p50 - $r.direct.serial.p50 | signed) / \($m.serial.p99 - $r.direct.serial.p99 | signed)" end) |"'
 } >"$results/table.md"
 
 # --- profile -------------------------------------------------------------------
@@ -326,7 +424,7 @@ done
 if [ "$profile" = 1 ]; then
   secs=$((duration > 3 ? duration - 2 : 1))
   log "profiling enforcer-allow for ${secs}s under closed-loop load"
-  "$load" "${common[@]}" "${url[enforcer-allow]}" >"$results/enforcer-allow.profiled.json" &
+  "$load" --concurrency "$concurrency" "${common[@]}" "${url[enforcer-allow]}" >"$results/enforcer-allow.profiled.json" &
   profiled=$!
   sleep "$warmup"
   curl -sf -o "$results/enforcer-allow.cpu.pprof" "http://127.0.0.1:$pprof_port_allow/debug/pprof/profile?seconds=$secs" &
