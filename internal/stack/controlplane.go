@@ -92,7 +92,7 @@ func (cp *controlPlane) StopAPIServer() error {
 	}
 	if cp.restarted != nil {
 		cp.apiserverArgs = cp.restarted.cmd.Args
-		cp.restarted.Stop(30 * time.Second)
+		cp.restarted.Stop(5 * time.Second)
 		cp.restarted = nil
 		return nil
 	}
@@ -108,18 +108,18 @@ func (cp *controlPlane) StopAPIServer() error {
 		return err
 	}
 	args := strings.Split(strings.TrimRight(string(cmdline), "\x00"), "\x00")
+	// A graceful stop waits for open watches; a crash does not. Either way
+	// the API is gone, so SIGKILL after a short grace period.
 	if err := syscall.Kill(pids[0], syscall.SIGTERM); err != nil {
 		return err
 	}
-	// envtest reaps it; wait until it is gone and its port free.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if _, err := os.Stat(fmt.Sprintf("/proc/%d", pids[0])); err != nil {
-			break
-		}
+	deadline := time.Now().Add(5 * time.Second)
+	for running(pids[0]) {
 		if time.Now().After(deadline) {
 			_ = syscall.Kill(pids[0], syscall.SIGKILL)
-			return errors.New("kube-apiserver did not stop within 30s")
+		}
+		if time.Now().After(deadline.Add(30 * time.Second)) {
+			return errors.New("kube-apiserver does not stop, even on SIGKILL")
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -160,6 +160,18 @@ func (cp *controlPlane) StartAPIServer(ctx context.Context) error {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// running reports whether pid is a process that has not exited (a zombie
+// has: envtest reaps it).
+func running(pid int) bool {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	s := string(data)
+	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	return len(fields) > 0 && fields[0] != "Z"
 }
 
 func (cp *controlPlane) stop() {

@@ -49,7 +49,9 @@ type Kubelet struct {
 	pods map[types.UID]*podRuntime
 	// held are pods whose ConfigMap volumes are not updated for now.
 	held map[types.NamespacedName]bool
-	kick chan struct{}
+	// stopped is set by stopAll: no pod starts after it.
+	stopped bool
+	kick    chan struct{}
 }
 
 // PodInfo is what runs for one pod.
@@ -144,6 +146,9 @@ func (k *Kubelet) run(ctx context.Context) {
 func (k *Kubelet) sync(ctx context.Context) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	if k.stopped {
+		return
+	}
 	var pods corev1.PodList
 	if err := k.cache.List(ctx, &pods); err != nil {
 		k.logf("list pods: %v", err)
@@ -370,6 +375,7 @@ func (k *Kubelet) Served(namespace, name string) int64 {
 func (k *Kubelet) stopAll() {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	k.stopped = true
 	var wg sync.WaitGroup
 	for uid, rt := range k.pods {
 		wg.Go(rt.stop)

@@ -129,7 +129,9 @@ func (rt *podRuntime) start(pod *corev1.Pod, s *sidecar, mounts map[string]strin
 		return err
 	}
 	cmd := exec.Command(c.Path, c.Args...)
-	cmd.Env = c.Env
+	// The container's environment only, never this process's: an empty,
+	// non-nil list.
+	cmd.Env = append(make([]string, 0, len(c.Env)), c.Env...)
 	cmd.Dir = rt.dir
 	p, err := startProcess(s.spec.Name, filepath.Join(rt.dir, s.spec.Name+".log"), cmd)
 	if err != nil {

@@ -68,26 +68,15 @@ func TestProcessesDieWithTheStack(t *testing.T) {
 	}
 	g.Expect(pids).To(HaveLen(2))
 	for _, pid := range pids {
-		g.Expect(alive(pid)).To(BeTrue())
+		g.Expect(running(pid)).To(BeTrue())
 	}
 
 	g.Expect(helper.Process.Kill()).To(Succeed())
 	_ = helper.Wait()
 	for _, pid := range pids {
-		g.Eventually(func() bool { return alive(pid) }).WithTimeout(5*time.Second).WithPolling(20*time.Millisecond).
+		g.Eventually(func() bool { return running(pid) }).WithTimeout(5*time.Second).WithPolling(20*time.Millisecond).
 			Should(BeFalse(), "process %d outlived the stack", pid)
 	}
-}
-
-// alive reports whether pid runs: not gone, not a zombie waiting for init.
-func alive(pid int) bool {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	s := string(data)
-	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	return len(fields) > 0 && fields[0] != "Z"
 }
 
 func TestStopEndsTheProcessGroup(t *testing.T) {
@@ -105,5 +94,5 @@ func TestStopEndsTheProcessGroup(t *testing.T) {
 	p.Stop(200 * time.Millisecond)
 	g.Expect(time.Since(start)).To(BeNumerically("<", 2*time.Second))
 	g.Expect(p.Running()).To(BeFalse())
-	g.Eventually(func() bool { return alive(child) }).WithTimeout(2 * time.Second).Should(BeFalse())
+	g.Eventually(func() bool { return running(child) }).WithTimeout(2 * time.Second).Should(BeFalse())
 }
