@@ -15,10 +15,13 @@ import (
 var ErrRedisUnavailable = errors.New("redis unavailable")
 
 const (
-	// tripAfter consecutive Redis failures make the guard stop asking Redis
-	// for probeInterval, so a hung Redis costs one timeout per interval
-	// instead of one per request.
+	// tripAfter consecutive Redis failures spread over at least tripWindow
+	// without a success make the guard stop asking Redis for probeInterval,
+	// so a hung Redis costs one timeout per interval instead of one per
+	// request. The window keeps one stalled batch, whose requests all time
+	// out at once, from tripping a Redis that is answering.
 	tripAfter     = 3
+	tripWindow    = 250 * time.Millisecond
 	probeInterval = 500 * time.Millisecond
 	// closedRetryAfter is what a fail-closed refusal asks clients to wait.
 	closedRetryAfter = time.Second
@@ -33,8 +36,9 @@ type Guard struct {
 	local *Local
 	now   func() time.Time
 
-	failures  atomic.Int64 // consecutive Redis failures
-	skipUntil atomic.Int64 // unix nanoseconds until which Redis is not asked
+	failures     atomic.Int64 // consecutive Redis failures
+	failingSince atomic.Int64 // unix nanoseconds of the first of them
+	skipUntil    atomic.Int64 // unix nanoseconds until which Redis is not asked
 
 	mu        sync.Mutex
 	lastErr   error
@@ -171,7 +175,11 @@ func (g *Guard) succeeded() {
 
 func (g *Guard) failed(err error) {
 	now := g.now()
-	if g.failures.Add(1) >= tripAfter {
+	n := g.failures.Add(1)
+	if n == 1 {
+		g.failingSince.Store(now.UnixNano())
+	}
+	if n >= tripAfter && now.UnixNano()-g.failingSince.Load() >= int64(tripWindow) {
 		g.skipUntil.Store(now.Add(probeInterval).UnixNano())
 	}
 	g.mu.Lock()
