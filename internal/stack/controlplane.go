@@ -42,14 +42,38 @@ func startControlPlane(root, assets, dir string, withWebhook bool, reap *reaper)
 	if withWebhook {
 		env.WebhookInstallOptions = envtest.WebhookInstallOptions{Paths: []string{filepath.Join(root, "config", "webhook")}}
 	}
-	cfg, err := env.Start()
-	// Whether or not it started, kill what envtest left should we die.
-	for _, name := range []string{"etcd", "kube-apiserver"} {
-		pids, _ := childPids(name)
-		for _, pid := range pids {
-			reap.watch(pid)
+	// envtest starts etcd and kube-apiserver without Pdeathsig and does not
+	// tell their pids: hand each to the reaper as soon as it appears, so
+	// that they die with us even if we die while envtest waits for them.
+	watching := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		seen := map[int]bool{}
+		scan := func() {
+			for _, name := range []string{"etcd", "kube-apiserver"} {
+				pids, _ := childPids(name)
+				for _, pid := range pids {
+					if !seen[pid] {
+						seen[pid] = true
+						reap.watch(pid)
+					}
+				}
+			}
 		}
-	}
+		for {
+			scan()
+			select {
+			case <-watching:
+				scan()
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}()
+	cfg, err := env.Start()
+	close(watching)
+	<-done
 	if err != nil {
 		_ = env.Stop()
 		return nil, fmt.Errorf("start etcd and kube-apiserver from %s (make envtest builds them): %w", assets, err)
