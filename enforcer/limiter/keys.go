@@ -64,30 +64,39 @@ func (b Bucket) String() string {
 
 // Key is the Redis key of one window of the bucket:
 // sl:{<namespace>/<policy>/<rule>/<tenant>}:<algorithm>:<period>.
+// It is built in a stack buffer for usual sizes: the returned string is the
+// only allocation.
 func (b Bucket) Key(a Algorithm, period time.Duration) string {
-	var sb strings.Builder
-	code := a.code()
-	sb.Grow(len("sl:{///}::") + len(b.Namespace) + len(b.Policy) + len(b.Rule) + len(b.Tenant) + len(code) + 12)
-	sb.WriteString("sl:{")
-	sb.WriteString(b.Namespace)
-	sb.WriteByte('/')
-	sb.WriteString(b.Policy)
-	sb.WriteByte('/')
-	sb.WriteString(b.Rule)
-	sb.WriteByte('/')
-	sb.WriteString(string(b.Tenant))
-	sb.WriteString("}:")
-	sb.WriteString(code)
-	sb.WriteByte(':')
-	sb.WriteString(periodLabel(period))
-	return sb.String()
+	var stack [192]byte
+	return string(b.appendKey(stack[:0], a, period))
 }
 
-// periodLabel writes a period compactly: whole seconds as "60s", the rest
-// as milliseconds ("1500ms").
-func periodLabel(d time.Duration) string {
+// appendKey appends b.Key(a, period) to dst.
+func (b Bucket) appendKey(dst []byte, a Algorithm, period time.Duration) []byte {
+	return appendPeriodLabel(b.appendKeyPrefix(dst, a), period)
+}
+
+// appendKeyPrefix appends the key of a's windows of b up to the period:
+// sl:{<namespace>/<policy>/<rule>/<tenant>}:<algorithm>:
+func (b Bucket) appendKeyPrefix(dst []byte, a Algorithm) []byte {
+	dst = append(dst, "sl:{"...)
+	dst = append(dst, b.Namespace...)
+	dst = append(dst, '/')
+	dst = append(dst, b.Policy...)
+	dst = append(dst, '/')
+	dst = append(dst, b.Rule...)
+	dst = append(dst, '/')
+	dst = append(dst, b.Tenant...)
+	dst = append(dst, "}:"...)
+	dst = append(dst, a.code()...)
+	return append(dst, ':')
+}
+
+// appendPeriodLabel writes a period compactly: whole seconds as "60s", the
+// rest as milliseconds ("1500ms").
+func appendPeriodLabel(dst []byte, d time.Duration) []byte {
 	if d%time.Second == 0 {
-		return strconv.FormatInt(int64(d/time.Second), 10) + "s"
+		return append(strconv.AppendInt(dst, int64(d/time.Second), 10), 's')
 	}
-	return strconv.FormatInt(int64(d/time.Millisecond), 10) + "ms"
+	return append(strconv.AppendInt(dst, int64(d/time.Millisecond), 10), "ms"...)
 }

@@ -84,7 +84,10 @@ func (p pendingCheck) wait(ctx context.Context) (Decision, error) {
 	if err != nil {
 		return Decision{}, fmt.Errorf("redis %s %s: %w", p.req.Algorithm, p.req.Bucket, err)
 	}
-	allowed, now, results, err := parseReply(reply, len(p.req.Windows))
+	// decide keeps nothing of the results: for usual window counts they
+	// stay on the stack.
+	var stack [4]WindowResult
+	allowed, now, results, err := parseReply(reply, len(p.req.Windows), stack[:0])
 	if err != nil {
 		return Decision{}, fmt.Errorf("redis %s %s: %w", p.req.Algorithm, p.req.Bucket, err)
 	}

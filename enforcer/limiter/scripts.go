@@ -55,12 +55,18 @@ func evalSHA(req *Request, cost int64) (s algorithmScript, cmd []any) {
 
 // evalSHAKeys starts an EVALSHA of sha over the window keys of req, with
 // room for argc arguments: EVALSHA sha numkeys key...
+// The windows' keys share everything but the period: that prefix is built
+// once, on the stack, and each key is one allocation.
 func evalSHAKeys(sha string, req *Request, argc int) []any {
 	n := len(req.Windows)
 	cmd := make([]any, 3+n, 3+n+argc)
 	cmd[0], cmd[1], cmd[2] = "evalsha", sha, n
+	var stack [192]byte
+	buf := req.Bucket.appendKeyPrefix(stack[:0], req.Algorithm)
+	prefix := len(buf)
 	for i, w := range req.Windows {
-		cmd[3+i] = req.Bucket.Key(req.Algorithm, w.Period)
+		buf = appendPeriodLabel(buf[:prefix], w.Period)
+		cmd[3+i] = string(buf)
 	}
 	return cmd
 }
@@ -85,29 +91,28 @@ func (s algorithmScript) eval(evalsha []any) []any {
 	return cmd
 }
 
-// parseReply decodes {allowed, now_µs, remaining, reset_µs, retry_µs, ...}.
-func parseReply(reply any, windows int) (allowed bool, now time.Time, results []WindowResult, err error) {
+// parseReply decodes {allowed, now_µs, remaining, reset_µs, retry_µs, ...},
+// appending the windows' results to dst.
+func parseReply(reply any, windows int, dst []WindowResult) (allowed bool, now time.Time, results []WindowResult, err error) {
 	vals, ok := reply.([]any)
 	if !ok || len(vals) != 2+3*windows {
 		return false, time.Time{}, nil, fmt.Errorf("unexpected script reply %v", reply)
 	}
-	ints := make([]int64, len(vals))
 	for i, v := range vals {
-		n, ok := v.(int64)
-		if !ok {
+		if _, ok := v.(int64); !ok {
 			return false, time.Time{}, nil, fmt.Errorf("unexpected script reply element %d: %v", i, v)
 		}
-		ints[i] = n
 	}
-	now = time.UnixMicro(ints[1])
-	results = make([]WindowResult, windows)
-	for i := range results {
-		r := ints[2+3*i:]
-		results[i] = WindowResult{
-			Remaining: r[0],
-			Reset:     time.UnixMicro(r[1]),
-			Retry:     time.Duration(r[2]) * time.Microsecond,
-		}
+	at := func(i int) int64 { return vals[i].(int64) }
+	now = time.UnixMicro(at(1))
+	results = dst
+	for i := range windows {
+		j := 2 + 3*i
+		results = append(results, WindowResult{
+			Remaining: at(j),
+			Reset:     time.UnixMicro(at(j + 1)),
+			Retry:     time.Duration(at(j+2)) * time.Microsecond,
+		})
 	}
-	return ints[0] == 1, now, results, nil
+	return at(0) == 1, now, results, nil
 }
