@@ -54,7 +54,7 @@ func newEnforcer(o *options, lookupEnv func(string) (string, bool), log *slog.Lo
 	}
 	e.admin = admin.New(admin.Options{
 		Pod: admin.Pod{Name: o.podName, Namespace: o.podNS}, Version: buildVersion(), StartedAt: time.Now().UTC(),
-		Snapshots: e.handler, Reloads: e.reloader, Metrics: metrics,
+		Snapshots: e.handler, Reloads: e.reloader, Metrics: metrics, Pprof: o.pprof,
 	})
 	var err error
 	if e.proxyLn, err = net.Listen("tcp", o.listen); err != nil {

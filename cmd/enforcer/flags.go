@@ -27,6 +27,7 @@ type options struct {
 	podName, podNS      string
 	shutdownTimeout     time.Duration
 	logLevel            slog.Level
+	pprof               bool
 	version, help       bool
 }
 
@@ -56,6 +57,7 @@ func newFlagSet(o *options, upstream, logLevel *string) *pflag.FlagSet {
 	fs.StringVar(&o.podNS, "pod-namespace", "", "pod namespace, reported on /status; namespace of policy files that name none")
 	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 25*time.Second, "how long in-flight requests may finish after SIGTERM")
 	fs.StringVar(logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.BoolVar(&o.pprof, "pprof", false, "serve Go profiles (net/http/pprof) under /debug/pprof/ on the admin listener")
 	fs.BoolVar(&o.version, "version", false, "print the version and exit")
 	fs.BoolVarP(&o.help, "help", "h", false, "print this help and exit")
 	return fs

@@ -7,6 +7,7 @@ package admin
 import (
 	"encoding/json"
 	"net/http"
+	"net/http/pprof"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -33,6 +34,9 @@ type Options struct {
 	Snapshots SnapshotSource
 	Reloads   ReloadSource
 	Metrics   *Metrics
+	// Pprof serves net/http/pprof's profiles under /debug/pprof/. Off by
+	// default: a profile shows internals and costs CPU while it runs.
+	Pprof bool
 }
 
 // Server is the admin listener's handler.
@@ -41,7 +45,8 @@ type Server struct {
 	mux  *http.ServeMux
 }
 
-// New serves /healthz, /readyz, /metrics, /status and /debug/tenant.
+// New serves /healthz, /readyz, /metrics, /status and /debug/tenant, and
+// /debug/pprof/ when opts.Pprof is set.
 func New(opts Options) *Server {
 	s := &Server{opts: opts, mux: http.NewServeMux()}
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -55,6 +60,13 @@ func New(opts Options) *Server {
 	}))
 	s.mux.HandleFunc("GET /status", s.status)
 	s.mux.HandleFunc("GET /debug/tenant", s.debugTenant)
+	if opts.Pprof {
+		s.mux.HandleFunc("/debug/pprof/", pprof.Index)
+		s.mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		s.mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		s.mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		s.mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
 	return s
 }
 
