@@ -3,9 +3,12 @@ package limiter
 import (
 	"context"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/sluice-dev/sluice/internal/redistest"
 )
 
 func TestNewClientTopologies(t *testing.T) {
@@ -51,4 +54,23 @@ func TestNewClientReachesEveryTopology(t *testing.T) {
 			g.Expect(client.Ping(context.Background()).Err()).To(Succeed())
 		})
 	}
+}
+
+// A Sentinel-managed Redis is found through the Sentinel, and decisions run
+// on the primary it names.
+func TestSentinelURLDecidesOnThePrimary(t *testing.T) {
+	g := NewWithT(t)
+	primary := redistest.Start(t)
+	sentinel := redistest.StartSentinel(t, primary, "main")
+	r := newRedis(t, "redis+sentinel://"+sentinel.Addr()+"?master_name=main")
+	req := Request{Bucket: bucketFor(t), Algorithm: FixedWindow, Cost: 1,
+		Windows: []Window{{Requests: 2, Period: time.Hour}}}
+	for _, want := range []bool{true, true, false} {
+		d, err := r.Allow(context.Background(), req)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(d.Allowed).To(Equal(want))
+	}
+	// The counter lives on the primary.
+	key := req.Bucket.Key(FixedWindow, time.Hour)
+	g.Expect(primary.Client().HGet(context.Background(), key, "c").Val()).To(Equal("2"))
 }

@@ -23,6 +23,8 @@ const (
 	// in our own log proves that the PING answer comes from our process and
 	// not from another test's server that took the port first.
 	readyLine = "Ready to accept connections"
+	// A Sentinel logs no "Ready" line; it is ready once it monitors.
+	sentinelReadyLine = "+monitor master"
 )
 
 var errAddrInUse = errors.New("address already in use")
@@ -73,7 +75,7 @@ func (s *Server) startLocked() error {
 		close(p.exited)
 	}()
 
-	if err := waitReady(s.Addr(), logPath, logStart, p.exited); err != nil {
+	if err := waitReady(s.Addr(), logPath, logStart, s.readyLine(), p.exited); err != nil {
 		p.kill()
 		out := readLog(logPath, logStart)
 		if strings.Contains(out, "Address already in use") {
@@ -88,11 +90,16 @@ func (s *Server) startLocked() error {
 // argv is the redis-server command line: overridable defaults, then the
 // caller's arguments, then what this package depends on.
 func (s *Server) argv() []string {
-	args := []string{
+	var args []string
+	if s.sentinelConf != "" {
+		// A Sentinel reads and rewrites its own configuration file.
+		args = append(args, s.sentinelConf, "--sentinel")
+	}
+	args = append(args,
 		"--save", "",
 		"--appendonly", "no",
 		"--enable-debug-command", "local",
-	}
+	)
 	if s.busPort > 0 {
 		args = append(args, "--cluster-node-timeout", strconv.Itoa(clusterNodeTimeoutMillis))
 	}
@@ -115,9 +122,17 @@ func (s *Server) argv() []string {
 	return args
 }
 
+// readyLine is what the server logs once it accepts connections.
+func (s *Server) readyLine() string {
+	if s.sentinelConf != "" {
+		return sentinelReadyLine
+	}
+	return readyLine
+}
+
 // waitReady waits until the process has logged that it listens and answers
 // PING on addr, or has exited.
-func waitReady(addr, logPath string, logStart int64, exited <-chan struct{}) error {
+func waitReady(addr, logPath string, logStart int64, readyLine string, exited <-chan struct{}) error {
 	deadline := time.Now().Add(startTimeout)
 	logged := false
 	for {

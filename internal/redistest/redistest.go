@@ -43,7 +43,8 @@ import (
 type Option func(*config)
 
 type config struct {
-	args []string
+	args         []string
+	sentinelConf string
 }
 
 // WithArgs adds redis-server command-line configuration, for example
@@ -62,6 +63,9 @@ type Server struct {
 	ownsDir bool // New made dir and Close removes it
 	port    int
 	busPort int // cluster bus port; 0 for a standalone server
+	// sentinelConf is the configuration file of a Sentinel; empty for a
+	// Redis server.
+	sentinelConf string
 	args    []string
 
 	mu      sync.Mutex
@@ -111,7 +115,7 @@ func newServer(dir string, ownsDir, clusterNode bool, opts []Option) (*Server, e
 	for _, o := range opts {
 		o(&cfg)
 	}
-	s := &Server{bin: bin, dir: dir, ownsDir: ownsDir, args: cfg.args}
+	s := &Server{bin: bin, dir: dir, ownsDir: ownsDir, args: cfg.args, sentinelConf: cfg.sentinelConf}
 	const attempts = 5
 	for i := 0; ; i++ {
 		n := 1
