@@ -66,7 +66,7 @@ type Server struct {
 	// sentinelConf is the configuration file of a Sentinel; empty for a
 	// Redis server.
 	sentinelConf string
-	args    []string
+	args         []string
 
 	mu      sync.Mutex
 	proc    *process // nil while stopped
