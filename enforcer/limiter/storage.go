@@ -1,6 +1,8 @@
 package limiter
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net/url"
@@ -12,6 +14,9 @@ import (
 
 // ClientOptions tune the Redis client of an enforcer.
 type ClientOptions struct {
+	// RootCAs verifies the server certificate of rediss:// URLs; nil means
+	// the system's roots.
+	RootCAs *x509.CertPool
 	// PoolSize is the maximum number of connections per Redis node; zero
 	// keeps go-redis' default (10 per CPU).
 	PoolSize int
@@ -48,6 +53,7 @@ func NewClient(rawURL string, opts ClientOptions) (redis.UniversalClient, error)
 			return nil, fmt.Errorf("redis URL %s: %w", redact(u), err)
 		}
 		opts.apply(&o.MaxRetries, &o.DialerRetries, &o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, &o.PoolSize)
+		opts.trust(o.TLSConfig)
 		return redis.NewClient(o), nil
 	case "cluster":
 		o, err := redis.ParseClusterURL(plain)
@@ -55,6 +61,7 @@ func NewClient(rawURL string, opts ClientOptions) (redis.UniversalClient, error)
 			return nil, fmt.Errorf("redis cluster URL %s: %w", redact(u), err)
 		}
 		opts.apply(&o.MaxRetries, &o.DialerRetries, &o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, &o.PoolSize)
+		opts.trust(o.TLSConfig)
 		return redis.NewClusterClient(o), nil
 	case "sentinel":
 		o, err := redis.ParseFailoverURL(plain)
@@ -65,6 +72,7 @@ func NewClient(rawURL string, opts ClientOptions) (redis.UniversalClient, error)
 			return nil, fmt.Errorf("redis sentinel URL %s: master_name is required", redact(u))
 		}
 		opts.apply(&o.MaxRetries, &o.DialerRetries, &o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, &o.PoolSize)
+		opts.trust(o.TLSConfig)
 		return redis.NewFailoverClient(o), nil
 	}
 	return nil, fmt.Errorf("redis URL %s: unknown topology %q (use redis+sentinel or redis+cluster)", redact(u), topology)
@@ -89,6 +97,13 @@ func (opts ClientOptions) apply(maxRetries, dialRetries *int, dialTimeout, readT
 	}
 	if opts.PoolSize > 0 {
 		*poolSize = opts.PoolSize
+	}
+}
+
+// trust makes a TLS connection verify the server against RootCAs.
+func (opts ClientOptions) trust(c *tls.Config) {
+	if c != nil && opts.RootCAs != nil {
+		c.RootCAs = opts.RootCAs
 	}
 }
 

@@ -2,6 +2,17 @@ package limiter
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -73,4 +84,71 @@ func TestSentinelURLDecidesOnThePrimary(t *testing.T) {
 	// The counter lives on the primary.
 	key := req.Bucket.Key(FixedWindow, time.Hour)
 	g.Expect(primary.Client().HGet(context.Background(), key, "c").Val()).To(Equal("2"))
+}
+
+// rediss:// URLs speak TLS and verify the server's certificate.
+func TestTLSURLVerifiesTheServer(t *testing.T) {
+	g := NewWithT(t)
+	dir := t.TempDir()
+	certFile, keyFile, pool := selfSignedCert(t, dir)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	g.Expect(err).NotTo(HaveOccurred())
+	port := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+	g.Expect(l.Close()).To(Succeed())
+	redistest.Start(t, redistest.WithArgs("--tls-port", port, "--tls-cert-file", certFile,
+		"--tls-key-file", keyFile, "--tls-ca-cert-file", certFile, "--tls-auth-clients", "no"))
+	url := "rediss://127.0.0.1:" + port
+
+	client, err := NewClient(url, ClientOptions{RootCAs: pool})
+	g.Expect(err).NotTo(HaveOccurred())
+	r, err := NewRedis(client)
+	g.Expect(err).NotTo(HaveOccurred())
+	defer func() { _ = r.Close(); _ = client.Close() }()
+	d, err := r.Allow(context.Background(), Request{Bucket: bucketFor(t), Algorithm: TokenBucket, Cost: 1,
+		Windows: []Window{{Requests: 5, Period: time.Minute}}})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(d.Remaining).To(Equal(int64(4)))
+
+	// Without the CA the certificate is not trusted, and nothing is decided.
+	untrusting, err := NewClient(url, ClientOptions{})
+	g.Expect(err).NotTo(HaveOccurred())
+	defer untrusting.Close()
+	g.Expect(untrusting.Ping(context.Background()).Err()).To(MatchError(ContainSubstring("certificate")))
+}
+
+// selfSignedCert writes a certificate for 127.0.0.1 and its key into dir.
+func selfSignedCert(t *testing.T, dir string) (certFile, keyFile string, pool *x509.CertPool) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "redis"},
+		NotBefore: time.Now().Add(-time.Minute), NotAfter: time.Now().Add(time.Hour),
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, IsCA: true, BasicConstraintsValid: true,
+		KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certFile, keyFile = filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool = x509.NewCertPool()
+	pool.AddCert(cert)
+	return certFile, keyFile, pool
 }
