@@ -2,7 +2,11 @@ package reload
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"log/slog"
 	"sync"
 	"time"
@@ -56,11 +60,21 @@ func NewReloader(source *Source, apply ApplyFunc, observer Observer, log *slog.L
 }
 
 // Start loads and applies the configuration for the first time: an error
-// here should stop the enforcer, as it has nothing to enforce.
+// here should stop the enforcer, as it has nothing to enforce. A compiled
+// configuration file that does not exist yet is the exception: a pod can
+// start before the operator has written its namespace's ConfigMap (the
+// volume is optional, its directory exists), so the enforcer waits for the
+// file, not ready, and Watch loads it when it appears. A missing directory
+// is an error like any other.
 func (r *Reloader) Start() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	l, err := r.source.Load()
+	if err != nil && r.source.ConfigPath != "" && errors.Is(err, fs.ErrNotExist) && dirExists(r.source.ConfigPath) {
+		r.state.LastError, r.state.LastErrorAt = "waiting for the configuration: "+err.Error(), time.Now()
+		r.log.Warn("no configuration yet; waiting for it", "error", err)
+		return nil
+	}
 	if err != nil {
 		return err
 	}
@@ -134,4 +148,9 @@ func (r *Reloader) Watch(ctx context.Context, debounce time.Duration) error {
 		r.log.Warn("config watch", "error", err)
 	})
 	return nil
+}
+
+func dirExists(path string) bool {
+	info, err := os.Stat(filepath.Dir(path))
+	return err == nil && info.IsDir()
 }

@@ -62,6 +62,9 @@ func (r *recorder) ReloadFailed() {
 func (r *recorder) limit() int64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if len(r.applied) == 0 {
+		return 0
+	}
 	l := r.applied[len(r.applied)-1]
 	return l.Config.Policies[0].Rules[0].Limits[0].Requests
 }
@@ -182,4 +185,28 @@ func TestWatchReloads(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A pod can start before its namespace's ConfigMap exists: the enforcer
+// waits for the file instead of exiting, and loads it when it appears.
+func TestStartWaitsForAConfigFileThatIsNotThereYet(t *testing.T) {
+	g := NewWithT(t)
+	path := filepath.Join(t.TempDir(), "config.json")
+	rec := &recorder{}
+	r := NewReloader(&Source{ConfigPath: path}, rec.apply, rec, quietLog())
+	g.Expect(r.Start()).To(Succeed())
+	g.Expect(r.State().LastError).To(ContainSubstring("waiting for the configuration"))
+	g.Expect(rec.applied).To(BeEmpty(), "nothing is in service yet")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	g.Expect(r.Watch(ctx, 50*time.Millisecond)).To(Succeed())
+	writeFile(t, path, configJSON("api", 7))
+	g.Eventually(rec.limit, 2*time.Second, 20*time.Millisecond).Should(Equal(int64(7)))
+	g.Expect(r.State().LastError).To(BeEmpty())
+
+	// A file that exists but is wrong is still an error at start.
+	other := filepath.Join(t.TempDir(), "config.json")
+	writeFile(t, other, "{")
+	g.Expect(NewReloader(&Source{ConfigPath: other}, rec.apply, nil, quietLog()).Start()).NotTo(Succeed())
 }
