@@ -44,13 +44,16 @@ type selectedPod struct {
 
 // setEnforcerStatus computes the part of the status the status controller
 // owns, enforcers, decisions and Ready, and returns the Event of a Ready
-// transition, or nil.
-func setEnforcerStatus(p *v1alpha1.RateLimitPolicy, pods []selectedPod, now metav1.Time) *statusEvent {
+// transition, or nil. published is the hash of the namespace's published
+// configuration ("" when unknown): an enforcer running the policy's
+// generation from an older configuration (one with another pod count, for
+// LocalFallback's shares) is not up to date yet.
+func setEnforcerStatus(p *v1alpha1.RateLimitPolicy, pods []selectedPod, published string, now metav1.Time) *statusEvent {
 	var before *metav1.Condition
 	if c := apimeta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionReady); c != nil {
 		before = c.DeepCopy()
 	}
-	check := checkEnforcers(p, pods)
+	check := checkEnforcers(p, pods, published)
 	p.Status.Enforcers = check.counts
 	p.Status.Decisions = check.decisions
 	cond := readyCondition(p, check)
@@ -79,6 +82,9 @@ type enforcerCheck struct {
 	degraded []degradedEnforcer
 	// loaded are the generations that stale enforcers run.
 	loaded []int64
+	// outdated enforcers run the current generation from an older
+	// configuration of the namespace than the one published.
+	outdated []selectedPod
 }
 
 type degradedEnforcer struct {
@@ -87,7 +93,7 @@ type degradedEnforcer struct {
 	failureMode string
 }
 
-func checkEnforcers(p *v1alpha1.RateLimitPolicy, pods []selectedPod) enforcerCheck {
+func checkEnforcers(p *v1alpha1.RateLimitPolicy, pods []selectedPod, published string) enforcerCheck {
 	var c enforcerCheck
 	for _, sp := range pods {
 		c.counts.Selected++
@@ -118,6 +124,8 @@ func checkEnforcers(p *v1alpha1.RateLimitPolicy, pods []selectedPod) enforcerChe
 			if !slices.Contains(c.loaded, loaded.Generation) {
 				c.loaded = append(c.loaded, loaded.Generation)
 			}
+		case published != "" && st.Config.Hash != published:
+			c.outdated = append(c.outdated, sp)
 		default:
 			c.counts.UpToDate++
 			if redis := redisOf(st, loaded.Redis); redis != nil && !redis.Reachable {
@@ -199,6 +207,11 @@ func readyCondition(p *v1alpha1.RateLimitPolicy, c enforcerCheck) metav1.Conditi
 	if msg := staleMessage(p, c); msg != "" {
 		setReason(v1alpha1.ReasonEnforcersStale)
 		problems = append(problems, msg)
+	}
+	if len(c.outdated) > 0 {
+		setReason(v1alpha1.ReasonEnforcersStale)
+		problems = append(problems, fmt.Sprintf("%s %s not loaded the namespace's latest %s yet (the kubelet refreshes ConfigMap volumes within about a minute)",
+			podNames(c.outdated), plural(int32(len(c.outdated)), "has", "have"), ConfigMapName))
 	}
 	if msg := degradedMessage(c.degraded); msg != "" {
 		setReason(v1alpha1.ReasonDegraded)

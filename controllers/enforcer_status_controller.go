@@ -103,6 +103,10 @@ func (r *EnforcerStatusReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	published, err := r.publishedHash(ctx, req.Namespace)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
 	result := ctrl.Result{RequeueAfter: r.interval()}
 	var errs []error
 	for i := range list.Items {
@@ -110,7 +114,7 @@ func (r *EnforcerStatusReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 		if !p.DeletionTimestamp.IsZero() {
 			continue
 		}
-		conflict, err := r.reconcileStatus(ctx, p, podsSelectedBy(p, pods))
+		conflict, err := r.reconcileStatus(ctx, p, podsSelectedBy(p, pods), published)
 		if conflict {
 			result.RequeueAfter = statusConflictRetry
 		}
@@ -119,6 +123,20 @@ func (r *EnforcerStatusReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 		}
 	}
 	return result, errors.Join(errs...)
+}
+
+// publishedHash is the hash of the configuration the policy controller
+// published for the namespace, or "" when there is none yet.
+func (r *EnforcerStatusReconciler) publishedHash(ctx context.Context, namespace string) (string, error) {
+	var cm corev1.ConfigMap
+	err := r.Get(ctx, client.ObjectKey{Namespace: namespace, Name: ConfigMapName}, &cm)
+	if apierrors.IsNotFound(err) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("get ConfigMap %s/%s: %w", namespace, ConfigMapName, err)
+	}
+	return cm.Annotations[ConfigHashAnnotation], nil
 }
 
 // collectPods finds the active pods that some policy selects, with the
@@ -191,9 +209,9 @@ func podsSelectedBy(p *v1alpha1.RateLimitPolicy, pods []selectedPod) []selectedP
 // reconcileStatus computes p's enforcer status and applies it when it
 // changed, then records the Event of a Ready transition. conflict is true
 // when p changed since it was read: the namespace is checked again soon.
-func (r *EnforcerStatusReconciler) reconcileStatus(ctx context.Context, p *v1alpha1.RateLimitPolicy, pods []selectedPod) (conflict bool, _ error) {
+func (r *EnforcerStatusReconciler) reconcileStatus(ctx context.Context, p *v1alpha1.RateLimitPolicy, pods []selectedPod, published string) (conflict bool, _ error) {
 	before := p.DeepCopy()
-	event := setEnforcerStatus(p, pods, metav1.NewTime(r.now()))
+	event := setEnforcerStatus(p, pods, published, metav1.NewTime(r.now()))
 	if ownedStatusEqual(before, p) {
 		return false, nil
 	}

@@ -221,7 +221,7 @@ func TestSetEnforcerStatus(t *testing.T) {
 				newP = tt.policy
 			}
 			p := newP()
-			event := setEnforcerStatus(p, tt.pods, t0)
+			event := setEnforcerStatus(p, tt.pods, "", t0)
 
 			ready := apimeta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionReady)
 			g.Expect(ready).NotTo(BeNil())
@@ -240,7 +240,7 @@ func TestSetEnforcerStatus(t *testing.T) {
 			g.Expect(event).To(Equal(&statusEvent{Type: wantType, Reason: tt.reason, Note: tt.message}))
 
 			again := p.DeepCopy()
-			g.Expect(setEnforcerStatus(again, tt.pods, t1)).To(BeNil(), "no Event without a transition")
+			g.Expect(setEnforcerStatus(again, tt.pods, "", t1)).To(BeNil(), "no Event without a transition")
 			g.Expect(again.Status).To(Equal(p.Status), "a second pass changes nothing")
 		})
 	}
@@ -250,18 +250,18 @@ func TestReadyFollowsGenerations(t *testing.T) {
 	g := NewWithT(t)
 	p := acceptedPolicy()
 	pods := []selectedPod{answered("api-0", healthy(4, 0, 0))}
-	setEnforcerStatus(p, pods, t0)
+	setEnforcerStatus(p, pods, "", t0)
 	g.Expect(conditionsOf(p)).To(HaveKeyWithValue(v1alpha1.ConditionReady, wantCondition{metav1.ConditionTrue, v1alpha1.ReasonEnforcersReady}))
 
 	p.Generation = 5 // edited; the enforcers still run 4
-	event := setEnforcerStatus(p, pods, t1)
+	event := setEnforcerStatus(p, pods, "", t1)
 	g.Expect(event).To(HaveField("Reason", v1alpha1.ReasonEnforcersStale))
 	ready := apimeta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionReady)
 	g.Expect(ready.Status).To(Equal(metav1.ConditionFalse))
 	g.Expect(ready.LastTransitionTime).To(Equal(t1))
 	g.Expect(ready.ObservedGeneration).To(BeEquivalentTo(5))
 
-	event = setEnforcerStatus(p, []selectedPod{answered("api-0", healthy(5, 0, 0))}, t1)
+	event = setEnforcerStatus(p, []selectedPod{answered("api-0", healthy(5, 0, 0))}, "", t1)
 	g.Expect(event).To(HaveField("Reason", v1alpha1.ReasonEnforcersReady))
 }
 
@@ -288,8 +288,31 @@ func TestPolicyControllerLeavesReadyToTheStatusController(t *testing.T) {
 	g.Expect(conditionsOf(p)).To(HaveKeyWithValue(v1alpha1.ConditionReady, wantCondition{metav1.ConditionUnknown, ReasonEnforcersNotReported}),
 		"Ready is present before the status controller's first pass")
 
-	setEnforcerStatus(p, []selectedPod{answered("api-0", healthy(4, 0, 0))}, t1)
+	setEnforcerStatus(p, []selectedPod{answered("api-0", healthy(4, 0, 0))}, "", t1)
 	setPolicyStatus(p, compileOutcome{Selected: 1, ReadyFromEnforcers: true}, t1)
 	g.Expect(conditionsOf(p)).To(HaveKeyWithValue(v1alpha1.ConditionReady, wantCondition{metav1.ConditionTrue, v1alpha1.ReasonEnforcersReady}),
 		"a pass of the policy controller does not undo the status controller's Ready")
+}
+
+// An enforcer can run the policy's current generation from an older
+// configuration of the namespace, e.g. one counting fewer pods, which gives
+// LocalFallback the wrong share: it is not up to date until it loads the
+// published one.
+func TestReadyWaitsForThePublishedConfiguration(t *testing.T) {
+	g := NewWithT(t)
+	p := acceptedPolicy()
+	pods := []selectedPod{answered("api-0", healthy(4, 0, 0)), answered("api-1", healthy(4, 0, 0))}
+	pods[1].Polled.Status.Config.Hash = "old"
+
+	setEnforcerStatus(p, pods, "abc", t0)
+	ready := apimeta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionReady)
+	g.Expect(ready.Status).To(Equal(metav1.ConditionFalse))
+	g.Expect(ready.Reason).To(Equal(v1alpha1.ReasonEnforcersStale))
+	g.Expect(ready.Message).To(ContainSubstring("pod api-1 has not loaded the namespace's latest sluice-enforcer-config yet"))
+	g.Expect(p.Status.Enforcers.UpToDate).To(BeEquivalentTo(1))
+
+	pods[1].Polled.Status.Config.Hash = "abc"
+	setEnforcerStatus(p, pods, "abc", t1)
+	g.Expect(conditionsOf(p)).To(HaveKeyWithValue(v1alpha1.ConditionReady, wantCondition{metav1.ConditionTrue, v1alpha1.ReasonEnforcersReady}))
+	g.Expect(p.Status.Enforcers.UpToDate).To(BeEquivalentTo(2))
 }
