@@ -14,6 +14,8 @@ var luaFiles embed.FS
 // algorithmScript is one algorithm's Lua script and how to call it.
 type algorithmScript struct {
 	src, sha string
+	// shaArg is sha as a command argument, boxed once rather than per call.
+	shaArg any
 	// windowArgs is the number of ARGV entries per window.
 	windowArgs int
 }
@@ -36,14 +38,14 @@ func mustScript(name string) (src, sha string) {
 
 func newScript(name string, windowArgs int) algorithmScript {
 	src, sha := mustScript(name)
-	return algorithmScript{src: src, sha: sha, windowArgs: windowArgs}
+	return algorithmScript{src: src, sha: sha, shaArg: sha, windowArgs: windowArgs}
 }
 
 // evalSHA is the whole EVALSHA command deciding req, with cost as ARGV[1]
 // (0 reads without consuming): EVALSHA sha numkeys key... arg...
 func evalSHA(req *Request, cost int64) (s algorithmScript, cmd []any) {
 	s = scripts[req.Algorithm]
-	cmd = append(evalSHAKeys(s.sha, req, 1+s.windowArgs*len(req.Windows)), cost)
+	cmd = append(evalSHAKeys(s.shaArg, req, 1+s.windowArgs*len(req.Windows)), cost)
 	for _, w := range req.Windows {
 		cmd = append(cmd, w.Requests, int64(w.Period/time.Millisecond))
 		if s.windowArgs == 3 {
@@ -57,7 +59,7 @@ func evalSHA(req *Request, cost int64) (s algorithmScript, cmd []any) {
 // room for argc arguments: EVALSHA sha numkeys key...
 // The windows' keys share everything but the period: that prefix is built
 // once, on the stack, and each key is one allocation.
-func evalSHAKeys(sha string, req *Request, argc int) []any {
+func evalSHAKeys(sha any, req *Request, argc int) []any {
 	n := len(req.Windows)
 	cmd := make([]any, 3+n, 3+n+argc)
 	cmd[0], cmd[1], cmd[2] = "evalsha", sha, n
@@ -76,7 +78,7 @@ var refundScript = newScript("refund.lua", 2)
 
 // refundArgs is the EVALSHA giving back what req's admitted decision took.
 func refundArgs(req *Request) []any {
-	cmd := append(evalSHAKeys(refundScript.sha, req, 2+2*len(req.Windows)), req.Algorithm.code(), req.Cost)
+	cmd := append(evalSHAKeys(refundScript.shaArg, req, 2+2*len(req.Windows)), req.Algorithm.code(), req.Cost)
 	for _, w := range req.Windows {
 		cmd = append(cmd, int64(w.Period/time.Millisecond), w.capacity(req.Algorithm))
 	}

@@ -80,14 +80,29 @@ func (h *Handler) upstreamError(w http.ResponseWriter, r *http.Request, err erro
 	})
 }
 
-// bufferPool reuses the proxy's body copy buffers (32 KiB each).
-type bufferPool struct{ pool sync.Pool }
+// bufferPool reuses the proxy's body copy buffers (32 KiB each). The pool
+// holds *[]byte; the emptied holders are pooled too, so that neither Get nor
+// Put allocates once warm.
+type bufferPool struct{ pool, holders sync.Pool }
 
 var copyBuffers = &bufferPool{pool: sync.Pool{New: func() any {
 	b := make([]byte, 32<<10)
 	return &b
 }}}
 
-func (p *bufferPool) Get() []byte { return *p.pool.Get().(*[]byte) }
+func (p *bufferPool) Get() []byte {
+	h := p.pool.Get().(*[]byte)
+	b := *h
+	*h = nil
+	p.holders.Put(h)
+	return b
+}
 
-func (p *bufferPool) Put(b []byte) { p.pool.Put(&b) }
+func (p *bufferPool) Put(b []byte) {
+	h, _ := p.holders.Get().(*[]byte)
+	if h == nil {
+		h = new([]byte)
+	}
+	*h = b
+	p.pool.Put(h)
+}
