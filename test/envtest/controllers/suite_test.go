@@ -20,7 +20,6 @@ limitations under the License.
 package controllers
 
 import (
-	"bytes"
 	"context"
 	"os"
 	"path/filepath"
@@ -29,11 +28,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -46,6 +41,7 @@ import (
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/controllers"
+	"github.com/sluice-dev/sluice/internal/envtestutil"
 )
 
 // managerUser is who the manager runs as: bound to config/rbac/role.yaml only.
@@ -100,37 +96,11 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 })
 
 // managerConfig grants a user the generated roles of config/rbac and returns
-// its rest.Config, so a marker missing from the controller fails here.
+// its rest.Config, so a marker missing from a controller fails here.
 func managerConfig(ctx context.Context, cfg *rest.Config) *rest.Config {
-	Expect(k8sClient.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "sluice-system"}})).To(Succeed())
-	data, err := os.ReadFile(filepath.Join(root, "config", "rbac", "role.yaml"))
+	user, err := envtestutil.ManagerUser(ctx, k8sClient, testEnv, cfg, filepath.Join(root, "config", "rbac", "role.yaml"), managerUser)
 	Expect(err).NotTo(HaveOccurred())
-	decoder := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
-	subject := []rbacv1.Subject{{Kind: rbacv1.UserKind, Name: managerUser, APIGroup: rbacv1.GroupName}}
-	for {
-		var role rbacv1.ClusterRole // a Role has the same fields
-		if err := decoder.Decode(&role); err != nil {
-			break
-		}
-		if role.Namespace == "" {
-			Expect(k8sClient.Create(ctx, &role)).To(Succeed())
-			Expect(k8sClient.Create(ctx, &rbacv1.ClusterRoleBinding{
-				ObjectMeta: metav1.ObjectMeta{Name: role.Name},
-				RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
-				Subjects:   subject,
-			})).To(Succeed())
-			continue
-		}
-		Expect(k8sClient.Create(ctx, &rbacv1.Role{ObjectMeta: role.ObjectMeta, Rules: role.Rules})).To(Succeed())
-		Expect(k8sClient.Create(ctx, &rbacv1.RoleBinding{
-			ObjectMeta: metav1.ObjectMeta{Name: role.Name, Namespace: role.Namespace},
-			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
-			Subjects:   subject,
-		})).To(Succeed())
-	}
-	user, err := testEnv.AddUser(envtest.User{Name: managerUser}, cfg)
-	Expect(err).NotTo(HaveOccurred())
-	return user.Config()
+	return user
 }
 
 // startManager runs the policy controller as cmd/manager wires it, with

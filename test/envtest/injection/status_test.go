@@ -31,6 +31,7 @@ import (
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/controllers"
+	"github.com/sluice-dev/sluice/enforcer/config"
 )
 
 var _ = Describe("Policy status from running enforcers", Ordered, func() {
@@ -68,9 +69,16 @@ var _ = Describe("Policy status from running enforcers", Ordered, func() {
 			Expect(enforcerOf(pod)).NotTo(BeNil())
 			pods = append(pods, pod)
 		}
-		Eventually(func() error {
-			return k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: controllers.ConfigMapName}, &corev1.ConfigMap{})
-		}).Should(Succeed())
+		// The kubelet would keep the volume current; these enforcers get the
+		// file once, so mirror the configuration that counts both pods.
+		Eventually(func(g Gomega) int32 {
+			cm := &corev1.ConfigMap{}
+			g.Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: controllers.ConfigMapName}, cm)).To(Succeed())
+			published, err := config.Parse([]byte(cm.Data[controllers.ConfigKey]))
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(published.Policies).To(HaveLen(1))
+			return published.Policies[0].Replicas
+		}).Should(BeEquivalentTo(len(enforcerIPs)))
 		for i, ip := range enforcerIPs {
 			procs = append(procs, startEnforcer(ctx, pods[i], ip))
 			pods[i].Status.PodIP = ip
