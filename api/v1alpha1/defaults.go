@@ -22,12 +22,16 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
+// DefaultFailureMode is the failure mode of a policy that sets none when the
+// operator sets no other (sluice-manager --default-failure-mode); the CRD
+// leaves the field empty so that the operator's choice applies.
+const DefaultFailureMode = FailureModeOpen
+
 // Defaults the CRD schema applies. ApplyDefaults applies the same values to
 // policies that never went through an API server (the enforcer's
 // --policy-file, tests); the envtest suite checks that both agree.
 const (
 	DefaultMode             = ModeEnforce
-	DefaultFailureMode      = FailureModeOpen
 	DefaultTimeout          = 50 * time.Millisecond
 	DefaultResponseHeaders  = ResponseHeadersBoth
 	DefaultStorageSecretKey = "url"
@@ -67,9 +71,6 @@ func (p *RateLimitPolicy) ApplyDefaults() {
 func (s *RateLimitPolicySpec) ApplyDefaults() {
 	if s.Mode == "" {
 		s.Mode = DefaultMode
-	}
-	if s.FailureMode == "" {
-		s.FailureMode = DefaultFailureMode
 	}
 	if s.Timeout == nil {
 		s.Timeout = &metav1.Duration{Duration: DefaultTimeout}

@@ -40,7 +40,7 @@ func TestApplyDefaultsFillsUnsetFields(t *testing.T) {
 
 	spec := policy.Spec
 	g.Expect(spec.Mode).To(Equal(ModeEnforce))
-	g.Expect(spec.FailureMode).To(Equal(FailureModeOpen))
+	g.Expect(spec.FailureMode).To(BeEmpty(), "left to the operator's default")
 	g.Expect(spec.Timeout).To(Equal(&metav1.Duration{Duration: 50 * time.Millisecond}))
 	g.Expect(spec.ResponseHeaders).To(Equal(ResponseHeadersBoth))
 	g.Expect(spec.Storage.SecretRef.Key).To(Equal("url"))

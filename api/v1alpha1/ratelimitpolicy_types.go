@@ -97,8 +97,9 @@ type RateLimitPolicySpec struct {
 	// FailureMode says what happens when storage (Redis) does not answer within
 	// timeout: Open lets requests through, Closed answers 503, LocalFallback
 	// limits in memory with each enforcer allowing its share of every limit
-	// (the limit divided by the number of enforcers).
-	// +kubebuilder:default=Open
+	// (the limit divided by the number of enforcers). Unset means the
+	// operator's default: sluice-manager's --default-failure-mode, Open
+	// unless the platform team changed it.
 	// +optional
 	FailureMode FailureMode `json:"failureMode,omitempty"`
 

@@ -41,7 +41,8 @@ func TestParsePolicies(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(ps).To(HaveLen(2))
 	g.Expect(ps[0].Name).To(Equal("public-api"))
-	g.Expect(ps[0].Spec.FailureMode).To(Equal(v1alpha1.FailureModeOpen), "defaults applied")
+	g.Expect(ps[0].Spec.Mode).To(Equal(v1alpha1.ModeEnforce), "defaults applied")
+	g.Expect(ps[0].Spec.FailureMode).To(BeEmpty(), "the compiler applies the default failure mode")
 	g.Expect(ps[0].Spec.Rules[0].Algorithm).To(Equal(v1alpha1.DefaultAlgorithm))
 	g.Expect(ps[1].Spec.FailureMode).To(Equal(v1alpha1.FailureModeClosed))
 

@@ -22,6 +22,7 @@ limitations under the License.
 package compile
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -155,7 +156,7 @@ func Namespace(namespace string, policies []v1alpha1.RateLimitPolicy, opts Optio
 func Policy(p *v1alpha1.RateLimitPolicy, opts Options) (config.Policy, error) {
 	spec := p.Spec.DeepCopy()
 	if spec.FailureMode == "" {
-		spec.FailureMode = opts.DefaultFailureMode
+		spec.FailureMode = cmp.Or(opts.DefaultFailureMode, v1alpha1.DefaultFailureMode)
 	}
 	spec.ApplyDefaults()
 

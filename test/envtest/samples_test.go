@@ -87,7 +87,6 @@ var _ = Describe("Samples", func() {
 
 			spec := stored.Spec
 			Expect(spec.Mode).To(BeElementOf(sluicev1alpha1.ModeEnforce, sluicev1alpha1.ModeDryRun))
-			Expect(spec.FailureMode).NotTo(BeEmpty())
 			Expect(spec.Timeout).NotTo(BeNil())
 			Expect(spec.ResponseHeaders).NotTo(BeEmpty())
 			for _, rule := range spec.Rules {
@@ -129,7 +128,7 @@ var _ = Describe("Defaults", func() {
 		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(policy), stored)).To(Succeed())
 		spec := stored.Spec
 		Expect(spec.Mode).To(Equal(sluicev1alpha1.ModeEnforce))
-		Expect(spec.FailureMode).To(Equal(sluicev1alpha1.FailureModeOpen))
+		Expect(spec.FailureMode).To(BeEmpty(), "the operator's --default-failure-mode applies")
 		Expect(spec.Timeout).To(Equal(&metav1.Duration{Duration: 50 * time.Millisecond}))
 		Expect(spec.ResponseHeaders).To(Equal(sluicev1alpha1.ResponseHeadersBoth))
 		Expect(spec.Storage.SecretRef.Key).To(Equal("url"))

@@ -94,7 +94,8 @@ var _ = Describe("Status", func() {
 		}
 		Expect(columns).To(Equal([]string{"Name", "Mode", "Algorithms", "Enforcers", "Ready", "Reason", "Failure Mode", "Age"}))
 		Expect(table.Rows).To(HaveLen(1))
-		Expect(table.Rows[0].Cells[:7]).To(Equal([]any{"with-status", "DryRun", "SlidingWindowCounter", "2/3", "False", "EnforcersNotReady", "Open"}))
+		Expect(table.Rows[0].Cells[:7]).To(Equal([]any{"with-status", "DryRun", "SlidingWindowCounter", "2/3", "False", "EnforcersNotReady", nil}),
+			"an unset failureMode is the operator's default, not written into the object")
 	})
 
 	It("is not changed by a spec update", func() {
