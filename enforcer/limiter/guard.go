@@ -118,14 +118,16 @@ func (g *Guard) AllowAll(ctx context.Context, reqs []Request, out []Outcome) []O
 			pending = append(pending, g.redis.submit(ctx, req, req.Cost))
 		}
 	}
+	// Rules of one policy share its timeout: one deadline serves them all.
 	start := g.now()
+	var deadlines budgets
+	defer deadlines.cancel()
 	for i, p := 0, 0; i < len(reqs) && p < len(pending); i++ {
 		if out[i].Err != nil {
 			continue
 		}
-		deadline, cancel := context.WithDeadline(ctx, start.Add(reqs[i].Failure.timeout()))
+		deadline := deadlines.get(ctx, start.Add(reqs[i].Failure.timeout()))
 		d, err := pending[p].wait(deadline)
-		cancel()
 		d, err = g.settle(ctx, &reqs[i], d, err)
 		out[i] = Outcome{Decision: d, Err: err}
 		p++
@@ -246,4 +248,34 @@ func (g *Guard) Ping(ctx context.Context, timeout time.Duration) error {
 	}
 	g.succeeded()
 	return nil
+}
+
+// budgets hands out one deadline context per distinct deadline of a batch.
+type budgets struct {
+	at    time.Time
+	ctx   context.Context
+	first context.CancelFunc   // the usual case: one policy, one deadline
+	more  []context.CancelFunc // rules of policies with other timeouts
+}
+
+func (b *budgets) get(parent context.Context, at time.Time) context.Context {
+	if b.ctx == nil || !at.Equal(b.at) {
+		ctx, cancel := context.WithDeadline(parent, at)
+		b.at, b.ctx = at, ctx
+		if b.first == nil {
+			b.first = cancel
+		} else {
+			b.more = append(b.more, cancel)
+		}
+	}
+	return b.ctx
+}
+
+func (b *budgets) cancel() {
+	if b.first != nil {
+		b.first()
+	}
+	for _, c := range b.more {
+		c()
+	}
 }
