@@ -1,7 +1,6 @@
 package admin
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -14,7 +13,6 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/sluice-dev/sluice/enforcer/config"
 	"github.com/sluice-dev/sluice/enforcer/limiter"
@@ -25,22 +23,8 @@ import (
 
 var redisURL string
 
-type quietRedis struct{}
-
-func (quietRedis) Printf(context.Context, string, ...any) {}
-
-func TestMain(m *testing.M) { os.Exit(runWithRedis(m)) }
-
-func runWithRedis(m *testing.M) int {
-	redis.SetLogger(quietRedis{})
-	srv, err := redistest.New()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer srv.Close()
-	redisURL = srv.URL()
-	return m.Run()
+func TestMain(m *testing.M) {
+	os.Exit(redistest.RunWithServer(m, func(s *redistest.Server) { redisURL = s.URL() }))
 }
 
 // twoPolicies: "api" limits every tenant (X-Tenant, else anonymous) to 5

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/sluice-dev/sluice/enforcer/config"
 	"github.com/sluice-dev/sluice/enforcer/limiter"
@@ -143,23 +142,8 @@ func get(g Gomega, url string, headers ...string) response {
 
 var redisURL string
 
-type discardRedisLog struct{}
-
-func (discardRedisLog) Printf(context.Context, string, ...any) {}
-
-func TestMain(m *testing.M) { os.Exit(runWithRedis(m)) }
-
-func runWithRedis(m *testing.M) int {
-	// go-redis logs every failed dial; the fault tests cause plenty.
-	redis.SetLogger(discardRedisLog{})
-	srv, err := redistest.New()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer srv.Close()
-	redisURL = srv.URL()
-	return m.Run()
+func TestMain(m *testing.M) {
+	os.Exit(redistest.RunWithServer(m, func(s *redistest.Server) { redisURL = s.URL() }))
 }
 
 func TestAllowedThenRefused(t *testing.T) {

@@ -68,3 +68,17 @@ func grant(ctx context.Context, c client.Client, role *rbacv1.ClusterRole, subje
 	}
 	return errors.Join(c.Create(ctx, &rbacv1.Role{ObjectMeta: role.ObjectMeta, Rules: role.Rules}), c.Create(ctx, binding))
 }
+
+// WriteAdminKubeconfig writes a kubeconfig for a cluster-admin user of env
+// to path, for the kubectl and helm binaries the suites run.
+func WriteAdminKubeconfig(env *envtest.Environment, cfg *rest.Config, path string) error {
+	admin, err := env.AddUser(envtest.User{Name: "admin", Groups: []string{"system:masters"}}, cfg)
+	if err != nil {
+		return err
+	}
+	data, err := admin.KubeConfig()
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, data, 0o600)
+}

@@ -139,12 +139,8 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	k8sClient, err = client.New(cfg, client.Options{Scheme: scheme})
 	Expect(err).NotTo(HaveOccurred())
 
-	admin, err := testEnv.AddUser(envtest.User{Name: "admin", Groups: []string{"system:masters"}}, cfg)
-	Expect(err).NotTo(HaveOccurred())
-	data, err := admin.KubeConfig()
-	Expect(err).NotTo(HaveOccurred())
 	kubeconfig = filepath.Join(GinkgoT().TempDir(), "kubeconfig")
-	Expect(os.WriteFile(kubeconfig, data, 0o600)).To(Succeed())
+	Expect(envtestutil.WriteAdminKubeconfig(testEnv, cfg, kubeconfig)).To(Succeed())
 
 	startManager(ctx, managerConfig(ctx, cfg))
 })

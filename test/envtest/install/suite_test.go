@@ -41,6 +41,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/internal/envtestutil"
 )
 
 const (
@@ -103,13 +104,9 @@ var _ = BeforeSuite(func() {
 	k8sClient, err = client.New(cfg, client.Options{Scheme: scheme})
 	Expect(err).NotTo(HaveOccurred())
 
-	admin, err := testEnv.AddUser(envtest.User{Name: "admin", Groups: []string{"system:masters"}}, cfg)
-	Expect(err).NotTo(HaveOccurred())
-	data, err := admin.KubeConfig()
-	Expect(err).NotTo(HaveOccurred())
 	dir := GinkgoT().TempDir()
 	kubeconfig = filepath.Join(dir, "kubeconfig")
-	Expect(os.WriteFile(kubeconfig, data, 0o600)).To(Succeed())
+	Expect(envtestutil.WriteAdminKubeconfig(testEnv, cfg, kubeconfig)).To(Succeed())
 	helmHome = filepath.Join(dir, "helm")
 
 	helmBin = filepath.Join(root, "bin", "helm")

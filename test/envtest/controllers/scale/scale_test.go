@@ -47,6 +47,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
@@ -54,6 +55,7 @@ import (
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/controllers"
 	"github.com/sluice-dev/sluice/enforcer/config"
+	"github.com/sluice-dev/sluice/internal/envtestutil"
 )
 
 // metricsAddr serves the manager's metrics, read for the reconcile and
@@ -87,13 +89,9 @@ func TestScale(t *testing.T) {
 	}
 	defer func() { _ = env.Stop() }()
 
-	admin, err := env.AddUser(envtest.User{Name: "admin", Groups: []string{"system:masters"}}, cfg)
-	must(t, err)
-	kubeconfigData, err := admin.KubeConfig()
-	must(t, err)
 	dir := t.TempDir()
 	kubeconfig := filepath.Join(dir, "kubeconfig")
-	must(t, os.WriteFile(kubeconfig, kubeconfigData, 0o600))
+	must(t, envtestutil.WriteAdminKubeconfig(env, cfg, kubeconfig))
 
 	manager := filepath.Join(dir, "sluice-manager")
 	build := exec.Command("go", "build", "-o", manager, "./cmd/manager")
@@ -105,7 +103,7 @@ func TestScale(t *testing.T) {
 	scheme := k8sruntime.NewScheme()
 	must(t, clientgoscheme.AddToScheme(scheme))
 	must(t, v1alpha1.AddToScheme(scheme))
-	fast := admin.Config()
+	fast := rest.CopyConfig(cfg)
 	fast.QPS, fast.Burst = 1000, 2000
 	c, err := client.New(fast, client.Options{Scheme: scheme})
 	must(t, err)
