@@ -43,24 +43,7 @@ func BenchmarkDecide(b *testing.B) {
 				b.Fatal(err)
 			}
 			h.Swap(snap)
-			var tenants atomic.Int64
-			b.SetParallelism(8)
-			b.ReportAllocs()
-			b.ResetTimer()
-			b.RunParallel(func(pb *testing.PB) {
-				req := httptest.NewRequest("GET", "/v1/orders", nil)
-				req.Header.Set("X-Tenant", strconv.FormatInt(tenants.Add(1), 10))
-				w := &discardWriter{header: http.Header{}}
-				for pb.Next() {
-					clear(w.header)
-					h.ServeHTTP(w, req)
-					if w.status != http.StatusNoContent {
-						b.Errorf("status %d", w.status)
-						return
-					}
-				}
-			})
-			b.StopTimer()
+			serveParallel(b, h, http.StatusNoContent)
 			if n := rec.n.Load(); n > 0 {
 				b.Logf("%d of %d decisions made by the failure mode", n, b.N*rules)
 			}
@@ -103,6 +86,15 @@ func BenchmarkForward(b *testing.B) {
 		b.Fatal(err)
 	}
 	h.Swap(snap)
+	serveParallel(b, h, http.StatusOK)
+	if n := rec.n.Load(); n > 0 {
+		b.Logf("%d decisions made by the failure mode", n)
+	}
+}
+
+// serveParallel runs GET /v1/orders through h from 8 goroutines per CPU,
+// each as its own tenant, and fails on any other status than want.
+func serveParallel(b *testing.B, h *Handler, want int) {
 	var tenants atomic.Int64
 	b.SetParallelism(8)
 	b.ReportAllocs()
@@ -114,14 +106,11 @@ func BenchmarkForward(b *testing.B) {
 		for pb.Next() {
 			clear(w.header)
 			h.ServeHTTP(w, req)
-			if w.status != http.StatusOK {
+			if w.status != want {
 				b.Errorf("status %d", w.status)
 				return
 			}
 		}
 	})
 	b.StopTimer()
-	if n := rec.n.Load(); n > 0 {
-		b.Logf("%d decisions made by the failure mode", n)
-	}
 }
