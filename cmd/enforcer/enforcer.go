@@ -122,6 +122,7 @@ func (e *enforcer) serve(ctx context.Context) error {
 		_ = proxySrv.Close()
 	}
 	_ = adminSrv.Shutdown(shutdownCtx)
+	e.handler.CloseIdleConnections()
 	if failed != nil && !errors.Is(failed, http.ErrServerClosed) {
 		return failed
 	}

@@ -35,6 +35,7 @@ func BenchmarkDecide(b *testing.B) {
 			target, _ := url.Parse("http://127.0.0.1:1")
 			rec := &degradedCount{}
 			h := New(Options{Upstream: target, Recorder: rec})
+			h.forwarder = nil
 			h.upstream = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) })
 			backends := NewBackends(redisURL, func(string) (string, bool) { return "", false }, limiter.ClientOptions{})
 			defer backends.Close()
@@ -70,25 +71,34 @@ func (w *discardWriter) Header() http.Header         { return w.header }
 func (w *discardWriter) Write(b []byte) (int, error) { return io.Discard.Write(b) }
 func (w *discardWriter) WriteHeader(status int)      { w.status = status }
 
-// BenchmarkForward measures the whole handler: a decision, then the reverse
-// proxy to an application on loopback over kept-alive connections (the
-// application's own work is an empty 200).
+// BenchmarkForward measures the whole handler: a decision, then forwarding
+// to an application on loopback over kept-alive connections (the
+// application's own work is an empty 200), by the enforcer's forwarder and
+// by the reverse proxy that takes the requests the forwarder does not.
 func BenchmarkForward(b *testing.B) {
 	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("ok")) }))
 	defer app.Close()
 	target, _ := url.Parse(app.URL)
-	rec := &degradedCount{}
-	h := New(Options{Upstream: target, Recorder: rec})
 	backends := NewBackends(redisURL, func(string) (string, bool) { return "", false }, limiter.ClientOptions{})
 	defer backends.Close()
 	snap, err := NewSnapshot(configOf(b, policyJSON("api", "Enforce", "Open", "Both", ruleJSON("all", "{}", "TokenBucket", "1099511627776/1h"))), backends)
 	if err != nil {
 		b.Fatal(err)
 	}
-	h.Swap(snap)
-	serveParallel(b, h, http.StatusOK)
-	if n := rec.n.Load(); n > 0 {
-		b.Logf("%d decisions made by the failure mode", n)
+	for _, path := range []string{"forwarder", "reverse-proxy"} {
+		b.Run("path="+path, func(b *testing.B) {
+			rec := &degradedCount{}
+			h := New(Options{Upstream: target, Recorder: rec})
+			defer h.CloseIdleConnections()
+			if path == "reverse-proxy" {
+				h.forwarder = nil
+			}
+			h.Swap(snap)
+			serveParallel(b, h, http.StatusOK)
+			if n := rec.n.Load(); n > 0 {
+				b.Logf("%d decisions made by the failure mode", n)
+			}
+		})
 	}
 }
 

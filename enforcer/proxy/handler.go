@@ -22,16 +22,20 @@ import (
 
 // Handler decides and forwards requests. It is safe for concurrent use.
 type Handler struct {
-	snap     atomic.Pointer[Snapshot]
-	upstream http.Handler
-	rec      Recorder
+	snap      atomic.Pointer[Snapshot]
+	forwarder *forwarder   // plain requests; nil when a Transport was given
+	upstream  http.Handler // the others: upgrades, streamed or large bodies
+	transport http.RoundTripper
+	rec       Recorder
 }
 
 // Options configure a Handler.
 type Options struct {
 	// Upstream is the application's base URL, e.g. http://127.0.0.1:8080.
 	Upstream *url.URL
-	// Transport reaches the upstream; nil means NewTransport().
+	// Transport reaches the upstream; nil means NewTransport() for the
+	// requests that need a reverse proxy, and the enforcer's own
+	// forwarder for plain ones. A Transport given here takes them all.
 	Transport http.RoundTripper
 	// Recorder is told every decision; nil records nothing.
 	Recorder Recorder
@@ -48,8 +52,10 @@ func New(opts Options) *Handler {
 		h.rec = NopRecorder{}
 	}
 	if opts.Transport == nil {
+		h.forwarder = newForwarder(opts.Upstream)
 		opts.Transport = NewTransport()
 	}
+	h.transport = opts.Transport
 	if opts.ErrorLog == nil {
 		opts.ErrorLog = log.New(io.Discard, "", 0)
 	}
@@ -57,6 +63,27 @@ func New(opts Options) *Handler {
 	rp.ErrorLog = opts.ErrorLog
 	h.upstream = rp
 	return h
+}
+
+// CloseIdleConnections closes the kept-alive connections to the
+// application that no request is using; call it after the server has shut
+// down.
+func (h *Handler) CloseIdleConnections() {
+	if h.forwarder != nil {
+		h.forwarder.closeIdle()
+	}
+	if t, ok := h.transport.(interface{ CloseIdleConnections() }); ok {
+		t.CloseIdleConnections()
+	}
+}
+
+// forward passes an admitted request to the application.
+func (h *Handler) forward(w http.ResponseWriter, r *http.Request) {
+	if h.forwarder != nil && h.forwarder.takes(r) {
+		h.forwarder.serve(w, r, h.upstreamError)
+		return
+	}
+	h.upstream.ServeHTTP(w, r)
 }
 
 // Swap puts s into service; requests already being decided finish with the
@@ -104,7 +131,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	st.checks = snap.Table.Checks(r, st.checks[:0])
 	if len(st.checks) == 0 {
 		st.release()
-		h.upstream.ServeHTTP(w, r)
+		h.forward(w, r)
 		return
 	}
 	// A client hanging up must neither count as a Redis failure (enough of
@@ -130,7 +157,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	st.release()
-	h.upstream.ServeHTTP(w, r)
+	h.forward(w, r)
 }
 
 // decide asks each backend about its checks, in one round trip per backend.

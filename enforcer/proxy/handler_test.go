@@ -104,7 +104,13 @@ func serve(t *testing.T, cfg *config.Config, redisURL string, upstream http.Hand
 	}
 	app := httptest.NewServer(upstream)
 	t.Cleanup(app.Close)
-	target, _ := url.Parse(app.URL)
+	return serveTo(t, cfg, redisURL, app.URL)
+}
+
+// serveTo is a Handler in front of the application at appURL.
+func serveTo(t *testing.T, cfg *config.Config, redisURL, appURL string) *fixture {
+	t.Helper()
+	target, _ := url.Parse(appURL)
 	rec := &recording{checks: map[string]int{}, policies: map[string]int{}}
 	h := New(Options{Upstream: target, Recorder: rec})
 	backends := NewBackends(redisURL, func(string) (string, bool) { return "", false }, limiter.ClientOptions{})

@@ -1,0 +1,335 @@
+package proxy
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+)
+
+// forwardPaths are the two ways an admitted request reaches the
+// application: the forwarder (plain requests) and the reverse proxy
+// (everything else). Behaviour that both have is tested through both.
+var forwardPaths = []string{"forwarder", "reverse-proxy"}
+
+// allowAll is a config whose one rule admits every request of a test.
+func allowAll(t *testing.T) string {
+	return policyJSON("api", "Enforce", "Open", "XRateLimit", ruleJSON("all", "{}", "TokenBucket", "1000000/1m"))
+}
+
+// serveVia is serve, with the reverse proxy taking every request when path
+// says so.
+func serveVia(t *testing.T, path string, app http.Handler) *fixture {
+	f := serve(t, configOf(t, allowAll(t)), redisURL, app)
+	if path == "reverse-proxy" {
+		f.handler.forwarder = nil
+	}
+	return f
+}
+
+// TestBodiesArriveIntact sends bodies of each size and framing; small ones
+// take the forwarder, large and chunked ones the reverse proxy.
+func TestBodiesArriveIntact(t *testing.T) {
+	app := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		fmt.Fprintf(w, "%s %d %s %d", r.Method, r.ContentLength, r.Header.Get("Content-Type"), len(body))
+		_, _ = w.Write(body)
+	})
+	for _, path := range forwardPaths {
+		t.Run(path, func(t *testing.T) {
+			g := NewWithT(t)
+			f := serveVia(t, path, app)
+			for _, size := range []int{0, 1, 4 << 10, maxForwardBody, maxForwardBody + 1, 1 << 20} {
+				body := strings.Repeat("x", size)
+				resp, err := http.Post(f.url+"/upload", "application/json", strings.NewReader(body))
+				g.Expect(err).NotTo(HaveOccurred())
+				got, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				g.Expect(resp.StatusCode).To(Equal(http.StatusOK))
+				g.Expect(string(got)).To(Equal(fmt.Sprintf("POST %d application/json %d%s", size, size, body)), "size %d", size)
+			}
+			// Unknown length: the client sends it chunked.
+			resp, err := http.Post(f.url+"/upload", "text/plain", io.MultiReader(strings.NewReader("chunked "), strings.NewReader("body")))
+			g.Expect(err).NotTo(HaveOccurred())
+			got, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			g.Expect(string(got)).To(Equal("POST -1 text/plain 12chunked body"))
+		})
+	}
+}
+
+// TestResponsesWithoutBody: HEAD, 204 and 304 keep their headers and have
+// no body, and the connection serves the next request.
+func TestResponsesWithoutBody(t *testing.T) {
+	app := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("ETag", `"v1"`)
+		switch r.URL.Path {
+		case "/empty":
+			w.WriteHeader(http.StatusNoContent)
+		case "/cached":
+			w.WriteHeader(http.StatusNotModified)
+		default:
+			_, _ = io.WriteString(w, "hello")
+		}
+	})
+	for _, path := range forwardPaths {
+		t.Run(path, func(t *testing.T) {
+			g := NewWithT(t)
+			f := serveVia(t, path, app)
+			resp, err := http.Head(f.url + "/page")
+			g.Expect(err).NotTo(HaveOccurred())
+			resp.Body.Close()
+			g.Expect(resp.StatusCode).To(Equal(http.StatusOK))
+			g.Expect(resp.ContentLength).To(Equal(int64(5)), "HEAD keeps the length of what GET would send")
+			for _, c := range []struct {
+				path   string
+				status int
+			}{{"/empty", 204}, {"/cached", 304}, {"/page", 200}} {
+				r := get(g, f.url+c.path)
+				g.Expect(r.status).To(Equal(c.status))
+				g.Expect(r.header.Get("ETag")).To(Equal(`"v1"`))
+				g.Expect(r.header.Get("X-RateLimit-Limit")).NotTo(BeEmpty())
+			}
+		})
+	}
+}
+
+// TestTrailersPassThrough: trailers of a chunked response reach the client.
+func TestTrailersPassThrough(t *testing.T) {
+	app := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Trailer", "X-Checksum")
+		_, _ = io.WriteString(w, "part one, ")
+		w.(http.Flusher).Flush()
+		_, _ = io.WriteString(w, "part two")
+		w.Header().Set("X-Checksum", "abc123")
+		w.Header().Set(http.TrailerPrefix+"X-Undeclared", "late")
+	})
+	for _, path := range forwardPaths {
+		t.Run(path, func(t *testing.T) {
+			g := NewWithT(t)
+			f := serveVia(t, path, app)
+			resp, err := http.Get(f.url + "/")
+			g.Expect(err).NotTo(HaveOccurred())
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			g.Expect(string(body)).To(Equal("part one, part two"))
+			g.Expect(resp.Trailer.Get("X-Checksum")).To(Equal("abc123"))
+			g.Expect(resp.Trailer.Get("X-Undeclared")).To(Equal("late"))
+		})
+	}
+}
+
+// TestHopByHopResponseHeaders: headers about the application's connection
+// stay there.
+func TestHopByHopResponseHeaders(t *testing.T) {
+	app := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Connection", "X-Internal")
+		w.Header().Set("X-Internal", "hop")
+		w.Header().Set("Keep-Alive", "timeout=5")
+		w.Header().Set("X-Kept", "end-to-end")
+	})
+	for _, path := range forwardPaths {
+		t.Run(path, func(t *testing.T) {
+			g := NewWithT(t)
+			f := serveVia(t, path, app)
+			r := get(g, f.url+"/")
+			g.Expect(r.header.Get("X-Kept")).To(Equal("end-to-end"))
+			g.Expect(r.header.Get("X-Internal")).To(BeEmpty())
+			g.Expect(r.header.Get("Keep-Alive")).To(BeEmpty())
+		})
+	}
+}
+
+// TestConnectionsAreReused: sequential requests share one kept-alive
+// connection to the application.
+func TestConnectionsAreReused(t *testing.T) {
+	g := NewWithT(t)
+	var conns atomic.Int32
+	app := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "ok")
+	}))
+	app.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	app.Start()
+	t.Cleanup(app.Close)
+	f := serveTo(t, configOf(t, allowAll(t)), redisURL, app.URL)
+	for range 50 {
+		g.Expect(get(g, f.url+"/").body).To(Equal("ok"))
+		resp, err := http.Post(f.url+"/", "text/plain", strings.NewReader("body"))
+		g.Expect(err).NotTo(HaveOccurred())
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	g.Expect(conns.Load()).To(Equal(int32(1)))
+}
+
+// scripted is an application on a raw socket: each connection answers
+// requests with the given responses in turn, then closes, saying nothing.
+func scripted(t *testing.T, responses ...string) (url string, requests *atomic.Int32) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	requests = &atomic.Int32{}
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer conn.Close()
+				br := bufio.NewReader(conn)
+				for _, resp := range responses {
+					req, err := http.ReadRequest(br)
+					if err != nil {
+						return
+					}
+					_, _ = io.Copy(io.Discard, req.Body)
+					requests.Add(1)
+					if _, err := io.WriteString(conn, resp); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return "http://" + ln.Addr().String(), requests
+}
+
+// TestApplicationClosesIdleConnections: an application that drops a kept-
+// alive connection after one request (as servers do after their idle
+// timeout) costs the client nothing, whatever the method.
+func TestApplicationClosesIdleConnections(t *testing.T) {
+	g := NewWithT(t)
+	app, requests := scripted(t, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+	f := serveTo(t, configOf(t, allowAll(t)), redisURL, app)
+	for i := range 6 {
+		var resp *http.Response
+		var err error
+		if i%2 == 0 {
+			resp, err = http.Get(f.url + "/")
+		} else {
+			resp, err = http.Post(f.url+"/", "text/plain", strings.NewReader("once"))
+		}
+		g.Expect(err).NotTo(HaveOccurred())
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		g.Expect(resp.StatusCode).To(Equal(http.StatusOK), "request %d", i)
+		g.Expect(string(body)).To(Equal("ok"))
+		time.Sleep(20 * time.Millisecond) // the close reaches the enforcer
+	}
+	g.Expect(requests.Load()).To(Equal(int32(6)), "no request reached the application twice")
+}
+
+// TestApplicationUnreachable: 502 with a problem body.
+func TestApplicationUnreachable(t *testing.T) {
+	g := NewWithT(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	g.Expect(err).NotTo(HaveOccurred())
+	addr := ln.Addr().String()
+	ln.Close()
+	f := serveTo(t, configOf(t, allowAll(t)), redisURL, "http://"+addr)
+	r := get(g, f.url+"/")
+	g.Expect(r.status).To(Equal(http.StatusBadGateway))
+	g.Expect(r.header.Get("Content-Type")).To(Equal("application/problem+json"))
+	g.Expect(r.body).To(ContainSubstring(ProblemUpstreamUnavailable))
+	g.Expect(f.rec.upstream).To(Equal(1))
+}
+
+// TestBrokenResponses: a response cut short reaches the client as cut
+// short, never as complete; a garbled one is a 502.
+func TestBrokenResponses(t *testing.T) {
+	g := NewWithT(t)
+	short, _ := scripted(t, "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nonly ten..")
+	f := serveTo(t, configOf(t, allowAll(t)), redisURL, short)
+	resp, err := http.Get(f.url + "/")
+	if err == nil { // the headers may have been sent before the body broke
+		_, err = io.ReadAll(resp.Body)
+		resp.Body.Close()
+	}
+	g.Expect(err).To(HaveOccurred(), "a body cut short is never taken as complete")
+
+	garbled, _ := scripted(t, "HTTP/1.1 two hundred\r\n\r\n")
+	f = serveTo(t, configOf(t, allowAll(t)), redisURL, garbled)
+	g.Expect(get(g, f.url+"/").status).To(Equal(http.StatusBadGateway))
+
+	unasked, _ := scripted(t, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
+	f = serveTo(t, configOf(t, allowAll(t)), redisURL, unasked)
+	g.Expect(get(g, f.url+"/").status).To(Equal(http.StatusBadGateway))
+
+	hints, _ := scripted(t, "HTTP/1.1 103 Early Hints\r\nLink: </app.css>; rel=preload\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nfinal")
+	f = serveTo(t, configOf(t, allowAll(t)), redisURL, hints)
+	g.Expect(get(g, f.url+"/").body).To(Equal("final"))
+}
+
+// TestClientHangUpReachesApplication: when the client gives up on a long
+// poll, the application's request is cancelled too.
+func TestClientHangUpReachesApplication(t *testing.T) {
+	g := NewWithT(t)
+	started, gone := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	app := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		once.Do(func() { close(started) })
+		select {
+		case <-r.Context().Done():
+			close(gone)
+		case <-time.After(10 * time.Second):
+		}
+	})
+	f := serve(t, configOf(t, allowAll(t)), redisURL, app)
+	conn, err := net.Dial("tcp", strings.TrimPrefix(f.url, "http://"))
+	g.Expect(err).NotTo(HaveOccurred())
+	fmt.Fprint(conn, "GET /poll HTTP/1.1\r\nHost: example.test\r\n\r\n")
+	g.Eventually(started).Should(BeClosed())
+	conn.Close()
+	g.Eventually(gone, 5*time.Second).Should(BeClosed())
+}
+
+// TestIdleConnectionsAreClosed: connections idle for longer than the idle
+// timeout are closed, so that a burst does not hold the application's
+// sockets for ever.
+func TestIdleConnectionsAreClosed(t *testing.T) {
+	g := NewWithT(t)
+	var open atomic.Int32
+	app := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(10 * time.Millisecond) // concurrent requests need connections of their own
+	}))
+	app.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		switch s {
+		case http.StateNew:
+			open.Add(1)
+		case http.StateClosed, http.StateHijacked:
+			open.Add(-1)
+		}
+	}
+	app.Start()
+	t.Cleanup(app.Close)
+	f := serveTo(t, configOf(t, allowAll(t)), redisURL, app.URL)
+	f.handler.forwarder.idleTimeout = 200 * time.Millisecond
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() { get(g, f.url+"/") })
+	}
+	wg.Wait()
+	g.Expect(open.Load()).To(BeNumerically(">", 1))
+	g.Eventually(open.Load, 2*time.Second).Should(BeZero())
+	g.Expect(get(g, f.url+"/").status).To(Equal(http.StatusOK), "a new connection after the pool emptied")
+}
