@@ -60,6 +60,8 @@ type upstreamConn struct {
 	br       *bufio.Reader
 	bw       *bufio.Writer
 	lastUsed time.Time
+	// interrupt unblocks the connection's reads and writes for good.
+	interrupt func()
 }
 
 // newForwarder is the forwarder to target, or nil when target is not a
@@ -100,30 +102,9 @@ var errUpstreamResponse = errors.New("unexpected response from the application")
 // serve forwards r and copies the response to w; onError answers when the
 // application could not be reached or gave no usable response.
 func (f *forwarder) serve(w http.ResponseWriter, r *http.Request, onError func(http.ResponseWriter, *http.Request, error)) {
-	// A client that hangs up interrupts the exchange, as the reverse proxy
-	// would cancel its request, so that a long poll is not left running.
 	ctx := r.Context()
-	var c *upstreamConn
-	var mu sync.Mutex
-	stop := context.AfterFunc(ctx, func() {
-		mu.Lock()
-		defer mu.Unlock()
-		if c != nil {
-			_ = c.conn.SetDeadline(time.Unix(1, 0))
-		}
-	})
-	use := func(conn *upstreamConn) {
-		mu.Lock()
-		c = conn
-		if ctx.Err() != nil {
-			_ = c.conn.SetDeadline(time.Unix(1, 0))
-		}
-		mu.Unlock()
-	}
-
-	resp, conn, err := f.roundTrip(ctx, r, use)
+	resp, conn, stop, err := f.roundTrip(ctx, r)
 	if err != nil {
-		stop()
 		if ctx.Err() != nil {
 			err = context.Cause(ctx)
 		}
@@ -148,8 +129,11 @@ func (f *forwarder) serve(w http.ResponseWriter, r *http.Request, onError func(h
 
 // roundTrip writes r to a pooled connection, or a new one, and reads the
 // response head. A pooled connection the application closed before
-// answering is replaced once if r can be sent again.
-func (f *forwarder) roundTrip(ctx context.Context, r *http.Request, use func(*upstreamConn)) (*http.Response, *upstreamConn, error) {
+// answering is replaced once if r can be sent again. Until stop is called,
+// a client that hangs up interrupts the exchange (as the reverse proxy
+// would cancel its request), so that a long poll is not left running;
+// stop reports false if it did.
+func (f *forwarder) roundTrip(ctx context.Context, r *http.Request) (resp *http.Response, c *upstreamConn, stop func() bool, err error) {
 	replayable := r.ContentLength == 0 && (r.Method == http.MethodGet || r.Method == http.MethodHead ||
 		r.Method == http.MethodOptions || r.Method == http.MethodTrace)
 	for attempt := 0; ; attempt++ {
@@ -157,18 +141,19 @@ func (f *forwarder) roundTrip(ctx context.Context, r *http.Request, use func(*up
 		if c == nil {
 			conn, err := f.dialer.DialContext(ctx, "tcp", f.addr)
 			if err != nil {
-				return nil, nil, err
+				return nil, nil, nil, err
 			}
 			c = newUpstreamConn(conn)
 		}
-		use(c)
+		stop := context.AfterFunc(ctx, c.interrupt)
 		resp, received, err := f.exchange(c, r)
 		if err == nil {
-			return resp, c, nil
+			return resp, c, stop, nil
 		}
+		stop()
 		_ = c.conn.Close()
 		if !reused || received || !replayable || attempt > 0 || ctx.Err() != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 	}
 }
@@ -371,7 +356,12 @@ func listedIn(connection []string, k string) bool {
 }
 
 func newUpstreamConn(conn net.Conn) *upstreamConn {
-	return &upstreamConn{conn: conn, br: bufio.NewReaderSize(conn, 16<<10), bw: bufio.NewWriterSize(conn, 16<<10)}
+	return &upstreamConn{
+		conn:      conn,
+		br:        bufio.NewReaderSize(conn, 16<<10),
+		bw:        bufio.NewWriterSize(conn, 16<<10),
+		interrupt: func() { _ = conn.SetDeadline(time.Unix(1, 0)) },
+	}
 }
 
 // get takes the most recently used idle connection, or nil. check asks for
