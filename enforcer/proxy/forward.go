@@ -201,7 +201,9 @@ func (f *forwarder) writeRequest(bw *bufio.Writer, r *http.Request) error {
 
 	connection := r.Header["Connection"]
 	for k, vv := range r.Header {
-		if isHopByHop(k) || k == "X-Forwarded-For" || (connection != nil && listedIn(connection, k)) {
+		// Content-Length is written below from the body's length; the
+		// client's own header would be a duplicate.
+		if isHopByHop(k) || k == "X-Forwarded-For" || k == "Content-Length" || (connection != nil && listedIn(connection, k)) {
 			continue
 		}
 		for _, v := range vv {

@@ -333,3 +333,70 @@ func TestIdleConnectionsAreClosed(t *testing.T) {
 	g.Eventually(open.Load, 2*time.Second).Should(BeZero())
 	g.Expect(get(g, f.url+"/").status).To(Equal(http.StatusOK), "a new connection after the pool emptied")
 }
+
+// TestRequestAsSent reads the bytes the application receives: one Host,
+// one Content-Length, the client's headers in full, this hop appended to
+// X-Forwarded-For, and nothing that was meant for the enforcer only.
+func TestRequestAsSent(t *testing.T) {
+	g := NewWithT(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() { ln.Close() })
+	heads := make(chan string, 1)
+	go func() {
+		conn, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		br := bufio.NewReader(conn)
+		var head strings.Builder
+		for {
+			line, err := br.ReadString('\n')
+			if err != nil {
+				return
+			}
+			head.WriteString(line)
+			if line == "\r\n" {
+				break
+			}
+		}
+		body := make([]byte, 5)
+		_, _ = io.ReadFull(br, body)
+		heads <- head.String() + string(body)
+		_, _ = io.WriteString(conn, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+	}()
+	f := serveTo(t, configOf(t, allowAll(t)), redisURL, "http://"+ln.Addr().String())
+	conn, err := net.Dial("tcp", strings.TrimPrefix(f.url, "http://"))
+	g.Expect(err).NotTo(HaveOccurred())
+	defer conn.Close()
+	fmt.Fprint(conn, "POST /orders?page=2 HTTP/1.1\r\nHost: shop.example.com\r\nContent-Length: 5\r\n"+
+		"Content-Type: text/plain\r\nAccept: a/b\r\nAccept: c/d\r\nX-Forwarded-For: 203.0.113.9\r\n"+
+		"Connection: keep-alive, X-Secret\r\nX-Secret: hop\r\nKeep-Alive: timeout=5\r\nProxy-Authorization: Basic eDp5\r\n\r\nhello")
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(resp.StatusCode).To(Equal(http.StatusOK))
+
+	var head string
+	g.Eventually(heads).Should(Receive(&head))
+	lines := strings.Split(head, "\r\n")
+	g.Expect(lines[0]).To(Equal("POST /orders?page=2 HTTP/1.1"))
+	g.Expect(lines).To(ContainElements(
+		"Host: shop.example.com", "Content-Length: 5", "Content-Type: text/plain", "Accept: a/b", "Accept: c/d",
+		"X-Forwarded-For: 203.0.113.9, 127.0.0.1", "X-Forwarded-Host: shop.example.com", "X-Forwarded-Proto: http"))
+	count := func(prefix string) (n int) {
+		for _, l := range lines {
+			if strings.HasPrefix(strings.ToLower(l), strings.ToLower(prefix)) {
+				n++
+			}
+		}
+		return n
+	}
+	g.Expect(count("Host:")).To(Equal(1))
+	g.Expect(count("Content-Length:")).To(Equal(1))
+	g.Expect(count("X-Forwarded-For:")).To(Equal(1))
+	for _, hop := range []string{"Connection:", "X-Secret:", "Keep-Alive:", "Proxy-Authorization:", "User-Agent:"} {
+		g.Expect(count(hop)).To(BeZero(), hop)
+	}
+	g.Expect(lines[len(lines)-1]).To(Equal("hello"))
+}
