@@ -23,8 +23,8 @@ import (
 // allocations (docs/performance.md). A forwarder writes the request to a
 // kept-alive connection to the application and reads the answer on the
 // handler's own goroutine instead. Requests it does not take (upgrades,
-// bodies of unknown or large size, Expect and TE) go through the reverse
-// proxy, which streams a request body while reading the response.
+// bodies of unknown or large size, TE) go through the reverse proxy, which
+// streams a request body while reading the response.
 
 const (
 	// maxForwardBody is the largest request body the forwarder sends. It
@@ -93,7 +93,7 @@ func (f *forwarder) takes(r *http.Request) bool {
 		return false
 	}
 	h := r.Header
-	return h["Upgrade"] == nil && h["Expect"] == nil && h["Te"] == nil && h["Trailer"] == nil
+	return h["Upgrade"] == nil && h["Te"] == nil && h["Trailer"] == nil
 }
 
 // errUpstreamResponse is a response the forwarder cannot pass on.
@@ -202,8 +202,10 @@ func (f *forwarder) writeRequest(bw *bufio.Writer, r *http.Request) error {
 	connection := r.Header["Connection"]
 	for k, vv := range r.Header {
 		// Content-Length is written below from the body's length; the
-		// client's own header would be a duplicate.
-		if isHopByHop(k) || k == "X-Forwarded-For" || k == "Content-Length" || (connection != nil && listedIn(connection, k)) {
+		// client's own header would be a duplicate. Expect: 100-continue is
+		// answered here (the server sends 100 Continue when the body is
+		// read), as nginx does, since the body is read before sending.
+		if isHopByHop(k) || k == "X-Forwarded-For" || k == "Content-Length" || k == "Expect" || (connection != nil && listedIn(connection, k)) {
 			continue
 		}
 		for _, v := range vv {

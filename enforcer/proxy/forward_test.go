@@ -400,3 +400,34 @@ func TestRequestAsSent(t *testing.T) {
 	}
 	g.Expect(lines[len(lines)-1]).To(Equal("hello"))
 }
+
+// TestExpectContinue: a client that waits for 100 Continue before sending
+// its body (curl does for bodies over 1 KiB) gets it, and its body arrives.
+func TestExpectContinue(t *testing.T) {
+	app := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		fmt.Fprintf(w, "got %s", body)
+	})
+	for _, path := range forwardPaths {
+		t.Run(path, func(t *testing.T) {
+			g := NewWithT(t)
+			f := serveVia(t, path, app)
+			conn, err := net.Dial("tcp", strings.TrimPrefix(f.url, "http://"))
+			g.Expect(err).NotTo(HaveOccurred())
+			defer conn.Close()
+			_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+			fmt.Fprint(conn, "POST /upload HTTP/1.1\r\nHost: example.test\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n")
+			br := bufio.NewReader(conn)
+			cont, err := http.ReadResponse(br, nil)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(cont.StatusCode).To(Equal(http.StatusContinue), "the body is asked for")
+			fmt.Fprint(conn, "hello")
+			resp, err := http.ReadResponse(br, nil)
+			g.Expect(err).NotTo(HaveOccurred())
+			body, _ := io.ReadAll(resp.Body)
+			g.Expect(resp.StatusCode).To(Equal(http.StatusOK))
+			g.Expect(string(body)).To(Equal("got hello"))
+			g.Expect(resp.Header.Get("X-RateLimit-Remaining")).NotTo(BeEmpty(), "the limit headers are on the final response")
+		})
+	}
+}

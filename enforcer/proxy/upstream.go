@@ -58,6 +58,11 @@ func NewUpstream(target *url.URL, transport http.RoundTripper, onError func(http
 					pr.Out.Header[k] = v
 				}
 			}
+			// 100-continue is answered by this server when the body is
+			// read, as nginx does. Passed on, the application's 100 would
+			// be relayed carrying the rate limit headers, which the
+			// reverse proxy then clears from the final response.
+			pr.Out.Header.Del("Expect")
 		},
 		Transport:    transport,
 		BufferPool:   copyBuffers,
