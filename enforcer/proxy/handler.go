@@ -2,7 +2,9 @@
 // each request against its policies' rules in one Redis round trip, answers
 // 429 (or 503 when a fail-closed policy cannot decide) with rate limit
 // headers and an RFC 9457 problem, and otherwise forwards the request to the
-// application through a reverse proxy, adding the headers to its response.
+// application, adding the headers to its response: ordinary requests on the
+// deciding goroutine over kept-alive connections (forward.go), upgrades and
+// streamed bodies through httputil.ReverseProxy (upstream.go).
 package proxy
 
 import (
