@@ -375,6 +375,7 @@ func TestRequestAsSent(t *testing.T) {
 		"Connection: keep-alive, X-Secret\r\nX-Secret: hop\r\nKeep-Alive: timeout=5\r\nProxy-Authorization: Basic eDp5\r\n\r\nhello")
 	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
 	g.Expect(err).NotTo(HaveOccurred())
+	resp.Body.Close()
 	g.Expect(resp.StatusCode).To(Equal(http.StatusOK))
 
 	var head string
@@ -420,11 +421,13 @@ func TestExpectContinue(t *testing.T) {
 			br := bufio.NewReader(conn)
 			cont, err := http.ReadResponse(br, nil)
 			g.Expect(err).NotTo(HaveOccurred())
+			cont.Body.Close()
 			g.Expect(cont.StatusCode).To(Equal(http.StatusContinue), "the body is asked for")
 			fmt.Fprint(conn, "hello")
 			resp, err := http.ReadResponse(br, nil)
 			g.Expect(err).NotTo(HaveOccurred())
 			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
 			g.Expect(resp.StatusCode).To(Equal(http.StatusOK))
 			g.Expect(string(body)).To(Equal("got hello"))
 			g.Expect(resp.Header.Get("X-RateLimit-Remaining")).NotTo(BeEmpty(), "the limit headers are on the final response")
