@@ -37,6 +37,10 @@ const (
 	idleCheckAfter = time.Second
 	// maxInformational bounds the 1xx answers skipped before a final one.
 	maxInformational = 8
+	// maxResponseHead bounds the response heads (status lines and header
+	// fields, 1xx included) read for one request, as the server bounds
+	// request heads.
+	maxResponseHead = 1 << 20
 )
 
 // forwarder sends plain HTTP/1.1 requests to one application over a pool of
@@ -57,6 +61,7 @@ type forwarder struct {
 // upstreamConn is one kept-alive connection to the application.
 type upstreamConn struct {
 	conn     net.Conn
+	head     headReader // what br reads from
 	br       *bufio.Reader
 	bw       *bufio.Writer
 	lastUsed time.Time
@@ -164,12 +169,17 @@ func (f *forwarder) exchange(c *upstreamConn, r *http.Request) (resp *http.Respo
 	if err := f.writeRequest(c.bw, r); err != nil {
 		return nil, false, err
 	}
+	c.head.budget = maxResponseHead
+	defer func() { c.head.budget = -1 }() // the body is not limited
 	if _, err := c.br.Peek(1); err != nil {
 		return nil, false, err
 	}
 	for range maxInformational {
 		resp, err = http.ReadResponse(c.br, r)
 		if err != nil {
+			if errors.Is(err, errResponseHeadTooLarge) || c.head.budget == 0 {
+				err = fmt.Errorf("%w: response head over %d bytes", errUpstreamResponse, maxResponseHead)
+			}
 			return nil, true, err
 		}
 		switch {
@@ -360,12 +370,37 @@ func listedIn(connection []string, k string) bool {
 }
 
 func newUpstreamConn(conn net.Conn) *upstreamConn {
-	return &upstreamConn{
+	c := &upstreamConn{
 		conn:      conn,
-		br:        bufio.NewReaderSize(conn, 16<<10),
+		head:      headReader{conn: conn, budget: -1},
 		bw:        bufio.NewWriterSize(conn, 16<<10),
 		interrupt: func() { _ = conn.SetDeadline(time.Unix(1, 0)) },
 	}
+	c.br = bufio.NewReaderSize(&c.head, 16<<10)
+	return c
+}
+
+var errResponseHeadTooLarge = errors.New("response head too large")
+
+// headReader reads from a connection, and fails once a response head has
+// used up its budget of bytes.
+type headReader struct {
+	conn   net.Conn
+	budget int64 // what is left; negative while reading a body: no limit
+}
+
+func (h *headReader) Read(b []byte) (int, error) {
+	switch {
+	case h.budget < 0:
+		return h.conn.Read(b)
+	case h.budget == 0:
+		return 0, errResponseHeadTooLarge
+	case int64(len(b)) > h.budget:
+		b = b[:h.budget]
+	}
+	n, err := h.conn.Read(b)
+	h.budget -= int64(n)
+	return n, err
 }
 
 // get takes the most recently used idle connection, or nil. check asks for

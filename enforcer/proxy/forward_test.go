@@ -434,3 +434,31 @@ func TestExpectContinue(t *testing.T) {
 		})
 	}
 }
+
+// TestHugeResponseHead: an application sending megabytes of headers gets
+// its client a 502, not an enforcer holding them all in memory.
+func TestHugeResponseHead(t *testing.T) {
+	g := NewWithT(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		conn, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		_, _ = http.ReadRequest(bufio.NewReader(conn))
+		_, _ = io.WriteString(conn, "HTTP/1.1 200 OK\r\n")
+		line := "X-Filler: " + strings.Repeat("x", 1000) + "\r\n"
+		for range 4 << 10 { // 4 MiB of headers, or until the enforcer hangs up
+			if _, err := io.WriteString(conn, line); err != nil {
+				return
+			}
+		}
+		_, _ = io.WriteString(conn, "Content-Length: 0\r\n\r\n")
+		_, _ = conn.Read(make([]byte, 1)) // until the enforcer hangs up
+	}()
+	f := serveTo(t, configOf(t, allowAll(t)), redisURL, "http://"+ln.Addr().String())
+	g.Expect(get(g, f.url+"/").status).To(Equal(http.StatusBadGateway))
+}
