@@ -144,10 +144,33 @@ func (r *Reloader) Watch(ctx context.Context, debounce time.Duration) error {
 	if err != nil {
 		return err
 	}
+	// A change made between Start and now raised no event (a new pod's
+	// ConfigMap is rewritten as the pod itself changes the replica count):
+	// look once more, now that changes are watched. While still waiting
+	// for a file that is not there, there is nothing to look at.
+	if r.serving() || allExist(r.source.Paths()) {
+		_ = r.Reload()
+	}
 	go w.Run(ctx, func() { _ = r.Reload() }, func(err error) {
 		r.log.Warn("config watch", "error", err)
 	})
 	return nil
+}
+
+// serving reports whether a configuration is in service.
+func (r *Reloader) serving() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.current != nil
+}
+
+func allExist(paths []string) bool {
+	for _, p := range paths {
+		if _, err := os.Stat(p); err != nil {
+			return false
+		}
+	}
+	return true
 }
 
 func dirExists(path string) bool {

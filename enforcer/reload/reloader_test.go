@@ -210,3 +210,23 @@ func TestStartWaitsForAConfigFileThatIsNotThereYet(t *testing.T) {
 	writeFile(t, other, "{")
 	g.Expect(NewReloader(&Source{ConfigPath: other}, rec.apply, nil, quietLog()).Start()).NotTo(Succeed())
 }
+
+// TestWatchCatchesUpWithChangesBeforeIt: a file changed after Start but
+// before the watch began (no event will ever report it) is loaded when
+// the watch starts, not at the next change.
+func TestWatchCatchesUpWithChangesBeforeIt(t *testing.T) {
+	g := NewWithT(t)
+	path := filepath.Join(t.TempDir(), "config.json")
+	writeFile(t, path, configJSON("api", 10))
+	rec := &recorder{}
+	r := NewReloader(&Source{ConfigPath: path}, rec.apply, rec, quietLog())
+	g.Expect(r.Start()).To(Succeed())
+	writeFile(t, path, configJSON("api", 20))
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	g.Expect(r.Watch(ctx, 50*time.Millisecond)).To(Succeed())
+	g.Eventually(rec.limit, 2*time.Second, 20*time.Millisecond).Should(Equal(int64(20)))
+	g.Expect(r.State().Reloads).To(Equal(int64(1)))
+	g.Expect(rec.failures).To(BeZero())
+}

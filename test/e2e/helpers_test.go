@@ -109,9 +109,10 @@ func expectReady(ctx context.Context, namespace, name string, pods int32) {
 	GinkgoHelper()
 	Eventually(func(g Gomega) {
 		p := policy(ctx, namespace, name)
-		g.Expect(readyOf(p)).To(And(
+		ready := readyOf(p)
+		g.Expect(ready).To(And(
 			HaveField("Status", metav1.ConditionTrue),
-			HaveField("ObservedGeneration", p.Generation)), "Ready of policy %s", name)
+			HaveField("ObservedGeneration", p.Generation)), "Ready of policy %s: %s: %s", name, ready.Reason, ready.Message)
 		g.Expect(p.Status.Enforcers.UpToDate).To(Equal(pods))
 	}).Should(Succeed())
 }
