@@ -19,7 +19,7 @@ import (
 // Forwarding an ordinary request is most of the enforcer's work, so it
 // does not go through httputil.ReverseProxy and http.Transport: their
 // per-connection reader and writer goroutines cost two goroutine hand-offs
-// per request, and cloning the request and its headers most of the
+// per request, and cloning the request and its headers made most of the
 // allocations (docs/performance.md). A forwarder writes the request to a
 // kept-alive connection to the application and reads the answer on the
 // handler's own goroutine instead. Requests it does not take (upgrades,
