@@ -26,8 +26,10 @@ type Manager struct {
 	proc *Process
 }
 
-func newManager(bin, dir string, args []string) (*Manager, error) {
-	port, err := freePort()
+// newManager is the manager to run with args; its health probes get a free
+// port other than taken (the webhook's, which nothing listens on yet).
+func newManager(bin, dir string, args []string, taken int) (*Manager, error) {
+	port, err := freePort(taken)
 	if err != nil {
 		return nil, err
 	}
@@ -105,11 +107,17 @@ func (m *Manager) Restart(ctx context.Context) error {
 	return m.Start(ctx)
 }
 
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
+// freePort is a loopback port nothing listens on, other than taken.
+func freePort(taken int) (int, error) {
+	for {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return 0, err
+		}
+		port := ln.Addr().(*net.TCPAddr).Port
+		_ = ln.Close()
+		if port != taken {
+			return port, nil
+		}
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
 }

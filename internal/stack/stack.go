@@ -150,7 +150,8 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	}
 
 	fmt.Fprintln(opts.Progress, "starting sluice-manager")
-	if s.Manager, err = newManager(managerBin, dir, s.managerArgs(opts)); err != nil {
+	webhookPort, _ := s.cp.webhook()
+	if s.Manager, err = newManager(managerBin, dir, s.managerArgs(opts), webhookPort); err != nil {
 		return nil, err
 	}
 	if err = s.Manager.Start(ctx); err != nil {

@@ -73,13 +73,20 @@ func okApp(t testing.TB) string {
 	return app.URL
 }
 
-func freeAddr(t testing.TB) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+// freeAddrs returns two distinct loopback addresses that were free a moment
+// ago, for --listen and --admin-listen: both listeners stay open until both
+// are chosen, so the kernel cannot hand out one port twice.
+func freeAddrs(t testing.TB) (listen, admin string) {
+	var addrs [2]string
+	for i := range addrs {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		addrs[i] = l.Addr().String()
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return addrs[0], addrs[1]
 }
 
 // start runs an enforcer as s says and waits until it serves; it is
@@ -108,7 +115,7 @@ func start(t testing.TB, s setup) *instance {
 			t.Fatal(err)
 		}
 	}
-	listen, admin := freeAddr(t), freeAddr(t)
+	listen, admin := freeAddrs(t)
 	args := append([]string{"--listen", listen, "--admin-listen", admin, "--upstream", s.upstream,
 		"--redis-url", s.redisURL, flag, s.configPath, "--pod-namespace", namespace(t), "--pod-name", "test-0"}, s.args...)
 	in := &instance{url: "http://" + listen, admin: "http://" + admin, configPath: s.configPath,

@@ -111,7 +111,8 @@ func TestBadConfigAtStart(t *testing.T) {
 	g := NewWithT(t)
 	path := t.TempDir() + "/config.json"
 	g.Expect(os.WriteFile(path, []byte(`{"schema": "sluice.dev/enforcer-config/v1", "namespace": "x", "policies": [{"name": "api", "mode": "Enforcing"}]}`), 0o644)).To(Succeed())
-	out, err := runBinary("--upstream", "http://127.0.0.1:1", "--config", path, "--listen", freeAddr(t), "--admin-listen", freeAddr(t))
+	listen, admin := freeAddrs(t)
+	out, err := runBinary("--upstream", "http://127.0.0.1:1", "--config", path, "--listen", listen, "--admin-listen", admin)
 	g.Expect(exitCode(err)).To(Equal(3))
 	g.Expect(out).To(ContainSubstring(`invalid configuration: load config ` + path + `: policies[0](api).mode: "Enforcing" is not one of Enforce, DryRun`))
 

@@ -70,7 +70,8 @@ func TestPolicyWithItsOwnRedis(t *testing.T) {
 	// be counted in another Redis than its other replicas use.
 	path := filepath.Join(t.TempDir(), "p.yaml")
 	g.Expect(os.WriteFile(path, []byte(policies), 0o644)).To(Succeed())
-	out, err := runBinary("--upstream", "http://127.0.0.1:1", "--policy-file", path, "--listen", freeAddr(t), "--admin-listen", freeAddr(t))
+	listen, admin := freeAddrs(t)
+	out, err := runBinary("--upstream", "http://127.0.0.1:1", "--policy-file", path, "--listen", listen, "--admin-listen", admin)
 	g.Expect(exitCode(err)).To(Equal(3))
 	g.Expect(out).To(ContainSubstring("policy team-b: environment variable SLUICE_REDIS_URL_TEAM_B, which holds its Redis URL, is not set"))
 }

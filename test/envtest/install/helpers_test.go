@@ -181,9 +181,10 @@ func startManager(objs []*unstructured.Unstructured) *runningManager {
 	userConfig := filepath.Join(dir, "kubeconfig")
 	Expect(os.WriteFile(userConfig, data, 0o600)).To(Succeed())
 
-	m := &runningManager{probes: freeAddress(), certDir: filepath.Join(dir, "certs")}
+	addrs := freeAddresses(2)
+	m := &runningManager{probes: addrs[0], certDir: filepath.Join(dir, "certs")}
 	Expect(os.Mkdir(m.certDir, 0o700)).To(Succeed())
-	_, webhookPort, err := net.SplitHostPort(freeAddress())
+	_, webhookPort, err := net.SplitHostPort(addrs[1])
 	Expect(err).NotTo(HaveOccurred())
 	args := append(managerDeployment(objs).Spec.Template.Spec.Containers[0].Args,
 		"--kubeconfig="+userConfig,
@@ -222,12 +223,18 @@ func (m *runningManager) ready() (int, error) {
 	return resp.StatusCode, nil
 }
 
-// freeAddress is a loopback address with a port nothing listens on.
-func freeAddress() string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	Expect(err).NotTo(HaveOccurred())
-	defer func() { _ = l.Close() }()
-	return l.Addr().String()
+// freeAddresses are n distinct loopback addresses with ports nothing
+// listens on: the listeners stay open until all n are chosen, so the
+// kernel cannot hand out one port twice.
+func freeAddresses(n int) []string {
+	addrs := make([]string, n)
+	for i := range addrs {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		Expect(err).NotTo(HaveOccurred())
+		defer func() { _ = l.Close() }()
+		addrs[i] = l.Addr().String()
+	}
+	return addrs
 }
 
 // sampleFiles are the sample policies, without config/samples' kustomization.
