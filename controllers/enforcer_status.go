@@ -400,10 +400,7 @@ func workloadOf(pod *corev1.Pod) string {
 const maxConditionMessage = 4096
 
 func limitMessage(msg string) string {
-	if len(msg) > maxConditionMessage {
-		return msg[:maxConditionMessage-3] + "..."
-	}
-	return msg
+	return truncate(msg, maxConditionMessage)
 }
 
 // readyEvent returns the Event of a change of Ready's status or reason,

@@ -225,7 +225,7 @@ func (r *EnforcerStatusReconciler) reconcileStatus(ctx context.Context, p *v1alp
 		return false, fmt.Errorf("apply status of RateLimitPolicy %s/%s: %w", p.Namespace, p.Name, err)
 	}
 	if event != nil && r.Recorder != nil {
-		r.Recorder.Eventf(p, nil, event.Type, event.Reason, statusEventAction, "%s", event.Note)
+		recordEvent(r.Recorder, p, event.Type, event.Reason, statusEventAction, event.Note)
 	}
 	return false, nil
 }

@@ -124,11 +124,8 @@ func (i *PodInjector) record(pod *corev1.Pod, d injectDecision) {
 		eventType = corev1.EventTypeNormal
 	}
 	note := fmt.Sprintf("pod %s: %s", podDisplayName(pod), d.Message)
-	if len(note) > maxEventNote {
-		note = note[:maxEventNote-3] + "..."
-	}
 	for _, p := range d.Selected {
-		i.Recorder.Eventf(p, nil, eventType, d.Reason, injectEventAction, "%s", note)
+		recordEvent(i.Recorder, p, eventType, d.Reason, injectEventAction, note)
 	}
 }
 

@@ -32,9 +32,6 @@ import (
 // eventAction is the action of the policy controller's Events.
 const eventAction = "Compile"
 
-// maxEventNote is the longest note an events.k8s.io/v1 Event accepts.
-const maxEventNote = 1024
-
 // statusPatch remembers the policies of a namespace as they were read, so
 // that one deferred call sends each one's status changes, and only those.
 type statusPatch struct {
@@ -87,11 +84,7 @@ func (p *statusPatch) apply(ctx context.Context, c client.Client, events recorde
 			continue
 		}
 		if e := p.events[policy]; e != nil && events != nil {
-			note := e.Note
-			if len(note) > maxEventNote {
-				note = note[:maxEventNote-3] + "..."
-			}
-			events.Eventf(policy, nil, e.Type, e.Reason, eventAction, "%s", note)
+			recordEvent(events, policy, e.Type, e.Reason, eventAction, e.Note)
 		}
 	}
 	return conflict, errors.Join(errs...)
