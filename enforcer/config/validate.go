@@ -52,7 +52,12 @@ func Parse(data []byte) (*Config, error) {
 // operator can tell which enforcers run the current one.
 func (c *Config) Hash() string {
 	b, _ := json.Marshal(c) // plain structs and maps: cannot fail
-	sum := sha256.Sum256(b)
+	return HashJSON(b)
+}
+
+// HashJSON is Hash of a configuration already encoded with json.Marshal.
+func HashJSON(data []byte) string {
+	sum := sha256.Sum256(data)
 	return hex.EncodeToString(sum[:8])
 }
 

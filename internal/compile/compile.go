@@ -145,7 +145,7 @@ func Namespace(namespace string, policies []v1alpha1.RateLimitPolicy, opts Optio
 		return nil, fmt.Errorf("encode the configuration of namespace %s: %w", namespace, err)
 	}
 	res.JSON = data
-	res.Hash = res.Config.Hash()
+	res.Hash = config.HashJSON(data)
 	if len(data) > MaxConfigBytes {
 		return res, &TooLargeError{Namespace: namespace, Size: len(data)}
 	}
