@@ -12,7 +12,7 @@ local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000000 + tonumber(time[2])
 local cost = tonumber(ARGV[1])
 
-local counts, requests, periods, wins = {}, {}, {}, {}
+local counts, current, requests, periods, wins = {}, {}, {}, {}, {}
 local allowed = 1
 for i = 1, #KEYS do
   local a = 2 + 2 * (i - 1)
@@ -21,7 +21,8 @@ for i = 1, #KEYS do
   wins[i] = math.floor(now / periods[i])
   local count = 0
   local state = redis.call('HMGET', KEYS[i], 'w', 'c')
-  if state[1] and tonumber(state[1]) == wins[i] then
+  current[i] = state[1] and tonumber(state[1]) == wins[i]
+  if current[i] then
     count = tonumber(state[2])
   end
   counts[i] = count
@@ -38,8 +39,13 @@ for i = 1, #KEYS do
   if allowed == 1 then
     if cost > 0 then
       count = count + cost
-      redis.call('HSET', KEYS[i], 'w', wins[i], 'c', count)
-      redis.call('PEXPIRE', KEYS[i], math.max(1, math.ceil((reset - now) / 1000)))
+      if current[i] then
+        -- same window: its number and expiry are already set
+        redis.call('HINCRBY', KEYS[i], 'c', cost)
+      else
+        redis.call('HSET', KEYS[i], 'w', wins[i], 'c', count)
+        redis.call('PEXPIRE', KEYS[i], math.max(1, math.ceil((reset - now) / 1000)))
+      end
     end
   elseif count + cost > requests[i] then
     retry = reset - now

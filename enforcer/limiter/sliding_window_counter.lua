@@ -16,7 +16,7 @@ local now = tonumber(time[1]) * 1000000 + tonumber(time[2])
 local cost = tonumber(ARGV[1])
 local eps = 1e-9
 
-local requests, periods, wins, curs, prevs, estimates = {}, {}, {}, {}, {}, {}
+local requests, periods, wins, curs, prevs, estimates, current = {}, {}, {}, {}, {}, {}, {}
 local allowed = 1
 for i = 1, #KEYS do
   local a = 2 + 2 * (i - 1)
@@ -30,6 +30,7 @@ for i = 1, #KEYS do
   if state[1] then
     local w = tonumber(state[1])
     if w == win then
+      current[i] = true
       cur, prev = tonumber(state[2]), tonumber(state[3])
     elseif w == win - 1 then
       prev = tonumber(state[2])
@@ -52,9 +53,14 @@ for i = 1, #KEYS do
     if cost > 0 then
       cur = cur + cost
       estimate = estimate + cost
-      redis.call('HSET', KEYS[i], 'w', win, 'c', cur, 'p', prev)
-      -- the current count still weighs until the end of the next window
-      redis.call('PEXPIRE', KEYS[i], math.max(1, math.ceil((start + 2 * period - now) / 1000)))
+      if current[i] then
+        -- same window: its number, the previous count and the expiry are set
+        redis.call('HINCRBY', KEYS[i], 'c', cost)
+      else
+        redis.call('HSET', KEYS[i], 'w', win, 'c', cur, 'p', prev)
+        -- the current count still weighs until the end of the next window
+        redis.call('PEXPIRE', KEYS[i], math.max(1, math.ceil((start + 2 * period - now) / 1000)))
+      end
     end
   elseif estimate + cost > requests[i] + eps then
     local free = requests[i] - cost
