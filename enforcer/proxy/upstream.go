@@ -24,13 +24,14 @@ func NewTransport() *http.Transport {
 			Timeout:   2 * time.Second,
 			KeepAlive: 30 * time.Second,
 		}).DialContext,
-		MaxIdleConns:          2048,
-		MaxIdleConnsPerHost:   1024,
-		IdleConnTimeout:       90 * time.Second,
-		ExpectContinueTimeout: time.Second,
-		DisableCompression:    true,
-		WriteBufferSize:       16 << 10,
-		ReadBufferSize:        16 << 10,
+		MaxIdleConns:           2048,
+		MaxIdleConnsPerHost:    1024,
+		IdleConnTimeout:        90 * time.Second,
+		ExpectContinueTimeout:  time.Second,
+		DisableCompression:     true,
+		WriteBufferSize:        16 << 10,
+		ReadBufferSize:         16 << 10,
+		MaxResponseHeaderBytes: maxResponseHead, // as the forwarder
 	}
 }
 
