@@ -76,18 +76,12 @@ func (g *Guard) sweep() {
 }
 
 // Allow decides req with Redis, or by its failure mode when Redis fails; in
-// that case the error says why and the decision is Degraded.
+// that case the error says why and the decision is Degraded. It is AllowAll
+// for one request.
 func (g *Guard) Allow(ctx context.Context, req Request) (Decision, error) {
-	if err := req.Validate(); err != nil {
-		return Decision{}, err
-	}
-	if g.skipping() {
-		return g.fallback(&req), ErrRedisUnavailable
-	}
-	budget, cancel := context.WithTimeout(ctx, req.Failure.timeout())
-	defer cancel()
-	d, err := g.redis.check(budget, &req, req.Cost)
-	return g.settle(ctx, &req, d, err)
+	var buf [1]Outcome
+	o := g.AllowAll(ctx, []Request{req}, buf[:0])[0]
+	return o.Decision, o.Err
 }
 
 // Outcome is the answer to one request of AllowAll.

@@ -9,7 +9,6 @@
 package limiter
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -111,14 +110,6 @@ type Decision struct {
 	Now time.Time
 	// Degraded is set when the policy's failure mode decided, not Redis.
 	Degraded bool
-}
-
-// Limiter decides requests. Implementations are safe for concurrent use.
-type Limiter interface {
-	// Allow decides req. On a Redis failure the error is returned together
-	// with the decision the failure mode made (Degraded is set): callers
-	// act on the decision and count the error.
-	Allow(ctx context.Context, req Request) (Decision, error)
 }
 
 // ErrInvalidRequest wraps every validation failure of a Request.

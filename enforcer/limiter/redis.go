@@ -12,7 +12,7 @@ import (
 // server, Sentinel-managed primary or Cluster. It has no failure handling of
 // its own: Guard adds the policies' failure modes.
 type Redis struct {
-	client redis.UniversalClient
+	client redis.UniversalClient // for pings
 	// pipe sends the script calls: go-redis' autopipeliner coalesces the
 	// decisions of concurrent requests into pipelined batches, so many
 	// goroutines share few round trips.
@@ -30,9 +30,6 @@ func NewRedis(client redis.UniversalClient) (*Redis, error) {
 
 // Close stops the autopipeliner after it has flushed what it holds.
 func (r *Redis) Close() error { return r.pipe.Close() }
-
-// Client is the client the limiter decides with.
-func (r *Redis) Client() redis.UniversalClient { return r.client }
 
 // Allow decides req against Redis; a Redis failure is returned as an error
 // with a zero Decision.

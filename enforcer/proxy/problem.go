@@ -40,7 +40,7 @@ func writeProblem(w http.ResponseWriter, p *Problem) {
 	h["Content-Length"] = []string{strconv.Itoa(len(body))}
 	h["Cache-Control"] = []string{"no-store"}
 	if p.RetryAfter > 0 {
-		h["Retry-After"] = []string{strconv.FormatInt(p.RetryAfter, 10)}
+		h[headerRetryAfter] = []string{strconv.FormatInt(p.RetryAfter, 10)}
 	}
 	w.WriteHeader(p.Status)
 	_, _ = w.Write(body)
