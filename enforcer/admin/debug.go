@@ -3,13 +3,12 @@ package admin
 import (
 	"fmt"
 	"net/http"
-	"slices"
 	"strings"
 	"time"
 
 	"github.com/sluice-dev/sluice/enforcer/config"
 	"github.com/sluice-dev/sluice/enforcer/identity"
-	"github.com/sluice-dev/sluice/enforcer/limiter"
+	"github.com/sluice-dev/sluice/enforcer/route"
 )
 
 // TenantUsage is what /debug/tenant answers: the state of one tenant's
@@ -44,34 +43,27 @@ func (s *Server) debugTenant(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "no configuration loaded"})
 		return
 	}
-	var cp *config.Policy
-	for i := range snap.Config.Policies {
-		if snap.Config.Policies[i].Name == q.Get("policy") {
-			cp = &snap.Config.Policies[i]
-		}
-	}
-	if cp == nil {
-		writeJSON(w, http.StatusNotFound, map[string]string{"error": fmt.Sprintf("policy %q is not applied by this enforcer", q.Get("policy"))})
-		return
-	}
-	var rule *config.Rule
-	for j := range cp.Rules {
-		if cp.Rules[j].Name == q.Get("rule") && !cp.Rules[j].Exempt {
-			rule = &cp.Rules[j]
-		}
-	}
-	if rule == nil {
-		writeJSON(w, http.StatusNotFound, map[string]string{"error": fmt.Sprintf("policy %s has no limited rule %q", cp.Name, q.Get("rule"))})
-		return
-	}
 	path := q.Get("path")
 	if path != "" {
 		path = identity.CleanPath(path)
 	}
-	usage, req := tenantRequest(snap.Config.Namespace, cp, rule, q.Get("tenant"), q.Get("tier"),
-		map[string]string{"Method": q.Get("method"), "Path": path, "Host": strings.ToLower(q.Get("host"))})
-	be := snap.BackendOf(snap.Policy(cp.Name))
-	d, err := be.Peek(r.Context(), req, time.Second)
+	c, override, ok := snap.Table.TenantCheck(route.TenantQuery{
+		Policy: q.Get("policy"), Rule: q.Get("rule"), Tenant: q.Get("tenant"), Tier: q.Get("tier"),
+		Method: q.Get("method"), Path: path, Host: strings.ToLower(q.Get("host")),
+	})
+	switch {
+	case !ok && snap.Policy(q.Get("policy")) == nil:
+		writeJSON(w, http.StatusNotFound, map[string]string{"error": fmt.Sprintf("policy %q is not applied by this enforcer", q.Get("policy"))})
+		return
+	case !ok:
+		writeJSON(w, http.StatusNotFound, map[string]string{"error": fmt.Sprintf("policy %s has no limited rule %q", q.Get("policy"), q.Get("rule"))})
+		return
+	}
+	usage := TenantUsage{Policy: c.Policy.Name, Rule: c.Rule.Name, Tier: c.Tier, Algorithm: string(c.Request.Algorithm), Override: override}
+	for _, win := range c.Request.Windows {
+		usage.Windows = append(usage.Windows, config.Limit{Requests: win.Requests, Period: config.Duration{Duration: win.Period}, Burst: win.Burst})
+	}
+	d, err := snap.BackendOf(c.Policy).Peek(r.Context(), c.Request, time.Second)
 	if err != nil {
 		writeJSON(w, http.StatusBadGateway, map[string]string{"error": err.Error()})
 		return
@@ -81,47 +73,4 @@ func (s *Server) debugTenant(w http.ResponseWriter, r *http.Request) {
 		usage.RetryAfterSeconds = d.RetryAfter.Seconds()
 	}
 	writeJSON(w, http.StatusOK, usage)
-}
-
-// tenantRequest is the limiter request the route table would make for this
-// tenant under rule, following the same choice of windows: the tenant's
-// override, else its tier's limits, else the rule's.
-func tenantRequest(namespace string, p *config.Policy, rule *config.Rule, tenant, tier string, partition map[string]string) (TenantUsage, limiter.Request) {
-	if tenant == "" {
-		tenant = identity.Anonymous
-		if len(rule.Identity.Sources) > 0 && rule.Identity.Sources[0].Shared != nil {
-			tenant = identity.Shared
-		}
-	}
-	if p.Tiers != nil {
-		if _, known := rule.TierLimits[tier]; !known {
-			tier = p.Tiers.Default
-		}
-	} else {
-		tier = ""
-	}
-	u := TenantUsage{Policy: p.Name, Rule: rule.Name, Tier: tier, Algorithm: rule.Algorithm, Windows: rule.Limits}
-	name := identity.Identity{Tenant: tenant}.Name()
-	if tl, ok := rule.TierLimits[tier]; ok {
-		u.Windows = tl
-	}
-	if i := slices.IndexFunc(rule.Overrides, func(o config.Override) bool { return o.Tenant == name }); i >= 0 {
-		u.Windows, u.Override = rule.Overrides[i].Limits, true
-	}
-	key := tenant
-	if len(rule.Identity.PartitionBy) > 0 {
-		var b strings.Builder
-		b.WriteString(tenant)
-		for _, k := range rule.Identity.PartitionBy {
-			b.WriteByte(0)
-			b.WriteString(partition[k])
-		}
-		key = b.String()
-	}
-	return u, limiter.Request{
-		Bucket:    limiter.Bucket{Namespace: namespace, Policy: p.Name, Rule: rule.Name, Tenant: limiter.HashTenant(p.Salt, key)},
-		Algorithm: limiter.Algorithm(rule.Algorithm),
-		Windows:   config.Windows(u.Windows),
-		Cost:      max(rule.Cost, 1),
-	}
 }

@@ -162,7 +162,6 @@ func (res *Resolver) Resolve(r *http.Request) Identity {
 		return Identity{Tenant: tenant, Key: tenant}
 	}
 	var parts [3]string // one per partition kind, each at most once
-	n := len(tenant)
 	for i, p := range res.partition {
 		switch p {
 		case byMethod:
@@ -172,14 +171,46 @@ func (res *Resolver) Resolve(r *http.Request) Identity {
 		case byHost:
 			parts[i] = Host(r)
 		}
-		n += 1 + len(parts[i])
+	}
+	return res.identity(tenant, parts[:len(res.partition)])
+}
+
+// Identify is the identity Resolve gives a request whose first source to
+// yield a value yields tenant ("" when none does), with method, path and
+// host as Method, Path and Host return them: what /debug/tenant looks up.
+func (res *Resolver) Identify(tenant, method, path, host string) Identity {
+	if tenant == "" {
+		tenant = Anonymous
+		for _, s := range res.sources {
+			if _, shared := s.(sharedSource); shared {
+				tenant = Shared
+				break
+			}
+		}
+	}
+	var parts [3]string
+	for i, p := range res.partition {
+		parts[i] = [...]string{byMethod: method, byPath: path, byHost: host}[p]
+	}
+	return res.identity(tenant, parts[:len(res.partition)])
+}
+
+// identity names tenant's bucket: its key is tenant, then each partition
+// value after a NUL byte.
+func (res *Resolver) identity(tenant string, parts []string) Identity {
+	if len(parts) == 0 {
+		return Identity{Tenant: tenant, Key: tenant}
+	}
+	n := len(tenant)
+	for _, p := range parts {
+		n += 1 + len(p)
 	}
 	var b strings.Builder
 	b.Grow(n)
 	b.WriteString(tenant)
-	for i := range res.partition {
+	for _, p := range parts {
 		b.WriteByte(0)
-		b.WriteString(parts[i])
+		b.WriteString(p)
 	}
 	return Identity{Tenant: tenant, Key: b.String()}
 }

@@ -216,7 +216,8 @@ func TestTier(t *testing.T) {
 			tr, err := NewTiers(&config.Tiers{Source: c.source, Default: "free"}, known)
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(tr.Tier(c.req)).To(Equal(c.tier))
-			g.Expect(tr.Default()).To(Equal("free"))
+			g.Expect(tr.Named("platinum")).To(Equal("free"))
+			g.Expect(tr.Named("basic")).To(Equal("basic"))
 		})
 	}
 
@@ -256,4 +257,21 @@ func BenchmarkResolve(b *testing.B) {
 			}
 		})
 	}
+}
+
+// TestIdentify: the identity of a tenant given by name is the one Resolve
+// gives a request yielding that name, and with no name, the one of a
+// request no source names: the shared bucket when a source is shared.
+func TestIdentify(t *testing.T) {
+	g := NewWithT(t)
+	res, err := New(config.Identity{
+		Sources:     []config.Source{header("X-Tenant"), shared()},
+		PartitionBy: []string{"Path", "Method"},
+	})
+	g.Expect(err).NotTo(HaveOccurred())
+	r := request("POST", "/v1/orders", "192.0.2.7:1", "X-Tenant: acme")
+	g.Expect(res.Identify("acme", "POST", "/v1/orders", "example.com")).To(Equal(res.Resolve(r)))
+	anon := request("POST", "/v1/orders", "192.0.2.7:1")
+	g.Expect(res.Identify("", "POST", "/v1/orders", "example.com")).To(Equal(res.Resolve(anon)))
+	g.Expect(res.Identify("", "POST", "/v1/orders", "").Tenant).To(Equal(Shared))
 }

@@ -48,16 +48,17 @@ func (t *TierResolver) Tier(r *http.Request) string {
 	if t == nil {
 		return ""
 	}
-	if tier, ok := t.known[t.source.value(r)]; ok {
-		return tier
-	}
-	return t.def
+	return t.Named(t.source.value(r))
 }
 
-// Default is the tier of requests that name no known tier.
-func (t *TierResolver) Default() string {
+// Named is the tier of a request naming name: name if the policy knows
+// it, else the default tier; "" without tiers.
+func (t *TierResolver) Named(name string) string {
 	if t == nil {
 		return ""
+	}
+	if tier, ok := t.known[name]; ok {
+		return tier
 	}
 	return t.def
 }

@@ -116,21 +116,62 @@ func (t *Table) Checks(r *http.Request, dst []Check) []Check {
 				tier = p.tiers.Tier(r)
 			}
 			id, tenant := ids.resolve(r, p.salt, rule.identity)
-			dst = append(dst, Check{
-				Policy: p,
-				Rule:   rule,
-				Tier:   tier,
-				Request: limiter.Request{
-					Bucket:    limiter.Bucket{Namespace: t.namespace, Policy: p.Name, Rule: rule.Name, Tenant: tenant},
-					Algorithm: rule.Algorithm,
-					Windows:   rule.windows(tier, id.Name()),
-					Cost:      rule.Cost,
-					Failure:   p.Failure,
-				},
-			})
+			windows, _ := rule.windows(tier, id.Name())
+			dst = append(dst, t.check(p, rule, tier, tenant, windows))
 		}
 	}
 	return dst
+}
+
+func (t *Table) check(p *Policy, rule *Rule, tier string, tenant limiter.Tenant, windows []limiter.Window) Check {
+	return Check{
+		Policy: p,
+		Rule:   rule,
+		Tier:   tier,
+		Request: limiter.Request{
+			Bucket:    limiter.Bucket{Namespace: t.namespace, Policy: p.Name, Rule: rule.Name, Tenant: tenant},
+			Algorithm: rule.Algorithm,
+			Windows:   windows,
+			Cost:      rule.Cost,
+			Failure:   p.Failure,
+		},
+	}
+}
+
+// TenantQuery names one tenant's bucket under one limited rule, as
+// /debug/tenant asks for it.
+type TenantQuery struct {
+	Policy, Rule string
+	// Tenant is the value the policy's identity yields for the tenant, as
+	// overrides name it; empty when no source yields one.
+	Tenant string
+	// Tier is the tier the request names; unknown or empty is the default.
+	Tier string
+	// Method, Path (as identity.Path cleans it) and Host (lower case)
+	// choose the partition of a rule with partitionBy.
+	Method, Path, Host string
+}
+
+// TenantCheck is the check Checks makes for a request of q's tenant: the
+// same bucket, tier and windows. override reports whether the windows are
+// the tenant's own; ok is false when the policy or its limited rule is
+// not in the table.
+func (t *Table) TenantCheck(q TenantQuery) (c Check, override, ok bool) {
+	for _, p := range t.Policies() {
+		if p.Name != q.Policy {
+			continue
+		}
+		for _, rule := range p.limited {
+			if rule.Name != q.Rule {
+				continue
+			}
+			tier := p.tiers.Named(q.Tier)
+			id := rule.identity.Identify(q.Tenant, q.Method, q.Path, q.Host)
+			windows, override := rule.windows(tier, id.Name())
+			return t.check(p, rule, tier, limiter.HashTenant(p.salt, id.Key), windows), override, true
+		}
+	}
+	return Check{}, false, false
 }
 
 // Policy is a compiled config.Policy: what the proxy needs to act on its
@@ -303,15 +344,15 @@ func compileRule(cr *config.Rule, resolvers *[]compiledIdentity) (*Rule, error) 
 }
 
 // windows are the rule's windows for a tenant (as overrides name it) of a
-// tier.
-func (r *Rule) windows(tier, tenant string) []limiter.Window {
+// tier, and whether they are the tenant's override.
+func (r *Rule) windows(tier, tenant string) ([]limiter.Window, bool) {
 	if w, ok := r.overrides[tenant]; ok {
-		return w
+		return w, true
 	}
 	if w, ok := r.perTier[tier]; ok {
-		return w
+		return w, false
 	}
-	return r.limits
+	return r.limits, false
 }
 
 // canonicalTenant is an override's tenant as identity resolves it, so that

@@ -378,3 +378,45 @@ func TestManyDistinctIdentitiesInOnePolicy(t *testing.T) {
 		g.Expect(c.Request.Bucket.Tenant).To(Equal(limiter.HashTenant("s", fmt.Sprintf("t%d", i))))
 	}
 }
+
+// TestTenantCheckIsTheRequestsCheck: /debug/tenant, given what a request's
+// identity yields, its tier and its partition, looks at the very bucket,
+// tier and windows the request is decided with.
+func TestTenantCheckIsTheRequestsCheck(t *testing.T) {
+	table := shop(t)
+	k1 := sha256.Sum256([]byte("k1"))
+	cases := map[string]struct {
+		req   *http.Request
+		query TenantQuery
+	}{
+		"override, partitioned": {request("POST", "/v1/exports/monthly", bearer(`{"tenant_id":"acme"}`), "X-Plan: premium"),
+			TenantQuery{Policy: "public-api", Rule: "exports", Tenant: "acme", Tier: "premium", Method: "POST", Path: "/v1/exports/monthly", Host: "example.com"}},
+		"other tenant, no tier": {request("POST", "/v1/exports/monthly", bearer(`{"tenant_id":"globex"}`)),
+			TenantQuery{Policy: "public-api", Rule: "exports", Tenant: "globex", Method: "POST", Path: "/v1/exports/monthly", Host: "example.com"}},
+		"unknown tier is the default": {request("GET", "/v1/orders", "X-API-Key: k1", "X-Plan: gold"),
+			TenantQuery{Policy: "public-api", Rule: "plans", Tenant: "sha256:" + hex.EncodeToString(k1[:]), Tier: "gold", Method: "GET", Path: "/v1/orders", Host: "example.com"}},
+		"client IP": {request("GET", "/v1/orders"),
+			TenantQuery{Policy: "public-api", Rule: "api", Tenant: "203.0.113.9", Method: "GET", Path: "/v1/orders", Host: "example.com"}},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			g := NewWithT(t)
+			var want *Check
+			checks := table.Checks(c.req, nil)
+			for i := range checks {
+				if checks[i].Policy.Name == c.query.Policy && checks[i].Rule.Name == c.query.Rule {
+					want = &checks[i]
+				}
+			}
+			g.Expect(want).NotTo(BeNil())
+			got, _, ok := table.TenantCheck(c.query)
+			g.Expect(ok).To(BeTrue())
+			g.Expect(got.Tier).To(Equal(want.Tier))
+			g.Expect(got.Request).To(Equal(want.Request))
+		})
+	}
+
+	_, _, ok := table.TenantCheck(TenantQuery{Policy: "public-api", Rule: "nope"})
+	g := NewWithT(t)
+	g.Expect(ok).To(BeFalse())
+}
