@@ -28,6 +28,8 @@ import (
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/sluice-dev/sluice/api/v1alpha1"
 )
 
 // enforcerStatus is the part of an enforcer's /status document (see
@@ -39,7 +41,7 @@ type enforcerStatus struct {
 	Policies []enforcerPolicyStatus `json:"policies"`
 	Redis    []enforcerRedisStatus  `json:"redis"`
 	// Decisions are per policy name, since the enforcer started.
-	Decisions map[string]enforcerDecisions `json:"decisions"`
+	Decisions map[string]v1alpha1.DecisionCounts `json:"decisions"`
 }
 
 type enforcerConfigStatus struct {
@@ -60,12 +62,6 @@ type enforcerRedisStatus struct {
 	Name      string `json:"name"`
 	Reachable bool   `json:"reachable"`
 	LastError string `json:"lastError,omitempty"`
-}
-
-type enforcerDecisions struct {
-	Allowed   int64 `json:"allowed"`
-	Denied    int64 `json:"denied"`
-	WouldDeny int64 `json:"wouldDeny"`
 }
 
 // maxStatusBytes bounds the /status document read from a pod.

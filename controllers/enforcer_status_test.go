@@ -17,6 +17,7 @@ limitations under the License.
 package controllers
 
 import (
+	"encoding/json"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -26,6 +27,7 @@ import (
 	kstatus "sigs.k8s.io/cli-utils/pkg/kstatus/status"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/enforcer/admin"
 )
 
 const policyUID = "7d0b2f64-8f1e-4a55-a1de-0c1e2f3a4b5c"
@@ -62,7 +64,7 @@ func healthy(gen int64, allowed, denied int64) *enforcerStatus {
 		Config:    enforcerConfigStatus{Hash: "abc"},
 		Policies:  []enforcerPolicyStatus{{Name: "api", UID: policyUID, Generation: gen, FailureMode: "Open", Redis: "default"}},
 		Redis:     []enforcerRedisStatus{{Name: "default", Reachable: true}},
-		Decisions: map[string]enforcerDecisions{"api": {Allowed: allowed, Denied: denied}, "other": {Allowed: 1000}},
+		Decisions: map[string]v1alpha1.DecisionCounts{"api": {Allowed: allowed, Denied: denied}, "other": {Allowed: 1000}},
 	}
 }
 
@@ -315,4 +317,31 @@ func TestReadyWaitsForThePublishedConfiguration(t *testing.T) {
 	setEnforcerStatus(p, pods, "abc", t1)
 	g.Expect(conditionsOf(p)).To(HaveKeyWithValue(v1alpha1.ConditionReady, wantCondition{metav1.ConditionTrue, v1alpha1.ReasonEnforcersReady}))
 	g.Expect(p.Status.Enforcers.UpToDate).To(BeEquivalentTo(2))
+}
+
+// TestEnforcerStatusWireFormat: what the status controller decodes is what
+// an enforcer's /status encodes. The two sides declare the document
+// separately (the controller need not link the data plane); a field
+// renamed on one side alone would decode as zero and silently turn every
+// policy's status wrong.
+func TestEnforcerStatusWireFormat(t *testing.T) {
+	g := NewWithT(t)
+	sent := admin.Status{
+		Ready:     true,
+		Config:    admin.ConfigStatus{Hash: "abc123", LastReloadError: "bad file"},
+		Policies:  []admin.PolicyStatus{{Name: "api", UID: "u-1", Generation: 7, FailureMode: "Closed", Redis: "default"}},
+		Redis:     []admin.RedisStatus{{Name: "default", Reachable: true, LastError: "earlier"}},
+		Decisions: map[string]admin.DecisionCounts{"api": {Allowed: 5, Denied: 2, WouldDeny: 1}},
+	}
+	data, err := json.Marshal(sent)
+	g.Expect(err).NotTo(HaveOccurred())
+	var got enforcerStatus
+	g.Expect(json.Unmarshal(data, &got)).To(Succeed())
+	g.Expect(got).To(Equal(enforcerStatus{
+		Ready:     true,
+		Config:    enforcerConfigStatus{Hash: "abc123", LastReloadError: "bad file"},
+		Policies:  []enforcerPolicyStatus{{Name: "api", UID: "u-1", Generation: 7, FailureMode: "Closed", Redis: "default"}},
+		Redis:     []enforcerRedisStatus{{Name: "default", Reachable: true, LastError: "earlier"}},
+		Decisions: map[string]v1alpha1.DecisionCounts{"api": {Allowed: 5, Denied: 2, WouldDeny: 1}},
+	}))
 }
