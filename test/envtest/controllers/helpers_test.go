@@ -22,7 +22,6 @@ import (
 	"os/exec"
 	"path/filepath"
 
-	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
@@ -37,6 +36,7 @@ import (
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/controllers"
 	"github.com/sluice-dev/sluice/enforcer/config"
+	"github.com/sluice-dev/sluice/internal/envtestutil"
 )
 
 // newNamespace creates a namespace of its own for one spec.
@@ -131,13 +131,8 @@ func newPod(namespace, name string, labels map[string]string) *corev1.Pod {
 
 // kubectl runs the real kubectl as an admin and returns its output.
 func kubectl(args ...string) string {
-	bin := filepath.Join(testEnv.BinaryAssetsDirectory, "kubectl")
-	if _, err := os.Stat(bin); err != nil {
-		bin, err = exec.LookPath("kubectl")
-		if err != nil {
-			Skip("kubectl is neither in " + testEnv.BinaryAssetsDirectory + " nor on PATH")
-		}
-	}
+	bin, err := envtestutil.Kubectl(testEnv.BinaryAssetsDirectory)
+	Expect(err).NotTo(HaveOccurred())
 	cmd := exec.Command(bin, append([]string{"--kubeconfig", kubeconfig}, args...)...)
 	out, err := cmd.CombinedOutput()
 	Expect(err).NotTo(HaveOccurred(), "kubectl %v: %s", args, out)

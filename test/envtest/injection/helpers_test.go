@@ -37,6 +37,7 @@ import (
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/controllers"
+	"github.com/sluice-dev/sluice/internal/envtestutil"
 )
 
 // newNamespace creates a namespace, labelled for injection when enabled.
@@ -218,13 +219,8 @@ func (e *enforcerProcess) stop() {
 
 // kubectl runs the real kubectl as an admin and returns its output.
 func kubectl(args ...string) string {
-	bin := filepath.Join(testEnv.BinaryAssetsDirectory, "kubectl")
-	if _, err := os.Stat(bin); err != nil {
-		bin, err = exec.LookPath("kubectl")
-		if err != nil {
-			Skip("kubectl is neither in " + testEnv.BinaryAssetsDirectory + " nor on PATH")
-		}
-	}
+	bin, err := envtestutil.Kubectl(testEnv.BinaryAssetsDirectory)
+	Expect(err).NotTo(HaveOccurred())
 	cmd := exec.Command(bin, append([]string{"--kubeconfig", kubeconfig}, args...)...)
 	out, err := cmd.CombinedOutput()
 	Expect(err).NotTo(HaveOccurred(), "kubectl %v: %s", args, out)

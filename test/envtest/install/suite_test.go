@@ -117,11 +117,8 @@ var _ = BeforeSuite(func() {
 		out, err := build.CombinedOutput()
 		Expect(err).NotTo(HaveOccurred(), "build helm: %s", out)
 	}
-	kubectlBin = filepath.Join(assets, "kubectl")
-	if _, err := os.Stat(kubectlBin); err != nil {
-		kubectlBin, err = exec.LookPath("kubectl")
-		Expect(err).NotTo(HaveOccurred(), "kubectl is neither in %s nor on PATH", assets)
-	}
+	kubectlBin, err = envtestutil.Kubectl(assets)
+	Expect(err).NotTo(HaveOccurred())
 
 	// The chart's manager args must be flags sluice-manager accepts.
 	managerBin = filepath.Join(dir, "sluice-manager")
