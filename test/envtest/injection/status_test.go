@@ -99,9 +99,11 @@ var _ = Describe("Policy status from running enforcers", Ordered, func() {
 	})
 
 	It("sums the decisions of the enforcers", func(ctx SpecContext) {
-		proxy := "http://" + net.JoinHostPort(enforcerIPs[0], strconv.Itoa(int(sidecar.HTTPPort)))
+		// Two requests to each enforcer, under one limit shared in Redis:
+		// the first enforcer allows 2, the second 1 and denies 1.
 		var codes []int
-		for range 4 {
+		for i := range 4 {
+			proxy := "http://" + net.JoinHostPort(enforcerIPs[i/2], strconv.Itoa(int(sidecar.HTTPPort)))
 			resp, err := http.Get(proxy + "/v1/orders")
 			Expect(err).NotTo(HaveOccurred())
 			_ = resp.Body.Close()
