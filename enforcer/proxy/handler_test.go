@@ -215,7 +215,10 @@ func TestDryRunNeverRefuses(t *testing.T) {
 	g.Expect(f.rec.policies).To(Equal(map[string]int{"shadow/allowed": 1, "shadow/would_deny": 2}))
 }
 
-func TestFailureModes(t *testing.T) {
+// TestOpenAndClosedFailureModes: with Redis gone, an Open policy forwards
+// and a Closed one answers 503. LocalFallback is tested in the limiter
+// (guard_test.go) and against the built binary (test/enforcer).
+func TestOpenAndClosedFailureModes(t *testing.T) {
 	g := NewWithT(t)
 	down := redistest.Start(t)
 	f := serve(t, configOf(t,
