@@ -23,6 +23,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -78,6 +79,7 @@ type EnforcerStatusReconciler struct {
 	// HTTPClient polls the enforcers; its Timeout bounds each request
 	// (nil: a client with PollTimeout).
 	HTTPClient *http.Client
+	clientOnce sync.Once
 	// PollTimeout bounds one /status request (0: DefaultStatusTimeout).
 	PollTimeout time.Duration
 	// Interval between two polls of a namespace (0: DefaultStatusInterval).
@@ -279,11 +281,18 @@ func (r *EnforcerStatusReconciler) interval() time.Duration {
 	return DefaultStatusInterval
 }
 
+// httpClient is HTTPClient, or once made, the default: pod IPs reached
+// directly whatever HTTP_PROXY says, one idle connection per enforcer.
 func (r *EnforcerStatusReconciler) httpClient() *http.Client {
-	if r.HTTPClient != nil {
-		return r.HTTPClient
-	}
-	return &http.Client{Timeout: r.pollTimeout()}
+	r.clientOnce.Do(func() {
+		if r.HTTPClient == nil {
+			transport := http.DefaultTransport.(*http.Transport).Clone()
+			transport.Proxy = nil
+			transport.MaxIdleConnsPerHost = 1
+			r.HTTPClient = &http.Client{Timeout: r.pollTimeout(), Transport: transport}
+		}
+	})
+	return r.HTTPClient
 }
 
 func (r *EnforcerStatusReconciler) pollTimeout() time.Duration {

@@ -19,7 +19,6 @@ package controllers
 import (
 	"context"
 	"maps"
-	"net/http"
 
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -40,12 +39,6 @@ import (
 // its spec or its Accepted condition, and when a selected pod starts,
 // stops, gets its IP or changes labels.
 func (r *EnforcerStatusReconciler) SetupWithManager(mgr ctrl.Manager) error {
-	if r.HTTPClient == nil {
-		transport := http.DefaultTransport.(*http.Transport).Clone()
-		transport.Proxy = nil // pod IPs are reached directly, whatever HTTP_PROXY says
-		transport.MaxIdleConnsPerHost = 1
-		r.HTTPClient = &http.Client{Timeout: r.pollTimeout(), Transport: transport}
-	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("enforcerstatus").
 		Watches(&v1alpha1.RateLimitPolicy{}, handler.EnqueueRequestsFromMapFunc(statusKey),
