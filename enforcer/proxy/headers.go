@@ -20,15 +20,6 @@ const (
 	headerRetryAfter = "Retry-After"
 )
 
-// wantsXRateLimit and wantsIETF say which header families a policy asks for.
-func wantsXRateLimit(p *route.Policy) bool {
-	return p.ResponseHeaders == "XRateLimit" || p.ResponseHeaders == "Both"
-}
-
-func wantsIETF(p *route.Policy) bool {
-	return p.ResponseHeaders == "IETF" || p.ResponseHeaders == "Both"
-}
-
 // reported says whether an outcome may be described in headers: only a
 // decision Redis made. A failure mode's decision (Degraded) does not know
 // the count shared by every replica, so the headers leave that rule out
@@ -51,7 +42,7 @@ func writeLimitHeaders(h http.Header, checks []route.Check, outs []limiter.Outco
 	var fields fieldSet
 	b := buf[:0]
 	pick := -1
-	if refusing >= 0 && wantsXRateLimit(checks[refusing].Policy) && reported(&outs[refusing]) {
+	if refusing >= 0 && checks[refusing].Policy.XRateLimitHeaders && reported(&outs[refusing]) {
 		pick = refusing
 	}
 	start := len(b)
@@ -60,10 +51,10 @@ func writeLimitHeaders(h http.Header, checks []route.Check, outs []limiter.Outco
 		if !reported(o) {
 			continue
 		}
-		if refusing < 0 && wantsXRateLimit(c.Policy) && (pick < 0 || o.Decision.Remaining < outs[pick].Decision.Remaining) {
+		if refusing < 0 && c.Policy.XRateLimitHeaders && (pick < 0 || o.Decision.Remaining < outs[pick].Decision.Remaining) {
 			pick = i
 		}
-		if wantsIETF(c.Policy) {
+		if c.Policy.IETFHeaders {
 			if len(b) > start {
 				b = append(b, ',', ' ')
 			}
@@ -77,7 +68,7 @@ func writeLimitHeaders(h http.Header, checks []route.Check, outs []limiter.Outco
 		start = len(b)
 		for i := range checks {
 			c, o := &checks[i], &outs[i]
-			if reported(o) && wantsIETF(c.Policy) {
+			if reported(o) && c.Policy.IETFHeaders {
 				if len(b) > start {
 					b = append(b, ',', ' ')
 				}

@@ -65,8 +65,9 @@ func TestStructuredFieldsMatchTheDraft(t *testing.T) {
 
 func check(policy, headers string, dryRun bool, rule string) route.Check {
 	return route.Check{
-		Policy: &route.Policy{Name: policy, ResponseHeaders: headers, DryRun: dryRun},
-		Rule:   &route.Rule{Name: rule},
+		Policy: &route.Policy{Name: policy, DryRun: dryRun,
+			XRateLimitHeaders: headers == "XRateLimit" || headers == "Both", IETFHeaders: headers == "IETF" || headers == "Both"},
+		Rule: &route.Rule{Name: rule},
 	}
 }
 

@@ -182,8 +182,9 @@ type Policy struct {
 	Generation int64
 	// DryRun policies decide and count but never refuse a request.
 	DryRun bool
-	// ResponseHeaders is XRateLimit, IETF, Both or None.
-	ResponseHeaders string
+	// XRateLimitHeaders and IETFHeaders say which families of rate limit
+	// headers the policy's responseHeaders asks for.
+	XRateLimitHeaders, IETFHeaders bool
 	// RedisURLEnv names the environment variable holding the policy's
 	// Redis URL; empty means the enforcer's default Redis.
 	RedisURLEnv  string
@@ -201,13 +202,14 @@ type Policy struct {
 
 func compilePolicy(cp *config.Policy) (*Policy, error) {
 	p := &Policy{
-		Name:            cp.Name,
-		UID:             cp.UID,
-		Generation:      cp.Generation,
-		DryRun:          cp.Mode == "DryRun",
-		ResponseHeaders: cp.ResponseHeaders,
-		RedisURLEnv:     cp.RedisURLEnv,
-		UpstreamPort:    cp.UpstreamPort,
+		Name:              cp.Name,
+		UID:               cp.UID,
+		Generation:        cp.Generation,
+		DryRun:            cp.Mode == "DryRun",
+		XRateLimitHeaders: cp.ResponseHeaders == "XRateLimit" || cp.ResponseHeaders == "Both",
+		IETFHeaders:       cp.ResponseHeaders == "IETF" || cp.ResponseHeaders == "Both",
+		RedisURLEnv:       cp.RedisURLEnv,
+		UpstreamPort:      cp.UpstreamPort,
 		Failure: limiter.FailurePolicy{
 			Mode:     limiter.FailureMode(cp.FailureMode),
 			Timeout:  cp.Timeout.Duration,

@@ -237,7 +237,8 @@ func TestCheckCarriesWhatTheLimiterNeeds(t *testing.T) {
 	g.Expect(all.Request.Failure).To(Equal(limiter.FailurePolicy{Mode: limiter.FailClosed, Timeout: 20 * time.Millisecond, Replicas: 1}))
 	g.Expect(all.Policy.DryRun).To(BeTrue())
 	g.Expect(all.Policy.RedisURLEnv).To(Equal("SLUICE_REDIS_URL_ADMIN"))
-	g.Expect(all.Policy.ResponseHeaders).To(Equal("IETF"))
+	g.Expect(all.Policy.IETFHeaders).To(BeTrue(), "responseHeaders: IETF")
+	g.Expect(all.Policy.XRateLimitHeaders).To(BeFalse())
 	g.Expect(all.Tier).To(BeEmpty(), "admin has no tiers")
 
 	for _, c := range checks {
