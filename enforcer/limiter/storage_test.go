@@ -12,7 +12,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"strconv"
 	"testing"
 	"time"
 
@@ -91,13 +90,8 @@ func TestTLSURLVerifiesTheServer(t *testing.T) {
 	g := NewWithT(t)
 	dir := t.TempDir()
 	certFile, keyFile, pool := selfSignedCert(t, dir)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	g.Expect(err).NotTo(HaveOccurred())
-	port := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
-	g.Expect(l.Close()).To(Succeed())
-	redistest.Start(t, redistest.WithArgs("--tls-port", port, "--tls-cert-file", certFile,
-		"--tls-key-file", keyFile, "--tls-ca-cert-file", certFile, "--tls-auth-clients", "no"))
-	url := "rediss://127.0.0.1:" + port
+	srv := redistest.Start(t, redistest.WithTLS(certFile, keyFile))
+	url := "rediss://" + srv.TLSAddr()
 
 	client, err := NewClient(url, ClientOptions{RootCAs: pool})
 	g.Expect(err).NotTo(HaveOccurred())

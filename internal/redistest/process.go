@@ -112,6 +112,9 @@ func (s *Server) argv() []string {
 		"--logfile", "",
 		"--loglevel", "notice",
 	)
+	if s.tlsPort > 0 {
+		args = append(append(args, "--tls-port", strconv.Itoa(s.tlsPort)), s.tls...)
+	}
 	if s.busPort > 0 {
 		args = append(args,
 			"--cluster-enabled", "yes",

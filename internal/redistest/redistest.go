@@ -45,6 +45,7 @@ type Option func(*config)
 type config struct {
 	args         []string
 	sentinelConf string
+	tls          []string // --tls-* arguments but the port
 }
 
 // WithArgs adds redis-server command-line configuration, for example
@@ -55,6 +56,15 @@ func WithArgs(args ...string) Option {
 	return func(c *config) { c.args = append(c.args, args...) }
 }
 
+// WithTLS also serves TLS, on a port of its own (TLSAddr), with the
+// certificate and key files given; clients are not asked for certificates.
+func WithTLS(certFile, keyFile string) Option {
+	return func(c *config) {
+		c.tls = []string{"--tls-cert-file", certFile, "--tls-key-file", keyFile,
+			"--tls-ca-cert-file", certFile, "--tls-auth-clients", "no"}
+	}
+}
+
 // Server is one redis-server process on 127.0.0.1. Its methods are safe for
 // concurrent use.
 type Server struct {
@@ -63,6 +73,8 @@ type Server struct {
 	ownsDir bool // New made dir and Close removes it
 	port    int
 	busPort int // cluster bus port; 0 for a standalone server
+	tlsPort int // 0 without WithTLS
+	tls     []string
 	// sentinelConf is the configuration file of a Sentinel; empty for a
 	// Redis server.
 	sentinelConf string
@@ -115,18 +127,24 @@ func newServer(dir string, ownsDir, clusterNode bool, opts []Option) (*Server, e
 	for _, o := range opts {
 		o(&cfg)
 	}
-	s := &Server{bin: bin, dir: dir, ownsDir: ownsDir, args: cfg.args, sentinelConf: cfg.sentinelConf}
+	s := &Server{bin: bin, dir: dir, ownsDir: ownsDir, args: cfg.args, sentinelConf: cfg.sentinelConf, tls: cfg.tls}
 	const attempts = 5
 	for i := 0; ; i++ {
 		n := 1
 		if clusterNode {
 			n = 2 // and a bus port
 		}
+		if s.tls != nil {
+			n++ // and a TLS port, chosen with the others so that none is taken twice
+		}
 		ports, err := freePorts(n)
 		if err != nil {
 			return nil, err
 		}
 		s.port = ports[0]
+		if s.tls != nil {
+			s.tlsPort = ports[n-1]
+		}
 		if clusterNode {
 			s.busPort = ports[1]
 			// A failed attempt may have written a node identity; start afresh.
@@ -145,6 +163,11 @@ func newServer(dir string, ownsDir, clusterNode bool, opts []Option) (*Server, e
 // Addr returns the server's address, "127.0.0.1:PORT".
 func (s *Server) Addr() string {
 	return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port))
+}
+
+// TLSAddr returns the address of the server's TLS port (WithTLS).
+func (s *Server) TLSAddr() string {
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.tlsPort))
 }
 
 // URL returns the server's URL, "redis://127.0.0.1:PORT".
