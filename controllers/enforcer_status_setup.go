@@ -17,19 +17,14 @@ limitations under the License.
 package controllers
 
 import (
-	"context"
-	"maps"
-
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 )
@@ -41,24 +36,11 @@ import (
 func (r *EnforcerStatusReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("enforcerstatus").
-		Watches(&v1alpha1.RateLimitPolicy{}, handler.EnqueueRequestsFromMapFunc(statusKey),
+		Watches(&v1alpha1.RateLimitPolicy{}, handler.EnqueueRequestsFromMapFunc(namespaceOf),
 			builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, acceptedChanged()))).
-		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.namespaceWithPolicies),
-			builder.WithPredicates(podEnforcerChanged())).
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(namespaceWithPolicies(r)),
+			builder.WithPredicates(predicate.Or(podCountChanged(), podIPChanged()))).
 		Complete(r)
-}
-
-// statusKey is the key of a namespace for the status controller.
-func statusKey(_ context.Context, obj client.Object) []reconcile.Request {
-	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: ConfigMapName}}}
-}
-
-func (r *EnforcerStatusReconciler) namespaceWithPolicies(ctx context.Context, obj client.Object) []reconcile.Request {
-	var list v1alpha1.RateLimitPolicyList
-	if err := r.List(ctx, &list, client.InNamespace(obj.GetNamespace()), client.UnsafeDisableDeepCopy); err != nil || len(list.Items) == 0 {
-		return nil
-	}
-	return statusKey(ctx, obj)
 }
 
 // acceptedChanged passes policy updates whose Accepted condition changed:
@@ -81,19 +63,14 @@ func acceptedChanged() predicate.Predicate {
 	}
 }
 
-// podEnforcerChanged passes the pod updates that change what the status
-// controller sees of a pod, not every status update of a running pod.
-func podEnforcerChanged() predicate.Predicate {
+// podIPChanged passes the pod updates that change where the status
+// controller polls a pod's enforcer.
+func podIPChanged() predicate.Predicate {
 	return predicate.Funcs{
 		UpdateFunc: func(e event.UpdateEvent) bool {
 			oldPod, okOld := e.ObjectOld.(*corev1.Pod)
 			newPod, okNew := e.ObjectNew.(*corev1.Pod)
-			if !okOld || !okNew {
-				return true
-			}
-			return isActive(oldPod) != isActive(newPod) ||
-				oldPod.Status.PodIP != newPod.Status.PodIP ||
-				!maps.Equal(oldPod.Labels, newPod.Labels)
+			return !okOld || !okNew || oldPod.Status.PodIP != newPod.Status.PodIP
 		},
 	}
 }

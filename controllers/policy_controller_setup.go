@@ -63,7 +63,7 @@ func (r *PolicyReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manage
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(namespaceOf),
 			builder.WithPredicates(predicate.NewPredicateFuncs(func(obj client.Object) bool { return obj.GetName() == ConfigMapName }))).
-		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.namespaceWithPolicies),
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(namespaceWithPolicies(r)),
 			builder.WithPredicates(podCountChanged())).
 		WatchesMetadata(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.namespaceUsingSecret)).
 		Complete(r)
@@ -74,13 +74,16 @@ func namespaceOf(_ context.Context, obj client.Object) []reconcile.Request {
 	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: ConfigMapName}}}
 }
 
-// namespaceWithPolicies maps a pod to its namespace when that has policies.
-func (r *PolicyReconciler) namespaceWithPolicies(ctx context.Context, obj client.Object) []reconcile.Request {
-	var list v1alpha1.RateLimitPolicyList
-	if err := r.List(ctx, &list, client.InNamespace(obj.GetNamespace()), client.UnsafeDisableDeepCopy); err != nil || len(list.Items) == 0 {
-		return nil
+// namespaceWithPolicies maps an object (a pod) to its namespace when that
+// has policies, read through c.
+func namespaceWithPolicies(c client.Reader) handler.MapFunc {
+	return func(ctx context.Context, obj client.Object) []reconcile.Request {
+		var list v1alpha1.RateLimitPolicyList
+		if err := c.List(ctx, &list, client.InNamespace(obj.GetNamespace()), client.UnsafeDisableDeepCopy); err != nil || len(list.Items) == 0 {
+			return nil
+		}
+		return namespaceOf(ctx, obj)
 	}
-	return namespaceOf(ctx, obj)
 }
 
 // namespaceUsingSecret maps a Secret to its namespace when a policy there
