@@ -169,19 +169,14 @@ func redisOf(st *enforcerStatus, name string) *enforcerRedisStatus {
 // the one that most needs the user: pods without a working enforcer, then
 // stale enforcers, then enforcers in their failure mode.
 func readyCondition(p *v1alpha1.RateLimitPolicy, c enforcerCheck) metav1.Condition {
-	cond := metav1.Condition{Type: v1alpha1.ConditionReady, ObservedGeneration: p.Generation, Status: metav1.ConditionFalse}
 	if accepted := apimeta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionAccepted); accepted != nil &&
 		accepted.Status == metav1.ConditionFalse && accepted.ObservedGeneration == p.Generation {
-		cond.Reason = v1alpha1.ReasonNotAccepted
-		cond.Message = fmt.Sprintf("generation %d was not accepted: see the Accepted condition for what to change", p.Generation)
-		return cond
+		return notAcceptedReady(p.Generation)
 	}
 	if c.counts.Selected == 0 {
-		cond.Status = metav1.ConditionTrue
-		cond.Reason = v1alpha1.ReasonNoPodsSelected
-		cond.Message = "no running pod matches spec.selector; the enforcers of matching pods apply this generation as they start"
-		return cond
+		return noPodsReady(p.Generation)
 	}
+	cond := metav1.Condition{Type: v1alpha1.ConditionReady, ObservedGeneration: p.Generation, Status: metav1.ConditionFalse}
 	var problems []string
 	setReason := func(reason string) {
 		if cond.Reason == "" {

@@ -287,7 +287,7 @@ func TestPolicyControllerLeavesReadyToTheStatusController(t *testing.T) {
 	g := NewWithT(t)
 	p := acceptedPolicy()
 	setPolicyStatus(p, compileOutcome{Selected: 1, ReadyFromEnforcers: true}, t0)
-	g.Expect(conditionsOf(p)).To(HaveKeyWithValue(v1alpha1.ConditionReady, wantCondition{metav1.ConditionUnknown, ReasonEnforcersNotReported}),
+	g.Expect(conditionsOf(p)).To(HaveKeyWithValue(v1alpha1.ConditionReady, wantCondition{metav1.ConditionUnknown, v1alpha1.ReasonEnforcersNotReported}),
 		"Ready is present before the status controller's first pass")
 
 	setEnforcerStatus(p, []selectedPod{answered("api-0", healthy(4, 0, 0))}, "", t1)

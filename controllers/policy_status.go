@@ -27,11 +27,6 @@ import (
 	"github.com/sluice-dev/sluice/internal/compile"
 )
 
-// ReasonEnforcersNotReported is the Ready reason while pods are selected but
-// no enforcer status has been collected for them. The policy controller sets
-// Ready only until the status controller, which polls the enforcers, owns it.
-const ReasonEnforcersNotReported = "EnforcersNotReported"
-
 // compileOutcome is what one pass of the policy controller found out about
 // one policy: the input of its status.
 type compileOutcome struct {
@@ -141,27 +136,36 @@ func setReadyCondition(p *v1alpha1.RateLimitPolicy, o compileOutcome, now metav1
 	if o.ReadyFromEnforcers && apimeta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionReady) != nil {
 		return
 	}
-	cond := metav1.Condition{
-		Type:               v1alpha1.ConditionReady,
-		ObservedGeneration: p.Generation,
-		LastTransitionTime: now,
-	}
+	var cond metav1.Condition
 	switch {
 	case o.Err != nil:
-		cond.Status = metav1.ConditionFalse
-		cond.Reason = v1alpha1.ReasonNotAccepted
-		cond.Message = "generation " + fmt.Sprint(p.Generation) + " was not accepted: see the Accepted condition for what to change"
+		cond = notAcceptedReady(p.Generation)
 	case o.Selected == 0:
-		cond.Status = metav1.ConditionTrue
-		cond.Reason = v1alpha1.ReasonNoPodsSelected
-		cond.Message = "no running pod matches spec.selector; the enforcers of matching pods apply this generation as they start"
+		cond = noPodsReady(p.Generation)
 	default:
-		cond.Status = metav1.ConditionUnknown
-		cond.Reason = ReasonEnforcersNotReported
-		cond.Message = fmt.Sprintf("%d %s selected; no enforcer has reported yet whether it runs generation %d",
-			o.Selected, plural(o.Selected, "pod is", "pods are"), p.Generation)
+		cond = metav1.Condition{Type: v1alpha1.ConditionReady, ObservedGeneration: p.Generation,
+			Status: metav1.ConditionUnknown, Reason: v1alpha1.ReasonEnforcersNotReported,
+			Message: fmt.Sprintf("%d %s selected; no enforcer has reported yet whether it runs generation %d",
+				o.Selected, plural(o.Selected, "pod is", "pods are"), p.Generation)}
 	}
+	cond.LastTransitionTime = now
 	apimeta.SetStatusCondition(&p.Status.Conditions, cond)
+}
+
+// notAcceptedReady is Ready for a generation the policy controller did
+// not accept; both controllers set it.
+func notAcceptedReady(generation int64) metav1.Condition {
+	return metav1.Condition{Type: v1alpha1.ConditionReady, ObservedGeneration: generation,
+		Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonNotAccepted,
+		Message: fmt.Sprintf("generation %d was not accepted: see the Accepted condition for what to change", generation)}
+}
+
+// noPodsReady is Ready for a policy no running pod matches; both
+// controllers set it.
+func noPodsReady(generation int64) metav1.Condition {
+	return metav1.Condition{Type: v1alpha1.ConditionReady, ObservedGeneration: generation,
+		Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonNoPodsSelected,
+		Message: "no running pod matches spec.selector; the enforcers of matching pods apply this generation as they start"}
 }
 
 // acceptedEvent returns the Event for a change of Accepted's status or

@@ -99,7 +99,7 @@ func TestSetPolicyStatus(t *testing.T) {
 		outcome: compileOutcome{Selected: 3},
 		conditions: map[string]wantCondition{
 			v1alpha1.ConditionAccepted: {metav1.ConditionTrue, v1alpha1.ReasonCompiled},
-			v1alpha1.ConditionReady:    {metav1.ConditionUnknown, ReasonEnforcersNotReported},
+			v1alpha1.ConditionReady:    {metav1.ConditionUnknown, v1alpha1.ReasonEnforcersNotReported},
 		},
 		kstatus: kstatus.InProgressStatus,
 		event:   &statusEvent{corev1.EventTypeNormal, v1alpha1.ReasonCompiled, "generation 2 compiled into ConfigMap sluice-enforcer-config"},

@@ -54,6 +54,10 @@ const (
 	// ReasonEnforcersNotReady: some selected pods have no enforcer, or one
 	// that is not ready.
 	ReasonEnforcersNotReady = "EnforcersNotReady"
+	// ReasonEnforcersNotReported: pods are selected but no enforcer status
+	// has been collected for them yet. The policy controller sets it until
+	// the status controller, which polls the enforcers, owns Ready.
+	ReasonEnforcersNotReported = "EnforcersNotReported"
 	// ReasonEnforcersStale: some enforcers still run an older generation.
 	ReasonEnforcersStale = "EnforcersStale"
 	// ReasonDegraded: some enforcers cannot reach storage and apply the

@@ -124,7 +124,7 @@ var _ = Describe("The policy controller", func() {
 		Eventually(func() int32 { return publishedPolicies(ctx, ns)["login"].Replicas }).Should(BeEquivalentTo(2),
 			"LocalFallback gives each enforcer half of every limit")
 		Eventually(func() *metav1.Condition { return condition(ctx, policy, v1alpha1.ConditionReady) }).
-			Should(haveCondition(metav1.ConditionUnknown, controllers.ReasonEnforcersNotReported, 1))
+			Should(haveCondition(metav1.ConditionUnknown, v1alpha1.ReasonEnforcersNotReported, 1))
 		Expect(kstatusOf(ctx, policy)).To(Equal(kstatus.InProgressStatus), "not Current before an enforcer reports")
 
 		By("relabelling and deleting pods")
