@@ -139,7 +139,7 @@ func checkEnforcers(p *v1alpha1.RateLimitPolicy, pods []selectedPod, published s
 		}
 	}
 	slices.Sort(c.loaded)
-	c.counts.Summary = fmt.Sprintf("%d/%d", c.counts.Ready, c.counts.Selected)
+	c.counts.Summary = c.counts.ReadySummary()
 	return c
 }
 

@@ -275,7 +275,7 @@ func redisEnv(selected []*v1alpha1.RateLimitPolicy, sidecar *EnforcerSidecar) []
 		ref := p.Spec.Storage.SecretRef
 		key := ref.Key
 		if key == "" {
-			key = "url"
+			key = v1alpha1.DefaultStorageSecretKey
 		}
 		// Optional: a missing Secret must not keep the application from
 		// starting; the policy reports StorageSecretMissing meanwhile.

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
 	"os"
 	"slices"
@@ -98,7 +99,7 @@ func (p *Policy) validate(path string, add addFunc) {
 		add(path+".selector", "%v", err)
 	}
 	oneOf(add, path+".mode", p.Mode, "Enforce", "DryRun")
-	oneOf(add, path+".failureMode", p.FailureMode, "Open", "Closed", "LocalFallback")
+	oneOf(add, path+".failureMode", p.FailureMode, string(limiter.FailOpen), string(limiter.FailClosed), string(limiter.FailLocal))
 	oneOf(add, path+".responseHeaders", p.ResponseHeaders, "XRateLimit", "IETF", "Both", "None")
 	if p.Timeout.Duration < time.Millisecond || p.Timeout.Duration > time.Second {
 		add(path+".timeout", "must be between 1ms and 1s, got %s", p.Timeout.Duration)
@@ -151,7 +152,7 @@ func (r *Rule) validate(path string, add addFunc) {
 		}
 	}
 	checkWindows(path+".limits", r.Limits)
-	for _, tier := range sortedKeys(r.TierLimits) {
+	for _, tier := range slices.Sorted(maps.Keys(r.TierLimits)) {
 		checkWindows(fmt.Sprintf("%s.tierLimits[%s]", path, tier), r.TierLimits[tier])
 	}
 	for k, o := range r.Overrides {
@@ -241,13 +242,4 @@ func oneOf(add addFunc, path, value string, allowed ...string) {
 	if !slices.Contains(allowed, value) {
 		add(path, "%q is not one of %s", value, strings.Join(allowed, ", "))
 	}
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
