@@ -148,13 +148,8 @@ func (r *PolicyReconciler) publishedConfig(ctx context.Context, namespace string
 
 // publishedGeneration is the generation of p in the published configuration.
 func publishedGeneration(published *config.Config, p *v1alpha1.RateLimitPolicy) (int64, bool) {
-	if published == nil {
-		return 0, false
-	}
-	for _, entry := range published.Policies {
-		if entry.Name == p.Name && entry.UID == string(p.UID) {
-			return entry.Generation, true
-		}
+	if entry, ok := published.Entry(p.Name, string(p.UID)); ok {
+		return entry.Generation, true
 	}
 	return 0, false
 }

@@ -186,6 +186,21 @@ func (p *Policy) Selects(podLabels map[string]string) bool {
 	return sel.Matches(labels.Set(podLabels))
 }
 
+// Entry is the entry of the policy object with this name and UID, if c
+// has one: a policy deleted and created again under its name is another
+// object. A nil c, or an empty uid, has none.
+func (c *Config) Entry(name, uid string) (*Policy, bool) {
+	if c == nil || uid == "" {
+		return nil, false
+	}
+	for i := range c.Policies {
+		if p := &c.Policies[i]; p.Name == name && p.UID == uid {
+			return p, true
+		}
+	}
+	return nil, false
+}
+
 // ForPod is c reduced to the policies that select a pod with these labels.
 func (c *Config) ForPod(podLabels map[string]string) *Config {
 	out := &Config{Schema: c.Schema, Namespace: c.Namespace}

@@ -128,9 +128,10 @@ func Namespace(namespace string, policies []v1alpha1.RateLimitPolicy, opts Optio
 		}
 		if err != nil {
 			res.Errors[p.Name] = asPolicyError(p.Name, err)
-			if prev, ok := previous(opts.Previous, p); ok {
-				prev.Replicas = opts.Replicas[p.Name]
-				res.Config.Policies = append(res.Config.Policies, prev)
+			if prev, ok := opts.Previous.Entry(p.Name, string(p.UID)); ok {
+				kept := *prev // a copy: the previous configuration stays as it was
+				kept.Replicas = opts.Replicas[p.Name]
+				res.Config.Policies = append(res.Config.Policies, kept)
 			}
 			continue
 		}
@@ -199,19 +200,6 @@ func checkStorage(p *v1alpha1.RateLimitPolicy, storage *v1alpha1.Storage, secret
 			ref.Name, ref.Key, ref.Key)}
 	}
 	return nil
-}
-
-// previous returns the published entry of p, if the same object (UID) had one.
-func previous(cfg *config.Config, p *v1alpha1.RateLimitPolicy) (config.Policy, bool) {
-	if cfg == nil || p.UID == "" {
-		return config.Policy{}, false
-	}
-	for _, prev := range cfg.Policies {
-		if prev.Name == p.Name && prev.UID == string(p.UID) {
-			return prev, true
-		}
-	}
-	return config.Policy{}, false
 }
 
 func asPolicyError(name string, err error) *PolicyError {
