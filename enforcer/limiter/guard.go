@@ -136,7 +136,12 @@ func (g *Guard) Refund(ctx context.Context, reqs ...Request) error {
 	if len(reqs) == 0 || g.skipping() {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, reqs[0].Failure.timeout())
+	// The requests may be of several policies: the longest timeout of them.
+	timeout := reqs[0].Failure.timeout()
+	for i := range reqs[1:] {
+		timeout = max(timeout, reqs[i+1].Failure.timeout())
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	return g.redis.Refund(ctx, reqs...)
 }
