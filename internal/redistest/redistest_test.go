@@ -201,8 +201,8 @@ func TestServerDiesWithTestBinary(t *testing.T) {
 	pid, err := strconv.Atoi(strings.TrimSpace(line))
 	g.Expect(err).NotTo(HaveOccurred(), "child said %q", line)
 
-	time.Sleep(100 * time.Millisecond)
-	g.Expect(processGone(pid)).To(BeFalse(), "the server outlives its forking goroutine's thread")
+	g.Consistently(func() bool { return processGone(pid) }).WithTimeout(time.Second).
+		Should(BeFalse(), "the server outlives its forking goroutine's thread")
 	g.Expect(child.Process.Kill()).To(Succeed())
 	_ = child.Wait()
 	g.Eventually(func() bool { return processGone(pid) }).Should(BeTrue())
