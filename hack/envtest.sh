@@ -80,15 +80,14 @@ build kube-apiserver "$kube_mod" k8s.io/kubernetes/cmd/kube-apiserver "$kube_ver
   -X k8s.io/component-base/version.gitMinor=$kube_minor \
   -X k8s.io/component-base/version.gitTreeState=clean"
 
-# envtest looks for kubectl in the same directory. The tests do not need it to
-# start a control plane, so a machine without kubectl only loses
-# envtest.ControlPlane.KubeCtl(). DIR may itself be on PATH: never link
-# kubectl to itself.
+# envtest looks for kubectl in the same directory, and the envtest suites run
+# it (server-side apply, kubectl wait, printer columns, apply -k): they fail
+# without it. DIR may itself be on PATH: never link kubectl to itself.
 if kubectl="$(command -v kubectl)" && [ "$kubectl" != "$dir/kubectl" ]; then
   if [ "$(readlink "$dir/kubectl" 2>/dev/null)" != "$kubectl" ]; then
     ln -sfn "$kubectl" "$dir/kubectl"
     echo ">> linked $dir/kubectl -> $kubectl"
   fi
 elif [ ! -e "$dir/kubectl" ]; then
-  echo ">> kubectl not found on PATH: envtest will run without it (ControlPlane.KubeCtl() is unavailable)" >&2
+  echo ">> kubectl not found on PATH: the envtest suites need it; install kubectl" >&2
 fi
