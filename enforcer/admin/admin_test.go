@@ -57,12 +57,19 @@ type fixedState reload.State
 func (s fixedState) State() reload.State { return reload.State(s) }
 
 type fixture struct {
-	proxy, admin string
-	metrics      *Metrics
-	handler      *proxy.Handler
+	proxy, admin, debug string
+	metrics             *Metrics
+	handler             *proxy.Handler
+	server              *Server
 }
 
+// start serves cfg through a proxy, with the admin and debug handlers on
+// loopback listeners; startWith gives /status a token source.
 func start(t *testing.T, cfg *config.Config, redisURL string) *fixture {
+	return startWith(t, cfg, redisURL, nil)
+}
+
+func startWith(t *testing.T, cfg *config.Config, redisURL string, token TokenSource) *fixture {
 	t.Helper()
 	app := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 	t.Cleanup(app.Close)
@@ -79,12 +86,16 @@ func start(t *testing.T, cfg *config.Config, redisURL string) *fixture {
 	m.Reloaded(cfg.Hash())
 	px := httptest.NewServer(h)
 	t.Cleanup(px.Close)
-	adm := httptest.NewServer(New(Options{
+	srv := New(Options{
 		Pod: Pod{Name: "api-0", Namespace: cfg.Namespace}, Version: "test", StartedAt: time.Unix(1_800_000_000, 0).UTC(),
 		Snapshots: h, Reloads: fixedState{Hash: cfg.Hash(), LoadedAt: time.Unix(1_800_000_001, 0).UTC()}, Metrics: m,
-	}))
+		StatusToken: token,
+	})
+	adm := httptest.NewServer(srv)
 	t.Cleanup(adm.Close)
-	return &fixture{proxy: px.URL, admin: adm.URL, metrics: m, handler: h}
+	dbg := httptest.NewServer(srv.Debug())
+	t.Cleanup(dbg.Close)
+	return &fixture{proxy: px.URL, admin: adm.URL, debug: dbg.URL, metrics: m, handler: h, server: srv}
 }
 
 func fetch(g Gomega, url string, headers ...string) (int, string) {
@@ -156,7 +167,7 @@ func TestDebugTenantDoesNotConsume(t *testing.T) {
 	fetch(g, f.proxy+"/x", "X-Tenant: acme")
 	fetch(g, f.proxy+"/x", "X-Tenant: bob", "X-Plan: premium")
 	for range 2 {
-		code, body := fetch(g, f.admin+"/debug/tenant?policy=api&rule=all&tenant=acme")
+		code, body := fetch(g, f.debug+"/debug/tenant?policy=api&rule=all&tenant=acme")
 		g.Expect(code).To(Equal(200), body)
 		var u TenantUsage
 		g.Expect(json.Unmarshal([]byte(body), &u)).To(Succeed())
@@ -166,15 +177,15 @@ func TestDebugTenantDoesNotConsume(t *testing.T) {
 		g.Expect(u.Remaining).To(Equal(int64(5)))
 		g.Expect(u.Allowed).To(BeTrue())
 	}
-	_, body := fetch(g, f.admin+"/debug/tenant?policy=api&rule=all&tenant=bob&tier=premium")
+	_, body := fetch(g, f.debug+"/debug/tenant?policy=api&rule=all&tenant=bob&tier=premium")
 	g.Expect(body).To(ContainSubstring(`"remaining": 49`))
-	_, body = fetch(g, f.admin+"/debug/tenant?policy=guard&rule=admin")
+	_, body = fetch(g, f.debug+"/debug/tenant?policy=guard&rule=admin")
 	g.Expect(body).To(ContainSubstring(`"remaining": 1`))
 
-	code, body := fetch(g, f.admin+"/debug/tenant?policy=nope&rule=all&tenant=acme")
+	code, body := fetch(g, f.debug+"/debug/tenant?policy=nope&rule=all&tenant=acme")
 	g.Expect(code).To(Equal(404))
 	g.Expect(body).To(ContainSubstring(`policy \"nope\" is not applied`))
-	code, _ = fetch(g, f.admin+"/debug/tenant?policy=api&rule=nope")
+	code, _ = fetch(g, f.debug+"/debug/tenant?policy=api&rule=nope")
 	g.Expect(code).To(Equal(404))
 }
 
@@ -191,7 +202,9 @@ func TestReadiness(t *testing.T) {
 	fetch(g, f.proxy+"/x") // a decision notices
 	code, body := fetch(g, f.admin+"/readyz")
 	g.Expect(code).To(Equal(503))
-	g.Expect(body).To(ContainSubstring("redis default is unreachable and policy guard fails closed"))
+	g.Expect(body).To(ContainSubstring("a Redis that a fail-closed policy needs is unreachable"))
+	g.Expect(body).NotTo(ContainSubstring("guard"), "/readyz names no policy")
+	g.Expect(body).NotTo(ContainSubstring("default"), "/readyz names no Redis")
 	_, body = fetch(g, f.admin+"/status")
 	g.Expect(body).To(ContainSubstring(`"reachable": false`))
 	g.Expect(body).To(ContainSubstring(`"failureMode": 1`))

@@ -1,7 +1,9 @@
-// Package admin serves the enforcer's admin listener: health and readiness
-// probes, Prometheus metrics, the /status document the operator reads, and
-// a debug view of a tenant's bucket. It is meant for the pod's network
-// only: never expose it through a Service open to clients.
+// Package admin serves the enforcer's two side listeners. The admin
+// listener, on the pod IP: health and readiness probes (which reveal
+// nothing), Prometheus metrics, and the /status document the operator
+// reads, behind a bearer token. The debug listener, on loopback only: a
+// view of a tenant's bucket and, when enabled, Go's profiles. Never expose
+// either through a Service open to clients.
 package admin
 
 import (
@@ -34,19 +36,25 @@ type Options struct {
 	Snapshots SnapshotSource
 	Reloads   ReloadSource
 	Metrics   *Metrics
-	// Pprof serves net/http/pprof's profiles under /debug/pprof/. Off by
-	// default: a profile shows internals and costs CPU while it runs.
+	// StatusToken is the bearer token /status requires of every caller.
+	// Nil: /status is served to loopback peers only.
+	StatusToken TokenSource
+	// Pprof serves net/http/pprof's profiles under /debug/pprof/ on the
+	// debug listener. Off by default: a profile shows internals and costs
+	// CPU while it runs.
 	Pprof bool
 }
 
-// Server is the admin listener's handler.
+// Server holds the handlers of the admin and debug listeners.
 type Server struct {
-	opts Options
-	mux  *http.ServeMux
+	opts  Options
+	mux   *http.ServeMux
+	debug http.Handler
 }
 
-// New serves /healthz, /readyz, /metrics, /status and /debug/tenant, and
-// /debug/pprof/ when opts.Pprof is set.
+// New serves /healthz, /readyz, /metrics and /status on the admin handler
+// (Server itself), and /debug/tenant, with /debug/pprof/ when opts.Pprof is
+// set, on Debug.
 func New(opts Options) *Server {
 	s := &Server{opts: opts, mux: http.NewServeMux()}
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -59,18 +67,26 @@ func New(opts Options) *Server {
 		EnableOpenMetrics: true,
 	}))
 	s.mux.HandleFunc("GET /status", s.status)
-	s.mux.HandleFunc("GET /debug/tenant", s.debugTenant)
+
+	debug := http.NewServeMux()
+	debug.HandleFunc("GET /debug/tenant", s.debugTenant)
 	if opts.Pprof {
-		s.mux.HandleFunc("/debug/pprof/", pprof.Index)
-		s.mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-		s.mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		s.mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-		s.mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		debug.HandleFunc("/debug/pprof/", pprof.Index)
+		debug.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		debug.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		debug.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		debug.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	}
+	s.debug = loopbackOnly(debug)
 	return s
 }
 
+// ServeHTTP serves the admin listener.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+
+// Debug is the handler of the debug listener, for loopback peers only: it
+// shows tenants' usage and the process's internals.
+func (s *Server) Debug() http.Handler { return s.debug }
 
 func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 	ok, why := readiness(s.opts.Snapshots.Snapshot())
@@ -117,7 +133,10 @@ func (s *Server) Status() Status {
 	return out
 }
 
-func (s *Server) status(w http.ResponseWriter, _ *http.Request) {
+func (s *Server) status(w http.ResponseWriter, r *http.Request) {
+	if !s.authorizeStatus(w, r) {
+		return
+	}
 	writeJSON(w, http.StatusOK, s.Status())
 }
 

@@ -82,8 +82,9 @@ func redisStatus(be *proxy.Backend, policies []string) RedisStatus {
 	return rs
 }
 
-// readiness says whether the enforcer can serve, and why not: it has a
-// configuration, and every Redis backend is reachable unless none of its
+// readiness says whether the enforcer can serve, and why not, in words that
+// name no policy and no Redis (anyone who reaches the pod can read /readyz;
+// /status has the details): it has a configuration, and every Redis backend is reachable unless none of its
 // policies fails closed. While Redis is down, policies failing Open or to
 // LocalFallback still serve, so the pod stays ready; a fail-closed policy
 // would refuse every request it applies to, so the pod is taken out of
@@ -98,7 +99,7 @@ func readiness(snap *proxy.Snapshot) (bool, string) {
 		}
 		for _, p := range snap.Table.Policies() {
 			if snap.BackendOf(p) == be && p.Failure.Mode == limiter.FailClosed {
-				return false, "redis " + be.Name + " is unreachable and policy " + p.Name + " fails closed"
+				return false, "a Redis that a fail-closed policy needs is unreachable (/status names them)"
 			}
 		}
 	}
