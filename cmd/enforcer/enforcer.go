@@ -27,8 +27,8 @@ const (
 	pingTimeout  = 500 * time.Millisecond
 )
 
-// enforcer is the wired program: the proxy and admin listeners, the
-// configuration reloader and the Redis backends.
+// enforcer is the wired program: the proxy, admin and debug listeners,
+// the configuration reloader and the Redis backends.
 type enforcer struct {
 	o        *options
 	log      *slog.Logger
@@ -38,6 +38,8 @@ type enforcer struct {
 	admin    *admin.Server
 	proxyLn  net.Listener
 	adminLn  net.Listener
+	// debugLn is nil when --debug-listen is empty or cannot be bound.
+	debugLn net.Listener
 }
 
 func newEnforcer(o *options, lookupEnv func(string) (string, bool), log *slog.Logger) (*enforcer, error) {
@@ -52,10 +54,14 @@ func newEnforcer(o *options, lookupEnv func(string) (string, bool), log *slog.Lo
 		e.backends.Close()
 		return nil, &configError{err}
 	}
-	e.admin = admin.New(admin.Options{
+	adminOpts := admin.Options{
 		Pod: admin.Pod{Name: o.podName, Namespace: o.podNS}, Version: buildVersion(), StartedAt: time.Now().UTC(),
 		Snapshots: e.handler, Reloads: e.reloader, Metrics: metrics, Pprof: o.pprof,
-	})
+	}
+	if o.statusTokenFile != "" {
+		adminOpts.StatusToken = &admin.TokenFile{Path: o.statusTokenFile}
+	}
+	e.admin = admin.New(adminOpts)
 	var err error
 	if e.proxyLn, err = net.Listen("tcp", o.listen); err != nil {
 		e.backends.Close()
@@ -65,6 +71,12 @@ func newEnforcer(o *options, lookupEnv func(string) (string, bool), log *slog.Lo
 		_ = e.proxyLn.Close()
 		e.backends.Close()
 		return nil, fmt.Errorf("admin listener: %w", err)
+	}
+	if o.debugListen != "" {
+		// A port the application took costs the debug view, not the pod.
+		if e.debugLn, err = net.Listen("tcp", o.debugListen); err != nil {
+			log.Warn("debug listener not served", "error", err)
+		}
 	}
 	return e, nil
 }
@@ -101,11 +113,21 @@ func (e *enforcer) serve(ctx context.Context) error {
 		ReadHeaderTimeout: 5 * time.Second,
 		ErrorLog:          stdLogger(e.log, "admin-server"),
 	}
-	errc := make(chan error, 2)
+	debugSrv := &http.Server{
+		Handler:           e.admin.Debug(),
+		ReadHeaderTimeout: 5 * time.Second,
+		ErrorLog:          stdLogger(e.log, "debug-server"),
+	}
+	errc := make(chan error, 3)
 	go func() { errc <- proxySrv.Serve(e.proxyLn) }()
 	go func() { errc <- adminSrv.Serve(e.adminLn) }()
-	e.log.Info("serving", "listen", e.proxyLn.Addr().String(), "admin", e.adminLn.Addr().String(),
-		"upstream", e.o.upstream.String(), "version", buildVersion())
+	debugAddr := ""
+	if e.debugLn != nil {
+		debugAddr = e.debugLn.Addr().String()
+		go func() { errc <- debugSrv.Serve(e.debugLn) }()
+	}
+	e.log.Info("serving", "listen", e.proxyLn.Addr().String(), "admin", e.adminLn.Addr().String(), "debug", debugAddr,
+		"statusToken", e.o.statusTokenFile != "", "upstream", e.o.upstream.String(), "version", buildVersion())
 
 	var failed error
 	select {
@@ -122,6 +144,7 @@ func (e *enforcer) serve(ctx context.Context) error {
 		_ = proxySrv.Close()
 	}
 	_ = adminSrv.Shutdown(shutdownCtx)
+	_ = debugSrv.Shutdown(shutdownCtx)
 	e.handler.CloseIdleConnections()
 	if failed != nil && !errors.Is(failed, http.ErrServerClosed) {
 		return failed

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/url"
 	"strings"
 	"time"
@@ -18,6 +19,8 @@ import (
 // flags left unset.
 type options struct {
 	listen, adminListen string
+	debugListen         string
+	statusTokenFile     string
 	upstream            *url.URL
 	redisURL            string
 	redisPoolSize       int
@@ -47,7 +50,9 @@ func newFlagSet(o *options, upstream, logLevel *string) *pflag.FlagSet {
 	fs.SortFlags = false
 	fs.StringVar(&o.listen, "listen", ":9080", "address the proxy listens on (clients and the Service's targetPort)")
 	fs.StringVar(upstream, "upstream", "", "base URL of the application, e.g. http://127.0.0.1:8080 (required)")
-	fs.StringVar(&o.adminListen, "admin-listen", ":9901", "address of the admin listener: /healthz /readyz /metrics /status /debug/tenant")
+	fs.StringVar(&o.adminListen, "admin-listen", ":9901", "address of the admin listener: /healthz /readyz /metrics /status")
+	fs.StringVar(&o.debugListen, "debug-listen", "127.0.0.1:9902", "loopback address of the debug listener: /debug/tenant, /debug/pprof/ (reach it with kubectl port-forward pod/NAME 9902); empty turns it off")
+	fs.StringVar(&o.statusTokenFile, "status-token-file", "", "file holding the bearer token /status requires (the operator's Secret volume); unset: /status serves loopback peers only")
 	fs.StringVar(&o.redisURL, "redis-url", "redis://127.0.0.1:6379", "default Redis: redis://, rediss://, redis+sentinel:// or redis+cluster:// URL")
 	fs.IntVar(&o.redisPoolSize, "redis-pool-size", 0, "connections per Redis node (0: 10 per CPU)")
 	fs.StringVar(&o.configPath, "config", "", "compiled configuration (JSON, schema sluice.dev/enforcer-config/v1), as the operator writes it")
@@ -57,7 +62,7 @@ func newFlagSet(o *options, upstream, logLevel *string) *pflag.FlagSet {
 	fs.StringVar(&o.podNS, "pod-namespace", "", "pod namespace, reported on /status; namespace of policy files that name none")
 	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 25*time.Second, "how long in-flight requests may finish after SIGTERM")
 	fs.StringVar(logLevel, "log-level", "info", "debug, info, warn or error")
-	fs.BoolVar(&o.pprof, "pprof", false, "serve Go profiles (net/http/pprof) under /debug/pprof/ on the admin listener")
+	fs.BoolVar(&o.pprof, "pprof", false, "serve Go profiles (net/http/pprof) under /debug/pprof/ on the debug listener")
 	fs.BoolVar(&o.version, "version", false, "print the version and exit")
 	fs.BoolVarP(&o.help, "help", "h", false, "print this help and exit")
 	return fs
@@ -123,12 +128,17 @@ func (o *options) validate(upstream, logLevel string) error {
 		return errors.New("--listen and --admin-listen must not be empty")
 	case o.listen == o.adminListen:
 		return fmt.Errorf("--listen and --admin-listen are both %s", o.listen)
+	case o.debugListen != "" && (o.debugListen == o.listen || o.debugListen == o.adminListen):
+		return fmt.Errorf("--debug-listen %s is also --listen or --admin-listen", o.debugListen)
 	case o.redisURL == "":
 		return errors.New("--redis-url must not be empty")
 	case o.shutdownTimeout < 0:
 		return errors.New("--shutdown-timeout must not be negative")
 	case o.redisPoolSize < 0:
 		return errors.New("--redis-pool-size must not be negative")
+	}
+	if err := validateLoopback(o.debugListen); err != nil {
+		return err
 	}
 	// Parse the URL now (no connection is made), so a typo is a command
 	// line error and not a configuration one.
@@ -139,6 +149,22 @@ func (o *options) validate(upstream, logLevel string) error {
 	_ = client.Close()
 	if err := o.logLevel.UnmarshalText([]byte(logLevel)); err != nil {
 		return fmt.Errorf("--log-level %q is not one of debug, info, warn, error", logLevel)
+	}
+	return nil
+}
+
+// validateLoopback refuses a debug address that other pods could reach:
+// /debug shows every tenant's usage.
+func validateLoopback(addr string) error {
+	if addr == "" {
+		return nil
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("--debug-listen %q: %w", addr, err)
+	}
+	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		return fmt.Errorf("--debug-listen %q must be a loopback address such as 127.0.0.1:9902: /debug shows tenants' usage to whoever reaches it", addr)
 	}
 	return nil
 }

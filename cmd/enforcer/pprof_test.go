@@ -22,7 +22,9 @@ func TestPprofFlag(t *testing.T) {
 
 		srv := admin.New(admin.Options{Metrics: admin.NewMetrics("test"), Pprof: o.pprof})
 		w := httptest.NewRecorder()
-		srv.ServeHTTP(w, httptest.NewRequest("GET", "/debug/pprof/", nil))
+		req := httptest.NewRequest("GET", "/debug/pprof/", nil)
+		req.RemoteAddr = "127.0.0.1:40000" // the debug listener is loopback's
+		srv.Debug().ServeHTTP(w, req)
 		if on {
 			g.Expect(w.Code).To(Equal(200))
 			g.Expect(w.Body.String()).To(ContainSubstring("goroutine"))

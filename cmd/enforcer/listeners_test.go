@@ -1,0 +1,111 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+)
+
+func TestDebugAndTokenFlags(t *testing.T) {
+	base := []string{"--upstream", "http://127.0.0.1:8080", "--config", "c.json"}
+	cases := []struct {
+		name        string
+		args        []string
+		env         map[string]string
+		debug, file string
+		wantErr     string
+	}{
+		{name: "defaults", debug: "127.0.0.1:9902"},
+		{name: "from the environment", env: map[string]string{"SLUICE_DEBUG_LISTEN": "127.0.0.5:7000", "SLUICE_STATUS_TOKEN_FILE": "/etc/sluice/admin/token"},
+			debug: "127.0.0.5:7000", file: "/etc/sluice/admin/token"},
+		{name: "IPv6 loopback", args: []string{"--debug-listen", "[::1]:9902"}, debug: "[::1]:9902"},
+		{name: "turned off", args: []string{"--debug-listen", ""}, debug: ""},
+		{name: "every address", args: []string{"--debug-listen", ":9902"}, wantErr: "must be a loopback address"},
+		{name: "a pod IP", args: []string{"--debug-listen", "10.0.0.4:9902"}, wantErr: "must be a loopback address"},
+		{name: "the admin listener's", args: []string{"--admin-listen", "127.0.0.1:9901", "--debug-listen", "127.0.0.1:9901"}, wantErr: "is also --listen or --admin-listen"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			o, _, err := parseFlags(append(append([]string{}, base...), tc.args...), env(tc.env), &bytes.Buffer{})
+			if tc.wantErr != "" {
+				g.Expect(err).To(MatchError(ContainSubstring(tc.wantErr)))
+				return
+			}
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(o.debugListen).To(Equal(tc.debug))
+			g.Expect(o.statusTokenFile).To(Equal(tc.file))
+		})
+	}
+}
+
+// TestListeners runs the enforcer with a token file and checks what each
+// listener serves.
+func TestListeners(t *testing.T) {
+	g := NewWithT(t)
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "policy.yaml")
+	g.Expect(os.WriteFile(cfg, []byte(`apiVersion: sluice.dev/v1alpha1
+kind: RateLimitPolicy
+metadata: {name: api}
+spec:
+  selector: {matchLabels: {app: api}}
+  upstreamPort: 8080
+  failureMode: Open
+  rules: [{name: all, limits: [{requests: 5, period: 1m}]}]
+`), 0o600)).To(Succeed())
+	token := filepath.Join(dir, "token")
+	g.Expect(os.WriteFile(token, []byte("tok\n"), 0o600)).To(Succeed())
+	admin, debug := freeAddr(t), freeAddr(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int)
+	var out bytes.Buffer
+	go func() {
+		done <- run(ctx, []string{"--upstream", "http://127.0.0.1:1", "--policy-file", cfg, "--listen", freeAddr(t),
+			"--admin-listen", admin, "--debug-listen", debug, "--status-token-file", token, "--redis-url", "redis://127.0.0.1:1"},
+			env(nil), io.Discard, &out)
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	get := func(url, auth string) (int, string) {
+		req, _ := http.NewRequest("GET", url, nil)
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	g.Eventually(func() int { c, _ := get("http://"+admin+"/healthz", ""); return c }).WithTimeout(10*time.Second).Should(Equal(200), out.String())
+	code, _ := get("http://"+admin+"/status", "")
+	g.Expect(code).To(Equal(401))
+	code, body := get("http://"+admin+"/status", "Bearer tok")
+	g.Expect(code).To(Equal(200))
+	g.Expect(body).To(ContainSubstring(`"name": "api"`))
+	code, _ = get("http://"+admin+"/debug/tenant?policy=api&rule=all", "Bearer tok")
+	g.Expect(code).To(Equal(404), "not on the admin listener")
+	code, body = get("http://"+debug+"/debug/tenant?policy=api&rule=all", "")
+	g.Expect(code).NotTo(Equal(404), body)
+	g.Expect(body).To(ContainSubstring("api"))
+}
+
+// freeAddr is a free loopback address.
+func freeAddr(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
