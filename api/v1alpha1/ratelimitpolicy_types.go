@@ -88,6 +88,22 @@ type RateLimitPolicySpec struct {
 	// +kubebuilder:validation:Maximum=65535
 	UpstreamPort int32 `json:"upstreamPort"`
 
+	// TrustedProxies are the CIDRs of the ingress controllers, load balancers
+	// and proxies that connect to the selected pods. The forwarding headers
+	// of a request from one of them (X-Forwarded-For, -Host, -Proto, -Port,
+	// -Prefix, X-Real-IP, Forwarded) reach the application as sent, this hop
+	// appended to X-Forwarded-For. From any other peer they are replaced by
+	// what the enforcer saw, since any client can write them. The
+	// trustedProxies of clientIP identity sources are trusted too. Name your
+	// ingress controller's pod range, never a whole cluster range such as
+	// 10.0.0.0/8: every pod in it could then forge its client address.
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MaxLength=43
+	// +kubebuilder:validation:XValidation:rule="self.all(c, isCIDR(c))",messageExpression="'trustedProxies must be CIDRs such as 10.42.0.0/24 or fd00::/64 (use /32 or /128 for one address), not ' + self.filter(c, !isCIDR(c))[0]"
+	// +optional
+	TrustedProxies []string `json:"trustedProxies,omitempty"`
+
 	// Mode is Enforce (answer 429 to requests over a limit) or DryRun (forward
 	// every request; count would-be denials in headers, metrics and status).
 	// +kubebuilder:default=Enforce

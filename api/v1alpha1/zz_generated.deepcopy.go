@@ -308,6 +308,11 @@ func (in *RateLimitPolicyList) DeepCopyObject() runtime.Object {
 func (in *RateLimitPolicySpec) DeepCopyInto(out *RateLimitPolicySpec) {
 	*out = *in
 	in.Selector.DeepCopyInto(&out.Selector)
+	if in.TrustedProxies != nil {
+		in, out := &in.TrustedProxies, &out.TrustedProxies
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
 	if in.Timeout != nil {
 		in, out := &in.Timeout, &out.Timeout
 		*out = new(v1.Duration)

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/enforcer/config"
-	"github.com/sluice-dev/sluice/enforcer/identity"
+	"github.com/sluice-dev/sluice/enforcer/request"
 	"github.com/sluice-dev/sluice/enforcer/route"
 )
 
@@ -45,7 +45,7 @@ func (s *Server) debugTenant(w http.ResponseWriter, r *http.Request) {
 	}
 	path := q.Get("path")
 	if path != "" {
-		path = identity.CleanPath(path)
+		path = request.CleanPath(path)
 	}
 	c, override, ok := snap.Table.TenantCheck(route.TenantQuery{
 		Policy: q.Get("policy"), Rule: q.Get("rule"), Tenant: q.Get("tenant"), Tier: q.Get("tier"),

@@ -27,6 +27,7 @@ type Metrics struct {
 	checkErrors    *prometheus.CounterVec
 	redisLatency   *prometheus.HistogramVec
 	upstreamErrors prometheus.Counter
+	refused        *prometheus.CounterVec
 	reloads        prometheus.Counter
 	reloadErrors   prometheus.Counter
 	reloadOK       prometheus.Gauge
@@ -79,6 +80,10 @@ func NewMetrics(version string) *Metrics {
 			Name: "sluice_enforcer_upstream_errors_total",
 			Help: "Requests answered 502 because the application could not be reached.",
 		}),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_enforcer_requests_refused_total",
+			Help: "Requests refused before any rule was checked because the application could read them otherwise than the limiter (400), or they broke a size or time limit (408, 413, 431), by reason.",
+		}, []string{"reason"}),
 		reloads: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sluice_enforcer_config_reloads_total",
 			Help: "Configurations put into service, the first one included.",
@@ -109,7 +114,7 @@ func NewMetrics(version string) *Metrics {
 		Help: "The enforcer's version: 1.",
 	}, []string{"version"})
 	buildInfo.WithLabelValues(version).Set(1)
-	m.Registry.MustRegister(m.decisions, m.failureMode, m.checkErrors, m.redisLatency, m.upstreamErrors,
+	m.Registry.MustRegister(m.decisions, m.failureMode, m.checkErrors, m.redisLatency, m.upstreamErrors, m.refused,
 		m.reloads, m.reloadErrors, m.reloadOK, m.reloadTime, m.configInfo, buildInfo,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
@@ -171,6 +176,9 @@ func (m *Metrics) CheckError(p *route.Policy, _ error) {
 
 // UpstreamError counts a request the application did not answer.
 func (m *Metrics) UpstreamError() { m.upstreamErrors.Inc() }
+
+// Refused counts a request refused before any rule was checked.
+func (m *Metrics) Refused(reason string) { m.refused.WithLabelValues(reason).Inc() }
 
 // Reloaded records a configuration put into service.
 func (m *Metrics) Reloaded(hash string) {

@@ -38,6 +38,9 @@ type Policy struct {
 	// under LocalFallback each enforcer admits 1/Replicas of every limit.
 	Replicas     int32 `json:"replicas"`
 	UpstreamPort int32 `json:"upstreamPort"`
+	// TrustedProxies are the CIDRs whose forwarding headers reach the
+	// application as sent (spec.trustedProxies).
+	TrustedProxies []string `json:"trustedProxies,omitempty"`
 	// Mode is Enforce or DryRun.
 	Mode string `json:"mode"`
 	// FailureMode is Open, Closed or LocalFallback.

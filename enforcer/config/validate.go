@@ -110,6 +110,11 @@ func (p *Policy) validate(path string, add addFunc) {
 	if p.UpstreamPort < 0 || p.UpstreamPort > 65535 {
 		add(path+".upstreamPort", "must be a port number, got %d", p.UpstreamPort)
 	}
+	for i, cidr := range p.TrustedProxies {
+		if _, err := netip.ParsePrefix(cidr); err != nil {
+			add(fmt.Sprintf("%s.trustedProxies[%d]", path, i), "%q is not a CIDR: %v", cidr, err)
+		}
+	}
 	if p.Tiers != nil {
 		if p.Tiers.Default == "" {
 			add(path+".tiers.default", "must not be empty")

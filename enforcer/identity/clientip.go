@@ -2,9 +2,10 @@ package identity
 
 import (
 	"fmt"
-	"net/http"
 	"net/netip"
 	"strings"
+
+	"github.com/sluice-dev/sluice/enforcer/request"
 )
 
 // ParseTrustedProxies parses CIDRs such as "10.0.0.0/8" or "fd00::/8".
@@ -36,7 +37,7 @@ func ParseTrustedProxies(cidrs []string) ([]netip.Prefix, error) {
 // Addresses are compared and returned without port or IPv6 zone, IPv4
 // mapped IPv6 addresses as IPv4. ok is false when the peer address cannot
 // be parsed (a Unix socket).
-func ClientAddr(r *http.Request, trusted []netip.Prefix) (addr netip.Addr, ok bool) {
+func ClientAddr(r *request.Request, trusted []netip.Prefix) (addr netip.Addr, ok bool) {
 	peer, ok := parseAddr(r.RemoteAddr)
 	if !ok {
 		return netip.Addr{}, false

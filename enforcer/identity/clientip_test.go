@@ -49,7 +49,7 @@ func TestClientAddrBelievesXForwardedForOnlyFromTrustedProxies(t *testing.T) {
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
 			g := NewWithT(t)
-			r := request("GET", "/", c.remote)
+			r := newRequest("GET", "/", c.remote)
 			for _, line := range c.xff {
 				r.Header.Add("X-Forwarded-For", line)
 			}
@@ -66,8 +66,8 @@ func TestClientIPSourceWithoutTrustedProxiesIgnoresXFF(t *testing.T) {
 	g := NewWithT(t)
 	res, err := New(config.Identity{Sources: []config.Source{clientIP()}})
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(res.Resolve(request("GET", "/", "10.1.2.3:5", "X-Forwarded-For: 1.1.1.1")).Tenant).To(Equal("10.1.2.3"))
-	g.Expect(res.Resolve(request("GET", "/", "@")).Tenant).To(Equal(Anonymous), "no address, no tenant")
+	g.Expect(res.Resolve(newRequest("GET", "/", "10.1.2.3:5", "X-Forwarded-For: 1.1.1.1")).Tenant).To(Equal("10.1.2.3"))
+	g.Expect(res.Resolve(newRequest("GET", "/", "@")).Tenant).To(Equal(Anonymous), "no address, no tenant")
 }
 
 func TestParseTrustedProxies(t *testing.T) {
@@ -102,7 +102,7 @@ func FuzzClientAddr(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Fuzz(func(t *testing.T, remote, xff string) {
-		r := request("GET", "/", remote)
+		r := newRequest("GET", "/", remote)
 		r.Header["X-Forwarded-For"] = strings.Split(xff, "\n")
 		addr, ok := ClientAddr(r, trusted)
 		if !ok {

@@ -34,11 +34,11 @@ import (
 	"fmt"
 	"net/http"
 	"net/netip"
-	"path"
 	"slices"
 	"strings"
 
 	"github.com/sluice-dev/sluice/enforcer/config"
+	"github.com/sluice-dev/sluice/enforcer/request"
 )
 
 const (
@@ -76,7 +76,10 @@ func (id Identity) Name() string {
 
 // source yields a tenant or tier value from a request, or "" for none.
 type source interface {
-	value(r *http.Request) string
+	value(r *request.Request) string
+	// header is the canonical name of the header the source reads, "" for
+	// none.
+	header() string
 }
 
 type partition uint8
@@ -148,9 +151,32 @@ func compileSource(s config.Source) (source, error) {
 	return nil, errors.New("must be exactly one of header, apiKey, jwtClaim (with claim and header), clientIP or shared")
 }
 
+// Headers are the canonical names of the headers the resolver reads (the
+// request package makes sure each has one value).
+func (res *Resolver) Headers() []string {
+	var out []string
+	for _, s := range res.sources {
+		if h := s.header(); h != "" {
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
+// TrustedProxies are the proxies the resolver's clientIP sources trust.
+func (res *Resolver) TrustedProxies() []netip.Prefix {
+	var out []netip.Prefix
+	for _, s := range res.sources {
+		if c, ok := s.(clientIPSource); ok {
+			out = append(out, c.trusted...)
+		}
+	}
+	return out
+}
+
 // Resolve returns the identity of r: the first source's value, or
 // Anonymous, followed by the partition values.
-func (res *Resolver) Resolve(r *http.Request) Identity {
+func (res *Resolver) Resolve(r *request.Request) Identity {
 	tenant := Anonymous
 	for _, s := range res.sources {
 		if v := s.value(r); v != "" {
@@ -167,9 +193,9 @@ func (res *Resolver) Resolve(r *http.Request) Identity {
 		case byMethod:
 			parts[i] = r.Method
 		case byPath:
-			parts[i] = Path(r)
+			parts[i] = r.FoldedPath
 		case byHost:
-			parts[i] = Host(r)
+			parts[i] = r.Host
 		}
 	}
 	return res.identity(tenant, parts[:len(res.partition)])
@@ -177,7 +203,8 @@ func (res *Resolver) Resolve(r *http.Request) Identity {
 
 // Identify is the identity Resolve gives a request whose first source to
 // yield a value yields tenant ("" when none does), with method, path and
-// host as Method, Path and Host return them: what /debug/tenant looks up.
+// host as a request.Request holds them (FoldedPath for path): what
+// /debug/tenant looks up.
 func (res *Resolver) Identify(tenant, method, path, host string) Identity {
 	if tenant == "" {
 		tenant = Anonymous
@@ -215,71 +242,18 @@ func (res *Resolver) identity(tenant string, parts []string) Identity {
 	return Identity{Tenant: tenant, Key: b.String()}
 }
 
-// Host is the request's host as rules match it and partitions use it: the
-// Host header without port or trailing dot, in lower case.
-func Host(r *http.Request) string {
-	h := r.Host
-	if i := strings.LastIndexByte(h, ':'); i >= 0 && i > strings.LastIndexByte(h, ']') {
-		h = h[:i]
-	}
-	if len(h) > 1 && h[0] == '[' && h[len(h)-1] == ']' {
-		h = h[1 : len(h)-1]
-	}
-	h = strings.TrimSuffix(h, ".")
-	return strings.ToLower(h) // no allocation when already lower case
-}
-
-// Path is the request's path as rules match it and partitions use it: the
-// decoded URL path (r.URL.Path, so %2F is a slash and the query string is
-// not part of it), cleaned of "//", "." and ".." the way http.ServeMux
-// cleans it, so "/api/../healthz" cannot pass for another endpoint than the
-// one the application serves. A trailing slash is kept.
-func Path(r *http.Request) string {
-	if r.URL == nil {
-		return "/"
-	}
-	return CleanPath(r.URL.Path)
-}
-
-// CleanPath cleans p as http.ServeMux does: rooted, without "//", "." or
-// "..", keeping a trailing slash. A clean path is returned as is.
-func CleanPath(p string) string {
-	if p == "" {
-		return "/"
-	}
-	if p[0] != '/' {
-		p = "/" + p
-	}
-	np := path.Clean(p)
-	if p[len(p)-1] == '/' && np != "/" {
-		if len(p) == len(np)+1 && strings.HasPrefix(p, np) {
-			return p
-		}
-		return np + "/"
-	}
-	return np
-}
-
 type headerSource string
 
-func (h headerSource) value(r *http.Request) string {
-	return firstHeader(r, string(h))
-}
-
-// firstHeader is the trimmed first value of a header whose name is already
-// canonical (Header.Get would canonicalize it on every call).
-func firstHeader(r *http.Request, canonical string) string {
-	if v := r.Header[canonical]; len(v) > 0 {
-		return strings.TrimSpace(v[0])
-	}
-	return ""
-}
+func (h headerSource) value(r *request.Request) string { return r.HeaderValue(string(h)) }
+func (h headerSource) header() string                  { return string(h) }
 
 type apiKeySource string
 
 // value hashes the key at once, so that it is never kept.
-func (h apiKeySource) value(r *http.Request) string {
-	key := firstHeader(r, string(h))
+func (h apiKeySource) header() string { return string(h) }
+
+func (h apiKeySource) value(r *request.Request) string {
+	key := r.HeaderValue(string(h))
 	if key == "" {
 		return ""
 	}
@@ -294,7 +268,9 @@ type clientIPSource struct {
 	trusted []netip.Prefix
 }
 
-func (c clientIPSource) value(r *http.Request) string {
+func (c clientIPSource) header() string { return "" }
+
+func (c clientIPSource) value(r *request.Request) string {
 	addr, ok := ClientAddr(r, c.trusted)
 	if !ok {
 		return ""
@@ -304,4 +280,5 @@ func (c clientIPSource) value(r *http.Request) string {
 
 type sharedSource struct{}
 
-func (sharedSource) value(*http.Request) string { return Shared }
+func (sharedSource) value(*request.Request) string { return Shared }
+func (sharedSource) header() string                { return "" }

@@ -12,18 +12,26 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/sluice-dev/sluice/enforcer/config"
+	"github.com/sluice-dev/sluice/enforcer/request"
 )
 
-// request builds a request to target from remote with headers given as
-// "Name: value" lines (a name may repeat).
-func request(method, target, remote string, headers ...string) *http.Request {
-	r := httptest.NewRequest(method, target, nil)
-	r.RemoteAddr = remote
-	for _, h := range headers {
-		name, value, _ := strings.Cut(h, ":")
-		r.Header.Add(name, strings.TrimPrefix(value, " "))
+// newRequest builds a canonical request to target (a path) from remote
+// with headers given as "Name: value" lines (a name may repeat), as the
+// proxy hands it to identity: headers as they are.
+func newRequest(method, target, remote string, headers ...string) *request.Request {
+	h := http.Header{}
+	for _, line := range headers {
+		name, value, _ := strings.Cut(line, ":")
+		h.Add(name, strings.TrimPrefix(value, " "))
 	}
-	return r
+	u := httptest.NewRequest(method, target, nil)
+	host := u.Host
+	if i := strings.LastIndexByte(host, ':'); i >= 0 {
+		host = host[:i]
+	}
+	r := request.Known(method, strings.TrimSuffix(host, "."), u.URL.Path, h)
+	r.RemoteAddr = remote
+	return &r
 }
 
 // token is an unsigned JWS whose payload is the given JSON.
@@ -54,16 +62,16 @@ func sha256Hex(s string) string {
 func TestFirstSourceWithAValueNamesTheTenant(t *testing.T) {
 	sources := []config.Source{header("x-tenant-id"), apiKey("X-API-Key"), jwtClaim("tenant_id", "Authorization"), clientIP()}
 	cases := map[string]struct {
-		req    *http.Request
+		req    *request.Request
 		tenant string
 	}{
-		"header, trimmed": {req: request("GET", "/", "192.0.2.7:4000", "X-Tenant-ID:  acme  ", "X-API-Key: sk_live_1"),
+		"header, trimmed": {req: newRequest("GET", "/", "192.0.2.7:4000", "X-Tenant-ID:  acme  ", "X-API-Key: sk_live_1"),
 			tenant: "acme"},
-		"blank header falls through to the API key, hashed": {req: request("GET", "/", "192.0.2.7:4000", "X-Tenant-ID:   ", "X-API-Key: sk_live_1"),
+		"blank header falls through to the API key, hashed": {req: newRequest("GET", "/", "192.0.2.7:4000", "X-Tenant-ID:   ", "X-API-Key: sk_live_1"),
 			tenant: "sha256:" + sha256Hex("sk_live_1")},
-		"JWT claim": {req: request("GET", "/", "192.0.2.7:4000", "Authorization: Bearer "+token(`{"tenant_id":"globex"}`)),
+		"JWT claim": {req: newRequest("GET", "/", "192.0.2.7:4000", "Authorization: Bearer "+token(`{"tenant_id":"globex"}`)),
 			tenant: "globex"},
-		"client IP last": {req: request("GET", "/", "192.0.2.7:4000", "Authorization: Basic dXNlcjpwYXNz"),
+		"client IP last": {req: newRequest("GET", "/", "192.0.2.7:4000", "Authorization: Basic dXNlcjpwYXNz"),
 			tenant: "192.0.2.7"},
 	}
 	res, err := New(config.Identity{Sources: sources})
@@ -85,7 +93,7 @@ func TestAPIKeyIsNeverKeptRaw(t *testing.T) {
 	g := NewWithT(t)
 	res, err := New(config.Identity{Sources: []config.Source{apiKey("X-API-Key")}, PartitionBy: []string{"Path"}})
 	g.Expect(err).NotTo(HaveOccurred())
-	id := res.Resolve(request("GET", "/v1/orders", "192.0.2.7:4000", "X-API-Key: sk_live_0123456789abcdef"))
+	id := res.Resolve(newRequest("GET", "/v1/orders", "192.0.2.7:4000", "X-API-Key: sk_live_0123456789abcdef"))
 	g.Expect(id.Tenant).To(Equal("sha256:" + sha256Hex("sk_live_0123456789abcdef")))
 	g.Expect(id.Key).NotTo(ContainSubstring("sk_live"))
 	g.Expect(id.Tenant).NotTo(ContainSubstring("sk_live"))
@@ -96,12 +104,12 @@ func TestRequestsNoSourceNamesShareTheAnonymousTenant(t *testing.T) {
 	res, err := New(config.Identity{Sources: []config.Source{header("X-Tenant-ID"), jwtClaim("sub", "Authorization")}})
 	g.Expect(err).NotTo(HaveOccurred())
 
-	id := res.Resolve(request("GET", "/", "192.0.2.7:4000", "Authorization: Bearer not-a-token"))
+	id := res.Resolve(newRequest("GET", "/", "192.0.2.7:4000", "Authorization: Bearer not-a-token"))
 	g.Expect(id.Tenant).To(Equal(Anonymous))
 	g.Expect(id.Key).To(Equal(Anonymous))
 	g.Expect(id.Name()).To(Equal("anonymous"), "overrides name it anonymous")
 
-	claimed := res.Resolve(request("GET", "/", "192.0.2.7:4000", "X-Tenant-ID: anonymous"))
+	claimed := res.Resolve(newRequest("GET", "/", "192.0.2.7:4000", "X-Tenant-ID: anonymous"))
 	g.Expect(claimed.Key).NotTo(Equal(id.Key), "a client calling itself anonymous has a bucket of its own")
 	g.Expect(claimed.Name()).To(Equal("anonymous"))
 }
@@ -110,8 +118,8 @@ func TestSharedPutsEveryRequestInOneTenant(t *testing.T) {
 	g := NewWithT(t)
 	res, err := New(config.Identity{Sources: []config.Source{header("X-Tenant-ID"), shared()}})
 	g.Expect(err).NotTo(HaveOccurred())
-	a := res.Resolve(request("GET", "/", "192.0.2.7:4000"))
-	b := res.Resolve(request("POST", "/x", "198.51.100.1:4000"))
+	a := res.Resolve(newRequest("GET", "/", "192.0.2.7:4000"))
+	b := res.Resolve(newRequest("POST", "/x", "198.51.100.1:4000"))
 	g.Expect(a).To(Equal(b))
 	g.Expect(a.Tenant).To(Equal(Shared))
 	g.Expect(a.Name()).To(Equal("shared"))
@@ -120,15 +128,15 @@ func TestSharedPutsEveryRequestInOneTenant(t *testing.T) {
 func TestPartitionByAppendsTheEndpointToTheTenant(t *testing.T) {
 	cases := map[string]struct {
 		partitionBy []string
-		req         *http.Request
+		req         *request.Request
 		key         string
 	}{
-		"method": {[]string{"Method"}, request("POST", "/v1/x", "192.0.2.7:1"), "acme\x00POST"},
-		"cleaned path, no query": {[]string{"Path"}, request("GET", "http://shop.example.com//v1/./a/../orders?page=2", "192.0.2.7:1"),
+		"method": {[]string{"Method"}, newRequest("POST", "/v1/x", "192.0.2.7:1"), "acme\x00POST"},
+		"cleaned path, no query": {[]string{"Path"}, newRequest("GET", "http://shop.example.com//v1/./a/../orders?page=2", "192.0.2.7:1"),
 			"acme\x00/v1/orders"},
-		"host without port, lower case": {[]string{"Host"}, request("GET", "http://Shop.Example.COM:8443/", "192.0.2.7:1"),
+		"host without port, lower case": {[]string{"Host"}, newRequest("GET", "http://Shop.Example.COM:8443/", "192.0.2.7:1"),
 			"acme\x00shop.example.com"},
-		"all, in configured order": {[]string{"Host", "Method", "Path"}, request("DELETE", "http://api.example.com/v1/orders/7", "192.0.2.7:1"),
+		"all, in configured order": {[]string{"Host", "Method", "Path"}, newRequest("DELETE", "http://api.example.com/v1/orders/7", "192.0.2.7:1"),
 			"acme\x00api.example.com\x00DELETE\x00/v1/orders/7"},
 	}
 	for name, c := range cases {
@@ -148,27 +156,7 @@ func TestAnonymousRequestsArePartitionedToo(t *testing.T) {
 	g := NewWithT(t)
 	res, err := New(config.Identity{Sources: []config.Source{header("X-Tenant-ID")}, PartitionBy: []string{"Method"}})
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(res.Resolve(request("GET", "/", "192.0.2.7:1")).Key).To(Equal(Anonymous + "\x00GET"))
-}
-
-func TestHostAndPath(t *testing.T) {
-	g := NewWithT(t)
-	for host, want := range map[string]string{
-		"example.com": "example.com", "EXAMPLE.com:80": "example.com", "example.com.": "example.com",
-		"[::1]:8080": "::1", "[2001:DB8::1]": "2001:db8::1", "10.0.0.1:80": "10.0.0.1", "": "",
-	} {
-		r := request("GET", "/", "192.0.2.7:1")
-		r.Host = host
-		g.Expect(Host(r)).To(Equal(want), host)
-	}
-	for p, want := range map[string]string{
-		"": "/", "/": "/", "/v1/": "/v1/", "/v1//x": "/v1/x", "/v1/../healthz": "/healthz", "/a/./b/": "/a/b/",
-		"/../..": "/", "v1": "/v1", "/v1/x/..": "/v1", "/v1/x/../": "/v1/",
-	} {
-		g.Expect(CleanPath(p)).To(Equal(want), p)
-	}
-	r := request("GET", "/v1/%65xports%2Fa", "192.0.2.7:1")
-	g.Expect(Path(r)).To(Equal("/v1/exports/a"), "paths are decoded")
+	g.Expect(res.Resolve(newRequest("GET", "/", "192.0.2.7:1")).Key).To(Equal(Anonymous + "\x00GET"))
 }
 
 func TestNewRefusesWhatItCannotResolve(t *testing.T) {
@@ -197,18 +185,18 @@ func TestTier(t *testing.T) {
 	known := []string{"free", "basic", "premium"}
 	cases := map[string]struct {
 		source config.Source
-		req    *http.Request
+		req    *request.Request
 		tier   string
 	}{
-		"header":                   {header("X-Plan"), request("GET", "/", "192.0.2.7:1", "X-Plan: premium"), "premium"},
-		"header trimmed":           {header("X-Plan"), request("GET", "/", "192.0.2.7:1", "X-Plan:  basic "), "basic"},
-		"missing is the default":   {header("X-Plan"), request("GET", "/", "192.0.2.7:1"), "free"},
-		"unknown is the default":   {header("X-Plan"), request("GET", "/", "192.0.2.7:1", "X-Plan: platinum"), "free"},
-		"tiers are case-sensitive": {header("X-Plan"), request("GET", "/", "192.0.2.7:1", "X-Plan: Premium"), "free"},
+		"header":                   {header("X-Plan"), newRequest("GET", "/", "192.0.2.7:1", "X-Plan: premium"), "premium"},
+		"header trimmed":           {header("X-Plan"), newRequest("GET", "/", "192.0.2.7:1", "X-Plan:  basic "), "basic"},
+		"missing is the default":   {header("X-Plan"), newRequest("GET", "/", "192.0.2.7:1"), "free"},
+		"unknown is the default":   {header("X-Plan"), newRequest("GET", "/", "192.0.2.7:1", "X-Plan: platinum"), "free"},
+		"tiers are case-sensitive": {header("X-Plan"), newRequest("GET", "/", "192.0.2.7:1", "X-Plan: Premium"), "free"},
 		"JWT claim": {jwtClaim("plan", "Authorization"),
-			request("GET", "/", "192.0.2.7:1", "Authorization: Bearer "+token(`{"plan":"basic"}`)), "basic"},
+			newRequest("GET", "/", "192.0.2.7:1", "Authorization: Bearer "+token(`{"plan":"basic"}`)), "basic"},
 		"JWT without the claim": {jwtClaim("plan", "Authorization"),
-			request("GET", "/", "192.0.2.7:1", "Authorization: Bearer "+token(`{"sub":"x"}`)), "free"},
+			newRequest("GET", "/", "192.0.2.7:1", "Authorization: Bearer "+token(`{"sub":"x"}`)), "free"},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -224,7 +212,7 @@ func TestTier(t *testing.T) {
 	g := NewWithT(t)
 	none, err := NewTiers(nil, known)
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(none.Tier(request("GET", "/", "192.0.2.7:1", "X-Plan: premium"))).To(BeEmpty(), "no tiers")
+	g.Expect(none.Tier(newRequest("GET", "/", "192.0.2.7:1", "X-Plan: premium"))).To(BeEmpty(), "no tiers")
 
 	_, err = NewTiers(&config.Tiers{Source: config.Source{ClientIP: &config.ClientIPSource{}}, Default: "free"}, known)
 	g.Expect(err).To(MatchError(ContainSubstring("header or jwtClaim")))
@@ -235,15 +223,15 @@ func TestTier(t *testing.T) {
 func BenchmarkResolve(b *testing.B) {
 	cases := map[string]struct {
 		cfg config.Identity
-		req *http.Request
+		req *request.Request
 	}{
-		"header":   {config.Identity{Sources: []config.Source{header("X-Tenant-ID")}}, request("GET", "/", "192.0.2.7:1", "X-Tenant-ID: acme")},
-		"apiKey":   {config.Identity{Sources: []config.Source{apiKey("X-API-Key")}}, request("GET", "/", "192.0.2.7:1", "X-API-Key: sk_live_0123456789abcdef")},
-		"clientIP": {config.Identity{Sources: []config.Source{clientIP("10.0.0.0/8")}}, request("GET", "/", "10.1.2.3:1", "X-Forwarded-For: 203.0.113.9, 10.0.0.2")},
+		"header":   {config.Identity{Sources: []config.Source{header("X-Tenant-ID")}}, newRequest("GET", "/", "192.0.2.7:1", "X-Tenant-ID: acme")},
+		"apiKey":   {config.Identity{Sources: []config.Source{apiKey("X-API-Key")}}, newRequest("GET", "/", "192.0.2.7:1", "X-API-Key: sk_live_0123456789abcdef")},
+		"clientIP": {config.Identity{Sources: []config.Source{clientIP("10.0.0.0/8")}}, newRequest("GET", "/", "10.1.2.3:1", "X-Forwarded-For: 203.0.113.9, 10.0.0.2")},
 		"jwtClaim": {config.Identity{Sources: []config.Source{jwtClaim("tenant_id", "Authorization")}},
-			request("GET", "/", "192.0.2.7:1", "Authorization: Bearer "+token(`{"iss":"https://auth.example.com/","sub":"user-42","aud":"shop","exp":1900000000,"iat":1800000000,"tenant_id":"acme","scope":"orders:read orders:write"}`))},
+			newRequest("GET", "/", "192.0.2.7:1", "Authorization: Bearer "+token(`{"iss":"https://auth.example.com/","sub":"user-42","aud":"shop","exp":1900000000,"iat":1800000000,"tenant_id":"acme","scope":"orders:read orders:write"}`))},
 		"header+partition": {config.Identity{Sources: []config.Source{header("X-Tenant-ID")}, PartitionBy: []string{"Method", "Path"}},
-			request("GET", "/v1/orders/7", "192.0.2.7:1", "X-Tenant-ID: acme")},
+			newRequest("GET", "/v1/orders/7", "192.0.2.7:1", "X-Tenant-ID: acme")},
 	}
 	for name, c := range cases {
 		b.Run(name, func(b *testing.B) {
@@ -269,9 +257,9 @@ func TestIdentify(t *testing.T) {
 		PartitionBy: []string{"Path", "Method"},
 	})
 	g.Expect(err).NotTo(HaveOccurred())
-	r := request("POST", "/v1/orders", "192.0.2.7:1", "X-Tenant: acme")
+	r := newRequest("POST", "/v1/orders", "192.0.2.7:1", "X-Tenant: acme")
 	g.Expect(res.Identify("acme", "POST", "/v1/orders", "example.com")).To(Equal(res.Resolve(r)))
-	anon := request("POST", "/v1/orders", "192.0.2.7:1")
+	anon := newRequest("POST", "/v1/orders", "192.0.2.7:1")
 	g.Expect(res.Identify("", "POST", "/v1/orders", "example.com")).To(Equal(res.Resolve(anon)))
 	g.Expect(res.Identify("", "POST", "/v1/orders", "").Tenant).To(Equal(Shared))
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/sluice-dev/sluice/enforcer/config"
+	"github.com/sluice-dev/sluice/enforcer/request"
 )
 
 // maxTokenLen bounds the work a client can make the enforcer do per
@@ -16,7 +17,7 @@ import (
 const maxTokenLen = 32 << 10
 
 type jwtClaimSource struct {
-	header string // canonical
+	name string // of the header, canonical
 	// bare is set when the header may carry the token without "Bearer ".
 	bare  bool
 	claim string
@@ -26,16 +27,18 @@ type jwtClaimSource struct {
 }
 
 func newJWTClaimSource(c *config.JWTClaimSource) jwtClaimSource {
-	s := jwtClaimSource{header: http.CanonicalHeaderKey(c.Header), claim: c.Claim}
-	s.bare = s.header != "Authorization"
+	s := jwtClaimSource{name: http.CanonicalHeaderKey(c.Header), claim: c.Claim}
+	s.bare = s.name != "Authorization"
 	if strings.Contains(c.Claim, ".") {
 		s.path = strings.Split(c.Claim, ".")
 	}
 	return s
 }
 
-func (s jwtClaimSource) value(r *http.Request) string {
-	token, ok := bearerToken(firstHeader(r, s.header), s.bare)
+func (s jwtClaimSource) header() string { return s.name }
+
+func (s jwtClaimSource) value(r *request.Request) string {
+	token, ok := bearerToken(r.HeaderValue(s.name), s.bare)
 	if !ok {
 		return ""
 	}
@@ -45,8 +48,10 @@ func (s jwtClaimSource) value(r *http.Request) string {
 // bearerToken takes the token out of "Bearer <token>" (the scheme in any
 // case), or takes the whole value when bare tokens are allowed.
 func bearerToken(v string, bare bool) (string, bool) {
-	const scheme = "Bearer "
-	if len(v) > len(scheme) && strings.EqualFold(v[:len(scheme)], scheme) {
+	// The scheme and the token may be parted by any blanks, as JWT
+	// libraries accept: "Bearer<TAB>token" must not be an anonymous request.
+	const scheme = "Bearer"
+	if len(v) > len(scheme)+1 && strings.EqualFold(v[:len(scheme)], scheme) && (v[len(scheme)] == ' ' || v[len(scheme)] == '\t') {
 		return strings.TrimSpace(v[len(scheme):]), true
 	}
 	if bare && v != "" && !strings.ContainsAny(v, " \t") {

@@ -64,7 +64,7 @@ func TestJWTClaim(t *testing.T) {
 			if c.value != "" {
 				headers = append(headers, c.header+": "+c.value)
 			}
-			id := res.Resolve(request("GET", "/", "192.0.2.7:1", headers...))
+			id := res.Resolve(newRequest("GET", "/", "192.0.2.7:1", headers...))
 			want := c.want
 			if want == "" {
 				want = Anonymous

@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"github.com/sluice-dev/sluice/enforcer/config"
+	"github.com/sluice-dev/sluice/enforcer/request"
 )
 
 // TierResolver finds the tier of requests under one config.Tiers. It is
@@ -44,11 +45,20 @@ func NewTiers(cfg *config.Tiers, known []string) (*TierResolver, error) {
 }
 
 // Tier is the tier r names, if the policy knows it, else the default tier.
-func (t *TierResolver) Tier(r *http.Request) string {
+func (t *TierResolver) Tier(r *request.Request) string {
 	if t == nil {
 		return ""
 	}
 	return t.Named(t.source.value(r))
+}
+
+// Header is the canonical name of the header the tier is read from; ""
+// without tiers.
+func (t *TierResolver) Header() string {
+	if t == nil {
+		return ""
+	}
+	return t.source.header()
 }
 
 // Named is the tier of a request naming name: name if the policy knows

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/enforcer/limiter"
+	"github.com/sluice-dev/sluice/enforcer/request"
 	"github.com/sluice-dev/sluice/enforcer/route"
 )
 
@@ -29,6 +30,8 @@ type Handler struct {
 	upstream  http.Handler // the others: upgrades, streamed or large bodies
 	transport http.RoundTripper
 	rec       Recorder
+	limits    RequestLimits
+	maxBody   int64
 }
 
 // Options configure a Handler.
@@ -44,26 +47,47 @@ type Options struct {
 	// ErrorLog receives the reverse proxy's own errors (a client gone in
 	// the middle of a body); nil discards them.
 	ErrorLog *log.Logger
+	// Limits bound request bodies and slow clients; the zero value sets no
+	// limit (sluice-enforcer starts from DefaultRequestLimits).
+	Limits RequestLimits
+	// ResponseHeaderTimeout bounds the wait for the application's final
+	// response head once a request is sent (a 504 when it expires); 0 is
+	// no limit. DefaultResponseHeaderTimeout is the suggested value. A
+	// Transport given here keeps its own.
+	ResponseHeaderTimeout time.Duration
+	// MaxRequestBody is the largest request body forwarded, in bytes: a
+	// larger declared length is answered 413 before anything reaches the
+	// application, a chunked body growing over it is cut off (413 if the
+	// application has not answered yet) with its connection. 0 is no limit.
+	MaxRequestBody int64
 }
 
 // New is a Handler forwarding admitted requests as opts say. Serve no
 // request before the first Swap.
 func New(opts Options) *Handler {
-	h := &Handler{rec: opts.Recorder}
+	h := &Handler{rec: opts.Recorder, limits: opts.Limits, maxBody: opts.MaxRequestBody}
 	if h.rec == nil {
 		h.rec = NopRecorder{}
 	}
 	if opts.Transport == nil {
-		h.forwarder = newForwarder(opts.Upstream)
-		opts.Transport = NewTransport()
+		h.forwarder = newForwarder(opts.Upstream, opts.ResponseHeaderTimeout, opts.MaxRequestBody)
+		t := NewTransport()
+		t.ResponseHeaderTimeout = max(opts.ResponseHeaderTimeout, 0)
+		// One pool of connections, the forwarder's: the reverse proxy
+		// carries upgrades, whose connections are never reused. Nor does it
+		// pool for an application the forwarder cannot reach (https, a
+		// path): the transport can hand a response the application sent
+		// unasked to the next request (TestBrokenApplicationNeverDesyncs).
+		t.DisableKeepAlives = true
+		opts.Transport = t
 	}
 	h.transport = opts.Transport
 	if opts.ErrorLog == nil {
 		opts.ErrorLog = log.New(io.Discard, "", 0)
 	}
-	rp := NewUpstream(opts.Upstream, opts.Transport, h.upstreamError)
+	rp := NewUpstream(opts.Upstream, opts.Transport, h.forwardError)
 	rp.ErrorLog = opts.ErrorLog
-	h.upstream = rp
+	h.upstream = &reverseProxy{proxy: rp, maxBody: opts.MaxRequestBody, onError: h.forwardError}
 	return h
 }
 
@@ -79,13 +103,44 @@ func (h *Handler) CloseIdleConnections() {
 	}
 }
 
-// forward passes an admitted request to the application.
+// forward passes an admitted request to the application, within the
+// request limits.
 func (h *Handler) forward(w http.ResponseWriter, r *http.Request) {
+	w, done := h.limits.guard(w, r)
+	defer done()
+	release, err := bufferBody(r)
+	if err != nil {
+		h.bodyError(w, r, err)
+		return
+	}
+	defer release()
 	if h.forwarder != nil && h.forwarder.takes(r) {
-		h.forwarder.serve(w, r, h.upstreamError)
+		h.forwarder.serve(w, r, h.forwardError)
 		return
 	}
 	h.upstream.ServeHTTP(w, r)
+}
+
+// forwardError answers a failed exchange with the application: 408 when
+// the client's body was too slow, else as upstreamError does.
+func (h *Handler) forwardError(w http.ResponseWriter, r *http.Request, err error) {
+	if errors.Is(err, errBodyTimeout) {
+		h.bodyError(w, r, err)
+		return
+	}
+	h.upstreamError(w, r, err)
+}
+
+// bodyError answers a request whose body could not be read: 408 when it
+// was too slow, nothing when the client went away.
+func (h *Handler) bodyError(w http.ResponseWriter, _ *http.Request, err error) {
+	if !errors.Is(err, errBodyTimeout) {
+		return // the client hung up or broke its framing: nobody to answer
+	}
+	h.rec.Refused("body-timeout")
+	w.Header()["Connection"] = []string{"close"}
+	writeProblem(w, &Problem{Type: ProblemRequestLimit, Title: "Request Timeout", Status: http.StatusRequestTimeout,
+		Detail: "The request body did not arrive in time."})
 }
 
 // Swap puts s into service; requests already being decided finish with the
@@ -98,6 +153,7 @@ func (h *Handler) Snapshot() *Snapshot { return h.snap.Load() }
 // requestState is the scratch space of one request, pooled so that the
 // request path allocates no slices of its own.
 type requestState struct {
+	req    request.Request
 	checks []route.Check
 	reqs   []limiter.Request
 	outs   []limiter.Outcome
@@ -116,6 +172,7 @@ var statePool = sync.Pool{New: func() any {
 }}
 
 func (st *requestState) release() {
+	st.req = request.Request{}
 	clear(st.checks) // drop references to requests' identities
 	clear(st.reqs)
 	st.checks, st.reqs = st.checks[:0], st.reqs[:0]
@@ -130,7 +187,19 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	st := statePool.Get().(*requestState)
-	st.checks = snap.Table.Checks(r, st.checks[:0])
+	var err error
+	if st.req, err = snap.Table.Canonicalize(r); err != nil {
+		st.release()
+		h.refuseMalformed(w, err)
+		return
+	}
+	if p := tooLarge(r, h.maxBody); p != nil {
+		st.release()
+		h.rec.Refused(p.reason)
+		writeProblem(w, &p.Problem)
+		return
+	}
+	st.checks = snap.Table.Checks(&st.req, st.checks[:0])
 	if len(st.checks) == 0 {
 		st.release()
 		h.forward(w, r)
@@ -160,6 +229,21 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	st.release()
 	h.forward(w, r)
+}
+
+// refuseMalformed answers 400 to a request the application could read
+// otherwise than the limiter, and closes the connection: what follows on
+// it cannot be trusted to be framed as the client meant either.
+func (h *Handler) refuseMalformed(w http.ResponseWriter, err error) {
+	reason, detail := "malformed", err.Error()
+	var re *request.Error
+	if errors.As(err, &re) {
+		reason, detail = re.Reason, re.Detail
+	}
+	h.rec.Refused(reason)
+	w.Header()["Connection"] = []string{"close"}
+	writeProblem(w, &Problem{Type: ProblemBadRequest, Title: "Bad Request", Status: http.StatusBadRequest,
+		Detail: detail + ". The rate limiter refuses requests that the application could read otherwise than it does."})
 }
 
 // decide asks each backend about its checks, in one round trip per backend.

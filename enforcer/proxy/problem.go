@@ -16,6 +16,12 @@ const (
 	// ProblemUpstreamUnavailable: the application behind the enforcer could
 	// not be reached or did not answer (502).
 	ProblemUpstreamUnavailable = "https://sluice.dev/problems/upstream-unavailable"
+	// ProblemBadRequest: the request could be read otherwise by the
+	// application than by the limiter, or is malformed (400).
+	ProblemBadRequest = "https://sluice.dev/problems/bad-request"
+	// ProblemRequestLimit: the request broke a size or time limit of the
+	// enforcer (408, 413).
+	ProblemRequestLimit = "https://sluice.dev/problems/request-limit"
 )
 
 // Problem is an RFC 9457 problem details object, with the extension members

@@ -47,6 +47,9 @@ type Recorder interface {
 	CheckError(p *route.Policy, err error)
 	// UpstreamError records a request the application did not answer.
 	UpstreamError()
+	// Refused records a request refused before any rule was checked, with
+	// a fixed reason (request.Error.Reason, or a size or time limit).
+	Refused(reason string)
 }
 
 // NopRecorder records nothing.
@@ -58,3 +61,4 @@ func (NopRecorder) Degraded(*route.Policy)                            {}
 func (NopRecorder) RedisRoundTrip(*Backend, time.Duration)            {}
 func (NopRecorder) CheckError(*route.Policy, error)                   {}
 func (NopRecorder) UpstreamError()                                    {}
+func (NopRecorder) Refused(string)                                    {}

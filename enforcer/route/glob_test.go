@@ -8,7 +8,7 @@ import (
 
 	. "github.com/onsi/gomega"
 
-	"github.com/sluice-dev/sluice/enforcer/identity"
+	"github.com/sluice-dev/sluice/enforcer/request"
 )
 
 func TestGlob(t *testing.T) {
@@ -35,7 +35,7 @@ func TestGlob(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.glob, func(t *testing.T) {
 			g := NewWithT(t)
-			gl := compileGlob(identity.CleanPath(c.glob))
+			gl := compileGlob(request.CleanPath(c.glob))
 			for _, p := range c.match {
 				g.Expect(gl.match(p)).To(BeTrue(), "%s should match %s", c.glob, p)
 			}
@@ -92,9 +92,9 @@ func FuzzGlob(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, pattern, path string) {
 		compileGlob(pattern).match(path) // raw input: must only not panic
-		clean := identity.CleanPath(pattern)
+		clean := request.CleanPath(pattern)
 		gl := compileGlob(clean)
-		p := identity.CleanPath(path)
+		p := request.CleanPath(path)
 		got := gl.match(p)
 		if !utf8.ValidString(clean) || !utf8.ValidString(p) {
 			return // the reference reads UTF-8; the matcher reads bytes, and '/' is never inside a UTF-8 sequence

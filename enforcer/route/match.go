@@ -3,11 +3,12 @@ package route
 import (
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 
 	"github.com/sluice-dev/sluice/enforcer/config"
-	"github.com/sluice-dev/sluice/enforcer/identity"
+	"github.com/sluice-dev/sluice/enforcer/request"
 )
 
 // matcher is a compiled config.Match; an empty list matches everything.
@@ -40,7 +41,9 @@ type pathPattern struct {
 	glob  glob
 }
 
-func compileMatch(m config.Match) (matcher, error) {
+// compileMatch compiles m; fold compiles the paths in lower case, to be
+// matched against request.Request.FoldedPath.
+func compileMatch(m config.Match, fold bool) (matcher, error) {
 	var c matcher
 	for _, h := range m.Hosts {
 		h = strings.ToLower(strings.TrimSuffix(h, "."))
@@ -54,14 +57,22 @@ func compileMatch(m config.Match) (matcher, error) {
 		c.hosts = append(c.hosts, hostPattern{name: h})
 	}
 	c.methods = slices.Clone(m.Methods)
+	// Every common framework serves HEAD with the GET handler (as
+	// http.ServeMux does), so a limit on GET holds for HEAD too.
+	if slices.Contains(c.methods, http.MethodGet) && !slices.Contains(c.methods, http.MethodHead) {
+		c.methods = append(c.methods, http.MethodHead)
+	}
 	for _, p := range m.Paths {
+		if fold {
+			p.Exact, p.Prefix, p.Glob = strings.ToLower(p.Exact), strings.ToLower(p.Prefix), strings.ToLower(p.Glob)
+		}
 		switch {
 		case p.Exact != "" && p.Prefix == "" && p.Glob == "":
-			c.paths = append(c.paths, pathPattern{kind: exactPath, value: identity.CleanPath(p.Exact)})
+			c.paths = append(c.paths, pathPattern{kind: exactPath, value: request.CleanPath(p.Exact)})
 		case p.Prefix != "" && p.Exact == "" && p.Glob == "":
-			c.paths = append(c.paths, pathPattern{kind: prefixPath, value: strings.TrimRight(identity.CleanPath(p.Prefix), "/")})
+			c.paths = append(c.paths, pathPattern{kind: prefixPath, value: strings.TrimRight(request.CleanPath(p.Prefix), "/")})
 		case p.Glob != "" && p.Exact == "" && p.Prefix == "":
-			c.paths = append(c.paths, pathPattern{kind: globPath, glob: compileGlob(identity.CleanPath(p.Glob))})
+			c.paths = append(c.paths, pathPattern{kind: globPath, glob: compileGlob(request.CleanPath(p.Glob))})
 		default:
 			return matcher{}, errors.New("a path match is exactly one of exact, prefix or glob")
 		}
@@ -69,10 +80,16 @@ func compileMatch(m config.Match) (matcher, error) {
 	return c, nil
 }
 
-// matches reports whether a request matches; host and path are normalized
-// by identity.Host and identity.Path.
-func (m *matcher) matches(host, method, path string) bool {
-	return m.matchesHost(host) && (len(m.methods) == 0 || slices.Contains(m.methods, method)) && m.matchesPath(path)
+// matches reports whether a request matches: its host, its method or the
+// method it asks to be routed as, and path (r.Path, or r.FoldedPath for a
+// matcher compiled with fold).
+func (m *matcher) matches(r *request.Request, path string) bool {
+	return m.matchesHost(r.Host) && m.matchesMethod(r) && m.matchesPath(path)
+}
+
+func (m *matcher) matchesMethod(r *request.Request) bool {
+	return len(m.methods) == 0 || slices.Contains(m.methods, r.Method) ||
+		(r.MethodOverride != "" && slices.Contains(m.methods, r.MethodOverride))
 }
 
 func (m *matcher) matchesHost(host string) bool {

@@ -4,18 +4,22 @@
 // Table is compiled once per configuration and matching parses nothing.
 //
 // Matching. A rule matches a request when its host, method and path lists
-// each match (an empty list matches everything):
+// each match (an empty list matches everything). The request is the
+// canonical one of package request, which the application receives too:
 //
 //   - Host is the Host header without port or trailing dot, compared
 //     case-insensitively; "*.example.com" matches any name below
 //     example.com ("a.example.com", "a.b.example.com"), not example.com.
-//   - Method is compared exactly (methods are case-sensitive).
-//   - Path is the decoded URL path (r.URL.Path: "%2F" is a slash, the query
-//     is not part of it), cleaned of "//", "." and ".." as http.ServeMux
-//     does, trailing slash kept (identity.Path). Exact compares the whole
-//     path: "/healthz" does not match "/healthz/". Prefix matches whole
-//     segments: "/v1" (or "/v1/") matches "/v1", "/v1/" and "/v1/x", not
-//     "/v10". Glob: "*" is one segment, "**" any number of segments
+//   - Method is compared exactly; a rule naming GET also matches HEAD, and
+//     a POST asking to be routed as another method (X-HTTP-Method-Override)
+//     matches rules of either method.
+//   - Path is the decoded, cleaned path. Limited rules compare it without
+//     regard to case, so that a case change cannot walk around a limit of
+//     an application that routes that way; exempt rules compare it exactly,
+//     so that only the path they name is let through. Exact compares the
+//     whole path: "/healthz" does not match "/healthz/". Prefix matches
+//     whole segments: "/v1" (or "/v1/") matches "/v1", "/v1/" and "/v1/x",
+//     not "/v10". Glob: "*" is one segment, "**" any number of segments
 //     including none ("/v1/exports/**" matches "/v1/exports"), "*" inside a
 //     segment any characters of it ("/files/*.pdf"); a trailing slash of
 //     the path is ignored.
@@ -47,6 +51,7 @@ import (
 	"github.com/sluice-dev/sluice/enforcer/config"
 	"github.com/sluice-dev/sluice/enforcer/identity"
 	"github.com/sluice-dev/sluice/enforcer/limiter"
+	"github.com/sluice-dev/sluice/enforcer/request"
 )
 
 // Check is one rule a request must pass.
@@ -66,6 +71,7 @@ type Check struct {
 type Table struct {
 	namespace string
 	policies  []*Policy
+	canon     *request.Canonicalizer
 }
 
 // New compiles cfg, already reduced to the policies of this pod
@@ -83,8 +89,45 @@ func New(cfg *config.Config) (*Table, error) {
 		}
 		t.policies = append(t.policies, p)
 	}
+	t.canon = t.canonicalizer(cfg)
 	return t, nil
 }
+
+// canonicalizer checks the headers that any policy's identity or tiers
+// read, and trusts the forwarding headers of every policy's trusted
+// proxies, those of its clientIP sources included.
+func (t *Table) canonicalizer(cfg *config.Config) *request.Canonicalizer {
+	var headers []string
+	var trusted []netip.Prefix
+	for i, p := range t.policies {
+		if h := p.tiers.Header(); h != "" {
+			headers = append(headers, h)
+		}
+		for _, r := range p.limited {
+			headers = append(headers, r.identity.Headers()...)
+			trusted = append(trusted, r.identity.TrustedProxies()...)
+		}
+		// Validated: every entry parses.
+		for _, cidr := range cfg.Policies[i].TrustedProxies {
+			if prefix, err := netip.ParsePrefix(strings.TrimSpace(cidr)); err == nil {
+				trusted = append(trusted, prefix.Masked())
+			}
+		}
+	}
+	return request.NewCanonicalizer(headers, trusted)
+}
+
+// Canonicalize rewrites r into the canonical request this configuration
+// decides on, as request.Canonicalizer does; a nil Table checks no
+// identity headers and trusts no proxy.
+func (t *Table) Canonicalize(r *http.Request) (request.Request, error) {
+	if t == nil || t.canon == nil {
+		return noPolicies.Canonicalize(r)
+	}
+	return t.canon.Canonicalize(r)
+}
+
+var noPolicies = request.NewCanonicalizer(nil, nil)
 
 // Policies are the compiled policies, in configuration order.
 func (t *Table) Policies() []*Policy {
@@ -97,19 +140,18 @@ func (t *Table) Policies() []*Policy {
 // Checks appends to dst (which it reuses, to spare allocations) one Check
 // per rule r must pass, grouped by policy in configuration order. No check
 // means no limit applies. A nil Table has no checks.
-func (t *Table) Checks(r *http.Request, dst []Check) []Check {
+func (t *Table) Checks(r *request.Request, dst []Check) []Check {
 	if t == nil {
 		return dst
 	}
-	host, path := identity.Host(r), identity.Path(r)
 	for _, p := range t.policies {
-		if p.exempts(host, r.Method, path) {
+		if p.exempts(r) {
 			continue
 		}
 		var tier string
 		var ids resolutions
 		for _, rule := range p.limited {
-			if !rule.match.matches(host, r.Method, path) {
+			if !rule.match.matches(r, r.FoldedPath) {
 				continue
 			}
 			if ids.n == 0 {
@@ -147,8 +189,9 @@ type TenantQuery struct {
 	Tenant string
 	// Tier is the tier the request names; unknown or empty is the default.
 	Tier string
-	// Method, Path (as identity.Path cleans it) and Host (lower case)
-	// choose the partition of a rule with partitionBy.
+	// Method, Path (cleaned and lower-cased, as request.Request.FoldedPath)
+	// and Host (lower case) choose the partition of a rule with
+	// partitionBy.
 	Method, Path, Host string
 }
 
@@ -166,7 +209,7 @@ func (t *Table) TenantCheck(q TenantQuery) (c Check, override, ok bool) {
 				continue
 			}
 			tier := p.tiers.Named(q.Tier)
-			id := rule.identity.Identify(q.Tenant, q.Method, q.Path, q.Host)
+			id := rule.identity.Identify(q.Tenant, q.Method, strings.ToLower(q.Path), q.Host)
 			windows, override := rule.windows(tier, id.Name())
 			return t.check(p, rule, tier, limiter.HashTenant(p.salt, id.Key), windows), override, true
 		}
@@ -242,9 +285,9 @@ func compilePolicy(cp *config.Policy) (*Policy, error) {
 }
 
 // exempts reports whether an exempt rule of p matches the request.
-func (p *Policy) exempts(host, method, path string) bool {
+func (p *Policy) exempts(r *request.Request) bool {
 	for _, rule := range p.exempt {
-		if rule.match.matches(host, method, path) {
+		if rule.match.matches(r, r.Path) {
 			return true
 		}
 	}
@@ -263,7 +306,7 @@ type resolutions struct {
 	}
 }
 
-func (rs *resolutions) resolve(r *http.Request, salt string, res *identity.Resolver) (identity.Identity, limiter.Tenant) {
+func (rs *resolutions) resolve(r *request.Request, salt string, res *identity.Resolver) (identity.Identity, limiter.Tenant) {
 	for i := range min(rs.n, len(rs.done)) {
 		if d := &rs.done[i]; d.resolver == res {
 			return d.id, d.tenant
@@ -303,7 +346,7 @@ type compiledIdentity struct {
 }
 
 func compileRule(cr *config.Rule, resolvers *[]compiledIdentity) (*Rule, error) {
-	m, err := compileMatch(cr.Match)
+	m, err := compileMatch(cr.Match, !cr.Exempt)
 	if err != nil {
 		return nil, err
 	}

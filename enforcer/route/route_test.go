@@ -15,17 +15,26 @@ import (
 
 	"github.com/sluice-dev/sluice/enforcer/config"
 	"github.com/sluice-dev/sluice/enforcer/limiter"
+	"github.com/sluice-dev/sluice/enforcer/request"
 )
 
-// request builds a request with headers given as "Name: value".
-func request(method, target string, headers ...string) *http.Request {
+// newRequest builds a request with headers given as "Name: value", in the
+// canonical form the proxy hands to the table (target and Host as
+// request.Canonicalize leaves them, headers as they are).
+func newRequest(method, target string, headers ...string) *request.Request {
 	r := httptest.NewRequest(method, target, nil)
-	r.RemoteAddr = "203.0.113.9:51234"
-	for _, h := range headers {
-		name, value, _ := strings.Cut(h, ": ")
-		r.Header.Add(name, value)
+	h := http.Header{}
+	for _, line := range headers {
+		name, value, _ := strings.Cut(line, ": ")
+		h.Add(name, value)
 	}
-	return r
+	host := r.Host
+	if i := strings.LastIndexByte(host, ':'); i >= 0 {
+		host = host[:i]
+	}
+	c := request.Known(method, strings.TrimSuffix(host, "."), r.URL.Path, h)
+	c.RemoteAddr = "203.0.113.9:51234"
+	return &c
 }
 
 func bearer(payload string) string {
@@ -115,7 +124,7 @@ func TestMatching(t *testing.T) {
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
 			g := NewWithT(t)
-			checks := oneRule(t, c.match).Checks(request(c.method, c.target), nil)
+			checks := oneRule(t, c.match).Checks(newRequest(c.method, c.target), nil)
 			g.Expect(checks).To(HaveLen(map[bool]int{true: 1, false: 0}[c.want]))
 		})
 	}
@@ -124,17 +133,17 @@ func TestMatching(t *testing.T) {
 func TestExemptRuleExemptsItsPolicyOnly(t *testing.T) {
 	table := shop(t)
 	cases := map[string]struct {
-		req  *http.Request
+		req  *request.Request
 		want []string
 	}{
-		"health is exempt from public-api, not from admin": {request("GET", "/healthz"), []string{"admin/all"}},
-		"health with a trailing slash is not the exempt path": {request("GET", "/healthz/"),
+		"health is exempt from public-api, not from admin": {newRequest("GET", "/healthz"), []string{"admin/all"}},
+		"health with a trailing slash is not the exempt path": {newRequest("GET", "/healthz/"),
 			[]string{"public-api/api", "admin/all"}},
-		"every matching rule applies": {request("GET", "/v1/orders"),
+		"every matching rule applies": {newRequest("GET", "/v1/orders"),
 			[]string{"public-api/api", "public-api/plans", "admin/all"}},
-		"exports": {request("POST", "/v1/exports/monthly"),
+		"exports": {newRequest("POST", "/v1/exports/monthly"),
 			[]string{"public-api/api", "public-api/plans", "public-api/exports", "admin/all"}},
-		"exports by GET": {request("GET", "/v1/exports/monthly"),
+		"exports by GET": {newRequest("GET", "/v1/exports/monthly"),
 			[]string{"public-api/api", "public-api/plans", "admin/all"}},
 	}
 	for name, c := range cases {
@@ -151,26 +160,26 @@ func TestWindowsFollowOverrideThenTierThenLimits(t *testing.T) {
 	acme := bearer(`{"tenant_id":"acme"}`)
 	globex := bearer(`{"tenant_id":"globex"}`)
 	cases := map[string]struct {
-		req     *http.Request
+		req     *request.Request
 		rule    string
 		tier    string
 		windows []limiter.Window
 	}{
-		"premium tier": {request("GET", "/v1/orders", "X-API-Key: k1", "X-Plan: premium"), "plans", "premium",
+		"premium tier": {newRequest("GET", "/v1/orders", "X-API-Key: k1", "X-Plan: premium"), "plans", "premium",
 			[]limiter.Window{{Requests: 5000, Period: hour}}},
-		"basic tier": {request("GET", "/v1/orders", "X-API-Key: k1", "X-Plan: basic"), "plans", "basic",
+		"basic tier": {newRequest("GET", "/v1/orders", "X-API-Key: k1", "X-Plan: basic"), "plans", "basic",
 			[]limiter.Window{{Requests: 500, Period: hour}}},
-		"unknown tier is the default": {request("GET", "/v1/orders", "X-API-Key: k1", "X-Plan: gold"), "plans", "free",
+		"unknown tier is the default": {newRequest("GET", "/v1/orders", "X-API-Key: k1", "X-Plan: gold"), "plans", "free",
 			[]limiter.Window{{Requests: 100, Period: hour}}},
-		"no tier is the default": {request("GET", "/v1/orders", "X-API-Key: k1"), "plans", "free",
+		"no tier is the default": {newRequest("GET", "/v1/orders", "X-API-Key: k1"), "plans", "free",
 			[]limiter.Window{{Requests: 100, Period: hour}}},
-		"rule without tier limits": {request("GET", "/v1/orders", "X-Plan: premium"), "api", "premium",
+		"rule without tier limits": {newRequest("GET", "/v1/orders", "X-Plan: premium"), "api", "premium",
 			[]limiter.Window{{Requests: 60, Period: minute, Burst: 60}}},
-		"overridden tenant": {request("POST", "/v1/exports/monthly", acme, "X-Plan: premium"), "exports", "premium",
+		"overridden tenant": {newRequest("POST", "/v1/exports/monthly", acme, "X-Plan: premium"), "exports", "premium",
 			[]limiter.Window{{Requests: 1000, Period: minute}}},
-		"override covers every partition": {request("POST", "/v1/exports/yearly", acme), "exports", "free",
+		"override covers every partition": {newRequest("POST", "/v1/exports/yearly", acme), "exports", "free",
 			[]limiter.Window{{Requests: 1000, Period: minute}}},
-		"other tenant": {request("POST", "/v1/exports/monthly", globex), "exports", "free",
+		"other tenant": {newRequest("POST", "/v1/exports/monthly", globex), "exports", "free",
 			[]limiter.Window{{Requests: 100, Period: minute}, {Requests: 5000, Period: day}}},
 	}
 	for name, c := range cases {
@@ -203,10 +212,10 @@ func TestOverridesForAnonymousRequests(t *testing.T) {
 	}}}
 	table, err := New(c)
 	g.Expect(err).NotTo(HaveOccurred())
-	anon := table.Checks(request("GET", "/"), nil)
+	anon := table.Checks(newRequest("GET", "/"), nil)
 	g.Expect(anon).To(HaveLen(1))
 	g.Expect(anon[0].Request.Windows[0].Requests).To(Equal(int64(1)), `requests no source names are the tenant "anonymous"`)
-	named := table.Checks(request("GET", "/", "X-Tenant-ID: acme"), nil)
+	named := table.Checks(newRequest("GET", "/", "X-Tenant-ID: acme"), nil)
 	g.Expect(named[0].Request.Windows[0].Requests).To(Equal(int64(10)))
 	g.Expect(named[0].Request.Bucket.Tenant).NotTo(Equal(anon[0].Request.Bucket.Tenant))
 }
@@ -215,7 +224,7 @@ func TestCheckCarriesWhatTheLimiterNeeds(t *testing.T) {
 	g := NewWithT(t)
 	table := shop(t)
 	const key = "sk_live_0123456789abcdef"
-	checks := table.Checks(request("POST", "/v1/exports/monthly", "X-API-Key: "+key, "X-Tenant-ID: acme", bearer(`{"tenant_id":"acme"}`)), nil)
+	checks := table.Checks(newRequest("POST", "/v1/exports/monthly", "X-API-Key: "+key, "X-Tenant-ID: acme", bearer(`{"tenant_id":"acme"}`)), nil)
 	g.Expect(applied(checks)).To(Equal([]string{"public-api/api", "public-api/plans", "public-api/exports", "admin/all"}))
 
 	keyHash := sha256.Sum256([]byte(key))
@@ -261,7 +270,7 @@ func TestRulesSharingAnIdentityShareTheTenant(t *testing.T) {
 		},
 	}}})
 	g.Expect(err).NotTo(HaveOccurred())
-	checks := table.Checks(request("GET", "/", "X-Tenant-ID: acme"), nil)
+	checks := table.Checks(newRequest("GET", "/", "X-Tenant-ID: acme"), nil)
 	g.Expect(checks).To(HaveLen(2))
 	g.Expect(checks[0].Rule.identity).To(BeIdenticalTo(checks[1].Rule.identity))
 	g.Expect(checks[1].Request.Bucket.Tenant).To(Equal(limiter.HashTenant("s", "acme")))
@@ -272,12 +281,12 @@ func TestChecksReusesDst(t *testing.T) {
 	g := NewWithT(t)
 	table := shop(t)
 	buf := make([]Check, 0, 8)
-	checks := table.Checks(request("GET", "/v1/orders"), buf[:0])
+	checks := table.Checks(newRequest("GET", "/v1/orders"), buf[:0])
 	g.Expect(checks).To(HaveLen(3))
 	g.Expect(&checks[0]).To(BeIdenticalTo(&buf[:1][0]))
 
 	var none *Table
-	g.Expect(none.Checks(request("GET", "/"), buf[:0])).To(BeEmpty())
+	g.Expect(none.Checks(newRequest("GET", "/"), buf[:0])).To(BeEmpty())
 	g.Expect(none.Policies()).To(BeEmpty())
 }
 
@@ -306,14 +315,14 @@ func TestNewRefusesAnInvalidConfig(t *testing.T) {
 func TestChecksIsSafeForConcurrentUse(t *testing.T) {
 	g := NewWithT(t)
 	table := shop(t)
-	want := applied(table.Checks(request("POST", "/v1/exports/a", bearer(`{"tenant_id":"acme"}`)), nil))
+	want := applied(table.Checks(newRequest("POST", "/v1/exports/a", bearer(`{"tenant_id":"acme"}`)), nil))
 	results := make(chan []string, 8)
 	for range 8 {
 		go func() {
 			var dst []Check
 			var last []string
 			for range 200 {
-				dst = table.Checks(request("POST", "/v1/exports/a", bearer(`{"tenant_id":"acme"}`)), dst[:0])
+				dst = table.Checks(newRequest("POST", "/v1/exports/a", bearer(`{"tenant_id":"acme"}`)), dst[:0])
 				last = applied(dst)
 			}
 			results <- last
@@ -332,12 +341,12 @@ func TestOverridesNameTenantsAsIdentityResolvesThem(t *testing.T) {
 	keyHash := sha256.Sum256([]byte("sk_live_1"))
 	cases := map[string]struct {
 		override string
-		req      *http.Request
+		req      *request.Request
 	}{
-		"API key hash":               {"sha256:" + hex.EncodeToString(keyHash[:]), request("GET", "/", "X-API-Key: sk_live_1")},
-		"API key hash in upper case": {"sha256:" + strings.ToUpper(hex.EncodeToString(keyHash[:])), request("GET", "/", "X-API-Key: sk_live_1")},
-		"IPv4":                       {"203.0.113.9", request("GET", "/")},
-		"IPv6 as written by a user":  {"2001:DB8:0::7", withRemote(request("GET", "/"), "[2001:db8::7]:443")},
+		"API key hash":               {"sha256:" + hex.EncodeToString(keyHash[:]), newRequest("GET", "/", "X-API-Key: sk_live_1")},
+		"API key hash in upper case": {"sha256:" + strings.ToUpper(hex.EncodeToString(keyHash[:])), newRequest("GET", "/", "X-API-Key: sk_live_1")},
+		"IPv4":                       {"203.0.113.9", newRequest("GET", "/")},
+		"IPv6 as written by a user":  {"2001:DB8:0::7", withRemote(newRequest("GET", "/"), "[2001:db8::7]:443")},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -373,7 +382,7 @@ func TestManyDistinctIdentitiesInOnePolicy(t *testing.T) {
 	}
 	table, err := New(&config.Config{Schema: config.Schema, Namespace: "ns", Policies: []config.Policy{p}})
 	g.Expect(err).NotTo(HaveOccurred())
-	checks := table.Checks(request("GET", "/", headers...), nil)
+	checks := table.Checks(newRequest("GET", "/", headers...), nil)
 	g.Expect(checks).To(HaveLen(12))
 	for i, c := range checks {
 		g.Expect(c.Request.Bucket.Tenant).To(Equal(limiter.HashTenant("s", fmt.Sprintf("t%d", i))))
@@ -387,16 +396,16 @@ func TestTenantCheckIsTheRequestsCheck(t *testing.T) {
 	table := shop(t)
 	k1 := sha256.Sum256([]byte("k1"))
 	cases := map[string]struct {
-		req   *http.Request
+		req   *request.Request
 		query TenantQuery
 	}{
-		"override, partitioned": {request("POST", "/v1/exports/monthly", bearer(`{"tenant_id":"acme"}`), "X-Plan: premium"),
+		"override, partitioned": {newRequest("POST", "/v1/exports/monthly", bearer(`{"tenant_id":"acme"}`), "X-Plan: premium"),
 			TenantQuery{Policy: "public-api", Rule: "exports", Tenant: "acme", Tier: "premium", Method: "POST", Path: "/v1/exports/monthly", Host: "example.com"}},
-		"other tenant, no tier": {request("POST", "/v1/exports/monthly", bearer(`{"tenant_id":"globex"}`)),
+		"other tenant, no tier": {newRequest("POST", "/v1/exports/monthly", bearer(`{"tenant_id":"globex"}`)),
 			TenantQuery{Policy: "public-api", Rule: "exports", Tenant: "globex", Method: "POST", Path: "/v1/exports/monthly", Host: "example.com"}},
-		"unknown tier is the default": {request("GET", "/v1/orders", "X-API-Key: k1", "X-Plan: gold"),
+		"unknown tier is the default": {newRequest("GET", "/v1/orders", "X-API-Key: k1", "X-Plan: gold"),
 			TenantQuery{Policy: "public-api", Rule: "plans", Tenant: "sha256:" + hex.EncodeToString(k1[:]), Tier: "gold", Method: "GET", Path: "/v1/orders", Host: "example.com"}},
-		"client IP": {request("GET", "/v1/orders"),
+		"client IP": {newRequest("GET", "/v1/orders"),
 			TenantQuery{Policy: "public-api", Rule: "api", Tenant: "203.0.113.9", Method: "GET", Path: "/v1/orders", Host: "example.com"}},
 	}
 	for name, c := range cases {

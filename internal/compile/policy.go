@@ -66,6 +66,7 @@ func policy(p *v1alpha1.RateLimitPolicy, spec *v1alpha1.RateLimitPolicySpec, rep
 		Selector:        *spec.Selector.DeepCopy(),
 		Replicas:        replicas,
 		UpstreamPort:    spec.UpstreamPort,
+		TrustedProxies:  slices.Clone(spec.TrustedProxies),
 		Mode:            string(spec.Mode),
 		FailureMode:     string(spec.FailureMode),
 		Timeout:         config.Duration{Duration: spec.Timeout.Duration},

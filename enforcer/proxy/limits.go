@@ -1,0 +1,187 @@
+package proxy
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"os"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// RequestLimits bound what one client can make the enforcer, and the
+// application connection it holds, wait for. Zero values mean no limit.
+type RequestLimits struct {
+	// BodyTimeout bounds the time to receive a whole request body, so that
+	// a body trickled in a byte at a time cannot hold a connection to the
+	// application for ever.
+	BodyTimeout time.Duration
+	// BodyIdleTimeout bounds the wait for each next part of a body.
+	BodyIdleTimeout time.Duration
+	// WriteIdleTimeout bounds the wait for a client to take each next part
+	// of a response (a client that stops reading).
+	WriteIdleTimeout time.Duration
+}
+
+// DefaultRequestLimits are the limits of sluice-enforcer's flags.
+var DefaultRequestLimits = RequestLimits{
+	BodyTimeout:      2 * time.Minute,
+	BodyIdleTimeout:  15 * time.Second,
+	WriteIdleTimeout: time.Minute,
+}
+
+// bufferedBodyMax is the largest body read whole before a connection to
+// the application is taken, so that a slow client never holds one while
+// it sends an ordinary request.
+const bufferedBodyMax = 64 << 10
+
+// limitProblem is a request refused for its size.
+type limitProblem struct {
+	Problem
+	reason string
+}
+
+// tooLarge refuses a request whose declared body is over max (when
+// positive), before it counts against any limit.
+func tooLarge(r *http.Request, max int64) *limitProblem {
+	if max <= 0 || r.ContentLength <= max {
+		return nil
+	}
+	return &limitProblem{reason: "body-too-large", Problem: Problem{Type: ProblemRequestLimit, Title: "Content Too Large",
+		Status: http.StatusRequestEntityTooLarge,
+		Detail: "The request body is over the " + strconv.FormatInt(max, 10) + " bytes this service accepts."}}
+}
+
+// errBodyTimeout is a request body that did not arrive in time.
+var errBodyTimeout = errors.New("the request body did not arrive in time")
+
+// guard applies the time limits to an admitted request about to be
+// forwarded: its body reads and its response writes get deadlines. done
+// clears them, so that the next request on the connection starts afresh.
+// Upgrades are left alone: the connection becomes the application's.
+func (l *RequestLimits) guard(w http.ResponseWriter, r *http.Request) (http.ResponseWriter, func()) {
+	if r.Header["Upgrade"] != nil {
+		return w, func() {}
+	}
+	rc := http.NewResponseController(w)
+	hasBody := r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0
+	if hasBody && (l.BodyTimeout > 0 || l.BodyIdleTimeout > 0) {
+		b := &deadlineBody{body: r.Body, rc: rc, idle: l.BodyIdleTimeout}
+		if l.BodyTimeout > 0 {
+			b.end = time.Now().Add(l.BodyTimeout)
+		}
+		r.Body = b
+	}
+	if l.WriteIdleTimeout > 0 {
+		w = &deadlineWriter{ResponseWriter: w, rc: rc, idle: l.WriteIdleTimeout}
+	}
+	return w, func() {
+		if hasBody {
+			_ = rc.SetReadDeadline(time.Time{})
+		}
+		if l.WriteIdleTimeout > 0 {
+			_ = rc.SetWriteDeadline(time.Time{})
+		}
+	}
+}
+
+// deadlineBody sets the connection's read deadline before each read of a
+// request body: the sooner of the idle timeout and the body's end.
+type deadlineBody struct {
+	body io.ReadCloser
+	rc   *http.ResponseController
+	end  time.Time
+	idle time.Duration
+	done bool
+}
+
+func (b *deadlineBody) Read(p []byte) (int, error) {
+	if b.done {
+		return b.body.Read(p)
+	}
+	deadline := b.end
+	if b.idle > 0 {
+		if d := time.Now().Add(b.idle); deadline.IsZero() || d.Before(deadline) {
+			deadline = d
+		}
+	}
+	_ = b.rc.SetReadDeadline(deadline)
+	n, err := b.body.Read(p)
+	switch {
+	case err == io.EOF:
+		// The server reads on after the body to notice a client hanging
+		// up; an expired deadline there would cancel the request.
+		b.done = true
+		_ = b.rc.SetReadDeadline(time.Time{})
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		err = errBodyTimeout
+	}
+	return n, err
+}
+
+func (b *deadlineBody) Close() error { return b.body.Close() }
+
+// deadlineWriter sets the connection's write deadline before each write of
+// a response.
+type deadlineWriter struct {
+	http.ResponseWriter
+	rc   *http.ResponseController
+	idle time.Duration
+}
+
+func (w *deadlineWriter) Write(p []byte) (int, error) {
+	_ = w.rc.SetWriteDeadline(time.Now().Add(w.idle))
+	return w.ResponseWriter.Write(p)
+}
+
+func (w *deadlineWriter) Flush() {
+	_ = w.rc.SetWriteDeadline(time.Now().Add(w.idle))
+	_ = w.rc.Flush()
+}
+
+// Unwrap lets http.ResponseController (the reverse proxy's flushes and
+// hijacks) reach the server's writer.
+func (w *deadlineWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// bufferedBody is a request body read whole before forwarding.
+type bufferedBody struct {
+	buf []byte
+	off int
+}
+
+var bufferedBodies = sync.Pool{New: func() any { return &bufferedBody{buf: make([]byte, 0, 4<<10)} }}
+
+// bufferBody reads r's body whole when it is short enough, so that the
+// forwarder sends it at once; release returns the buffer after the
+// exchange.
+func bufferBody(r *http.Request) (release func(), err error) {
+	if r.ContentLength <= 0 || r.ContentLength > bufferedBodyMax {
+		return func() {}, nil
+	}
+	b := bufferedBodies.Get().(*bufferedBody)
+	b.buf = slices.Grow(b.buf[:0], int(r.ContentLength))[:r.ContentLength]
+	b.off = 0
+	if _, err := io.ReadFull(r.Body, b.buf); err != nil {
+		bufferedBodies.Put(b)
+		return nil, err
+	}
+	_ = r.Body.Close()
+	r.Body = b
+	return func() {
+		b.buf = b.buf[:0]
+		bufferedBodies.Put(b)
+	}, nil
+}
+
+func (b *bufferedBody) Read(p []byte) (int, error) {
+	if b.off >= len(b.buf) {
+		return 0, io.EOF
+	}
+	n := copy(p, b.buf[b.off:])
+	b.off += n
+	return n, nil
+}
+
+func (b *bufferedBody) Close() error { return nil }

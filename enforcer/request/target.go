@@ -1,0 +1,209 @@
+package request
+
+import (
+	"net"
+	"net/http"
+	"net/url"
+	"path"
+	"strings"
+)
+
+// canonicalTarget checks r's request-target, rewrites r to origin-form with
+// the cleaned path, and returns that path.
+func canonicalTarget(r *http.Request) (string, error) {
+	raw := r.RequestURI
+	switch {
+	case raw == "*":
+		return "", refuse(ReasonTarget, `the request-target "*" is not forwarded to the application`)
+	case raw == "":
+		return "", refuse(ReasonTarget, "the request has no request-target")
+	case strings.IndexByte(raw, '#') >= 0:
+		return "", refuse(ReasonTarget, "the request-target holds a fragment (#): fragments are not sent in HTTP requests")
+	}
+	target := raw
+	if raw[0] != '/' {
+		// Absolute-form: its authority is the Host (net/http has set r.Host
+		// from it); the application gets origin-form.
+		rest, ok := cutScheme(raw)
+		if !ok {
+			return "", refuse(ReasonTarget, "the request-target must be a path (/...) or an absolute http:// URL")
+		}
+		if i := strings.IndexAny(rest, "/?"); i >= 0 {
+			target = rest[i:]
+		} else {
+			target = "/"
+		}
+		if target[0] == '?' {
+			target = "/" + target
+		}
+	}
+	rawPath, rawQuery, _ := strings.Cut(target, "?")
+	for i := 0; i < len(rawQuery); i++ {
+		if c := rawQuery[i]; c < 0x20 || c == 0x7f {
+			return "", refuse(ReasonTarget, "the query holds a control character")
+		}
+	}
+	encoded := false
+	for i := 0; i < len(rawPath); i++ {
+		switch c := rawPath[i]; {
+		case c < 0x20 || c == 0x7f:
+			return "", refuse(ReasonTarget, "the path holds a control character")
+		case c == '\\':
+			return "", refuse(ReasonTarget, `the path holds a backslash, which some servers take for "/"`)
+		case c == ';':
+			return "", refuse(ReasonTarget, `the path holds ";": servers disagree on path parameters`)
+		case c == '%':
+			encoded = true
+			if i+2 < len(rawPath) {
+				if err := checkEscape(rawPath[i+1], rawPath[i+2]); err != nil {
+					return "", err
+				}
+			}
+		}
+	}
+	decoded := rawPath
+	if encoded {
+		var err error
+		if decoded, err = url.PathUnescape(rawPath); err != nil {
+			return "", refuse(ReasonTarget, "the path has an invalid percent-encoding")
+		}
+		for i := 0; i < len(decoded); i++ {
+			if c := decoded[i]; c < 0x20 || c == 0x7f {
+				return "", refuse(ReasonTarget, "the path holds an encoded control character")
+			}
+		}
+	}
+	clean := CleanPath(decoded)
+	r.URL.Scheme, r.URL.Host, r.URL.User, r.URL.Opaque, r.URL.Fragment, r.URL.RawFragment = "", "", nil, "", "", ""
+	r.URL.Path, r.URL.RawPath, r.URL.RawQuery, r.URL.ForceQuery = clean, "", rawQuery, false
+	if encoded || clean != rawPath {
+		target = r.URL.EscapedPath()
+		if rawQuery != "" {
+			target += "?" + rawQuery
+		}
+	}
+	r.RequestURI = target
+	return clean, nil
+}
+
+// checkEscape refuses the encodings of characters that servers split or
+// cut paths at differently: "/", "\" and ";".
+func checkEscape(hi, lo byte) error {
+	if hi != '2' && hi != '3' && hi != '5' {
+		return nil
+	}
+	switch lo | 0x20 { // lower case
+	case 'f':
+		if hi == '2' {
+			return refuse(ReasonTarget, `the path holds an encoded slash (%2F): servers disagree on whether it separates segments`)
+		}
+	case 'c':
+		if hi == '5' {
+			return refuse(ReasonTarget, `the path holds an encoded backslash (%5C)`)
+		}
+	case 'b':
+		if hi == '3' {
+			return refuse(ReasonTarget, `the path holds an encoded ";" (%3B): servers disagree on path parameters`)
+		}
+	}
+	return nil
+}
+
+// cutScheme takes "http://" or "https://" (in any case) off an
+// absolute-form target and returns the rest.
+func cutScheme(raw string) (string, bool) {
+	for _, s := range [...]string{"http://", "https://"} {
+		if len(raw) >= len(s) && strings.EqualFold(raw[:len(s)], s) {
+			return raw[len(s):], true
+		}
+	}
+	return "", false
+}
+
+// canonicalHost rewrites r.Host to lower case without a trailing dot and
+// returns the host rules match (without port or brackets).
+func canonicalHost(r *http.Request) (string, error) {
+	h := r.Host
+	if h == "" {
+		return "", nil
+	}
+	name, port := h, ""
+	if i := strings.LastIndexByte(h, ':'); i >= 0 && i > strings.LastIndexByte(h, ']') {
+		name, port = h[:i], h[i:]
+		if !validPort(port[1:]) {
+			return "", refuse(ReasonHost, "the Host header has an invalid port")
+		}
+	}
+	var match string
+	switch {
+	case len(name) > 1 && name[0] == '[' && name[len(name)-1] == ']':
+		if ip := net.ParseIP(name[1 : len(name)-1]); ip == nil || strings.IndexByte(name, '%') >= 0 {
+			return "", refuse(ReasonHost, "the Host header is not a valid IPv6 literal")
+		}
+		match = strings.ToLower(name[1 : len(name)-1])
+		name = "[" + match + "]"
+	default:
+		name = strings.TrimSuffix(name, ".")
+		if !validHostname(name) {
+			return "", refuse(ReasonHost, "the Host header is not a DNS name or an IP address")
+		}
+		name = strings.ToLower(name)
+		match = name
+	}
+	if canonical := name + port; canonical != r.Host {
+		r.Host = canonical
+	}
+	return match, nil
+}
+
+func validPort(p string) bool {
+	if p == "" || len(p) > 5 {
+		return false
+	}
+	for i := 0; i < len(p); i++ {
+		if p[i] < '0' || p[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// validHostname accepts letters, digits, "-", "_" and "." (no empty
+// label): DNS names as they are used in Host headers, and IPv4 addresses.
+func validHostname(h string) bool {
+	if h == "" || len(h) > 253 || h[0] == '.' || h[len(h)-1] == '.' {
+		return false
+	}
+	for i := 0; i < len(h); i++ {
+		c := h[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '-', c == '_':
+		case c == '.':
+			if h[i-1] == '.' {
+				return false
+			}
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// CleanPath cleans p as http.ServeMux does: rooted, without "//", "." or
+// "..", keeping a trailing slash. A clean path is returned as is.
+func CleanPath(p string) string {
+	if p == "" {
+		return "/"
+	}
+	if p[0] != '/' {
+		p = "/" + p
+	}
+	np := path.Clean(p)
+	if p[len(p)-1] == '/' && np != "/" {
+		if len(p) == len(np)+1 && strings.HasPrefix(p, np) {
+			return p
+		}
+		return np + "/"
+	}
+	return np
+}
