@@ -46,7 +46,8 @@ func newEnforcer(o *options, lookupEnv func(string) (string, bool), log *slog.Lo
 	e := &enforcer{o: o, log: log}
 	metrics := admin.NewMetrics(buildVersion())
 	e.backends = proxy.NewBackends(o.redisURL, lookupEnv, limiter.ClientOptions{PoolSize: o.redisPoolSize})
-	e.handler = proxy.New(proxy.Options{Upstream: o.upstream, Recorder: metrics, ErrorLog: stdLogger(log, "proxy")})
+	e.handler = proxy.New(proxy.Options{Upstream: o.upstream, Recorder: metrics, ErrorLog: stdLogger(log, "proxy"),
+		Limits: o.limits.requests, MaxRequestBody: o.limits.maxRequestBody, ResponseHeaderTimeout: o.limits.responseHeaderTimeout})
 	source := &reload.Source{ConfigPath: o.configPath, PolicyPaths: o.policyPaths, Compile: compilePolicies,
 		Namespace: o.podNS, LabelsPath: o.labelsPath}
 	e.reloader = reload.NewReloader(source, e.apply, metrics, log)
@@ -104,9 +105,13 @@ func (e *enforcer) serve(ctx context.Context) error {
 
 	proxySrv := &http.Server{
 		Handler:           e.handler,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		ErrorLog:          stdLogger(e.log, "proxy-server"),
+		ReadHeaderTimeout: e.o.limits.readHeaderTimeout,
+		IdleTimeout:       e.o.limits.idleTimeout,
+		MaxHeaderBytes:    e.o.limits.maxHeaderBytes,
+		// "OPTIONS *" goes to the handler, which refuses it, instead of
+		// being answered by net/http for the application.
+		DisableGeneralOptionsHandler: true,
+		ErrorLog:                     stdLogger(e.log, "proxy-server"),
 	}
 	adminSrv := &http.Server{
 		Handler:           e.admin,

@@ -31,6 +31,7 @@ type options struct {
 	shutdownTimeout     time.Duration
 	logLevel            slog.Level
 	pprof               bool
+	limits              serverLimits
 	version, help       bool
 }
 
@@ -60,6 +61,7 @@ func newFlagSet(o *options, upstream, logLevel *string) *pflag.FlagSet {
 	fs.StringVar(&o.labelsPath, "labels-file", "", "the pod's labels (downward API file): only policies selecting them apply; unset: every policy applies")
 	fs.StringVar(&o.podName, "pod-name", "", "pod name, reported on /status")
 	fs.StringVar(&o.podNS, "pod-namespace", "", "pod namespace, reported on /status; namespace of policy files that name none")
+	addServerFlags(fs, &o.limits)
 	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 25*time.Second, "how long in-flight requests may finish after SIGTERM")
 	fs.StringVar(logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.BoolVar(&o.pprof, "pprof", false, "serve Go profiles (net/http/pprof) under /debug/pprof/ on the debug listener")
@@ -138,6 +140,9 @@ func (o *options) validate(upstream, logLevel string) error {
 		return errors.New("--redis-pool-size must not be negative")
 	}
 	if err := validateLoopback(o.debugListen); err != nil {
+		return err
+	}
+	if err := o.limits.validate(); err != nil {
 		return err
 	}
 	// Parse the URL now (no connection is made), so a typo is a command
