@@ -189,9 +189,13 @@ func readyCondition(p *v1alpha1.RateLimitPolicy, c enforcerCheck) metav1.Conditi
 	}
 	for _, sp := range c.unreachable {
 		setReason(v1alpha1.ReasonEnforcersNotReady)
-		if sp.Polled.Address == "" {
+		switch {
+		case sp.Polled.Address == "":
 			problems = append(problems, fmt.Sprintf("pod %s %s", sp.Pod.Name, sp.Polled.Err))
-		} else {
+		case sp.Polled.Refused:
+			problems = append(problems, fmt.Sprintf("pod %s: %s (on %s); the enforcer reads the token of Secret %s as the kubelet updates its volume, "+
+				"within a minute or two: restart a pod that keeps refusing", sp.Pod.Name, sp.Polled.Err, sp.Polled.Address, AdminSecretName))
+		default:
 			problems = append(problems, fmt.Sprintf("enforcer on pod %s does not answer on %s: %s", sp.Pod.Name, sp.Polled.Address, sp.Polled.Err))
 		}
 	}

@@ -94,25 +94,53 @@ func adminAddress(pod *corev1.Pod) (string, string) {
 	return net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(int(port))), ""
 }
 
-// fetchEnforcerStatus reads the /status document of the enforcer at addr.
-func fetchEnforcerStatus(ctx context.Context, c *http.Client, addr string) (*enforcerStatus, error) {
+// errCredentialRefused marks an enforcer that answered 401 or 403: it
+// does not take the namespace's status token.
+var errCredentialRefused = errors.New("enforcer refused the status credential")
+
+// fetchEnforcerStatus reads the /status document of the enforcer at addr,
+// presenting token (the namespace's admin Secret) as a bearer token.
+func fetchEnforcerStatus(ctx context.Context, c *http.Client, addr, token string) (*enforcerStatus, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/status", nil)
 	if err != nil {
 		return nil, err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
 	}
 	resp, err := c.Do(req)
 	if err != nil {
 		return nil, unwrapURLError(err)
 	}
 	defer func() { _ = resp.Body.Close() }()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("/status answered %s", resp.Status)
+	switch resp.StatusCode {
+	case http.StatusOK:
+	case http.StatusUnauthorized, http.StatusForbidden:
+		why := refusalReason(resp)
+		if token == "" {
+			why += "; the namespace has no Secret " + AdminSecretName + " yet"
+		}
+		return nil, fmt.Errorf("%w: %s", errCredentialRefused, why)
+	default:
+		return nil, fmt.Errorf("/status answered %s", refusalReason(resp))
 	}
 	var st enforcerStatus
 	if err := json.NewDecoder(io.LimitReader(resp.Body, maxStatusBytes)).Decode(&st); err != nil {
 		return nil, fmt.Errorf("/status is not an enforcer status document: %w", err)
 	}
 	return &st, nil
+}
+
+// refusalReason is the status of a refused /status request with the
+// enforcer's explanation, its JSON {"error": ...} body.
+func refusalReason(resp *http.Response) string {
+	var body struct {
+		Error string `json:"error"`
+	}
+	if json.NewDecoder(io.LimitReader(resp.Body, 4096)).Decode(&body) == nil && body.Error != "" {
+		return resp.Status + ": " + truncate(body.Error, 200)
+	}
+	return resp.Status
 }
 
 // unwrapURLError drops the method and URL that *url.Error repeats: the
@@ -125,10 +153,10 @@ func unwrapURLError(err error) error {
 	return err
 }
 
-// pollEnforcers reads the /status of every pod's enforcer, at most limit at
-// once, each within the client's timeout. Pods without an admin address
-// get their reason as error.
-func pollEnforcers(ctx context.Context, c *http.Client, pods []*corev1.Pod, limit int) map[*corev1.Pod]polledEnforcer {
+// pollEnforcers reads the /status of every pod's enforcer with token, at
+// most limit at once, each within the client's timeout. Pods without an
+// admin address get their reason as error.
+func pollEnforcers(ctx context.Context, c *http.Client, pods []*corev1.Pod, token string, limit int) map[*corev1.Pod]polledEnforcer {
 	out := make(map[*corev1.Pod]polledEnforcer, len(pods))
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -144,8 +172,8 @@ func pollEnforcers(ctx context.Context, c *http.Client, pods []*corev1.Pod, limi
 			defer wg.Done()
 			slots <- struct{}{}
 			defer func() { <-slots }()
-			st, err := fetchEnforcerStatus(ctx, c, addr)
-			res := polledEnforcer{Address: addr, Status: st}
+			st, err := fetchEnforcerStatus(ctx, c, addr, token)
+			res := polledEnforcer{Address: addr, Status: st, Refused: errors.Is(err, errCredentialRefused)}
 			if err != nil {
 				res.Err = err.Error()
 			}
@@ -165,4 +193,6 @@ type polledEnforcer struct {
 	Address string
 	Status  *enforcerStatus
 	Err     string
+	// Refused is set when the enforcer refused the status credential.
+	Refused bool
 }

@@ -48,6 +48,7 @@ import (
 // +kubebuilder:rbac:groups=sluice.dev,resources=ratelimitpolicies/status,verbs=patch
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 const (
@@ -75,6 +76,11 @@ const (
 // it polls on an interval.
 type EnforcerStatusReconciler struct {
 	client.Client
+	// Secrets reads the namespaces' admin Secrets, whose token /status
+	// requires: a cache of them (NewManagedSecretCache). Nil: the API
+	// server, uncached (never the manager's cache, which would then hold
+	// every Secret of the cluster).
+	Secrets  client.Reader
 	Recorder recorder.EventRecorder
 	// HTTPClient polls the enforcers; its Timeout bounds each request
 	// (nil: a client with PollTimeout).
@@ -174,7 +180,11 @@ func (r *EnforcerStatusReconciler) collectPods(ctx context.Context, namespace st
 			injected = append(injected, pod)
 		}
 	}
-	polled := pollEnforcers(ctx, r.httpClient(), injected, pollConcurrency)
+	token, err := adminToken(ctx, r.Secrets, namespace)
+	if err != nil {
+		return nil, err
+	}
+	polled := pollEnforcers(ctx, r.httpClient(), injected, token, pollConcurrency)
 	for i := range selected {
 		selected[i].Polled = polled[selected[i].Pod]
 	}

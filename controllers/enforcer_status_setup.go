@@ -34,6 +34,9 @@ import (
 // its spec or its Accepted condition, and when a selected pod starts,
 // stops, gets its IP or changes labels.
 func (r *EnforcerStatusReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if r.Secrets == nil {
+		r.Secrets = mgr.GetAPIReader()
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("enforcerstatus").
 		Watches(&v1alpha1.RateLimitPolicy{}, handler.EnqueueRequestsFromMapFunc(namespaceOf),

@@ -41,6 +41,10 @@ const (
 	InjectAnnotation = "sluice.dev/inject"
 	// InjectedAnnotation marks an injected pod with the enforcer image.
 	InjectedAnnotation = "sluice.dev/injected"
+	// EnforcerLabel=EnforcerLabelValue marks an injected pod, for the
+	// NetworkPolicy that guards the enforcer's admin port.
+	EnforcerLabel      = "sluice.dev/enforcer"
+	EnforcerLabelValue = "injected"
 
 	// EnforcerContainerName is the injected native sidecar.
 	EnforcerContainerName = "sluice-enforcer"
@@ -48,6 +52,9 @@ const (
 	HTTPPortName = "sluice-http"
 	// AdminPortName is the enforcer's probes, metrics and /status port.
 	AdminPortName = "sluice-admin"
+	// EnforcerDebugPort is the port of the enforcer's debug listener, on
+	// the pod's loopback only: kubectl port-forward pod/NAME 9902.
+	EnforcerDebugPort = 9902
 
 	// DefaultRedisURLEnv is the enforcer's variable for the operator's
 	// default Redis, used by policies without spec.storage.
@@ -72,10 +79,12 @@ const (
 // volumes in two directories: nesting one mount inside the other read-only
 // volume fails, and subPath mounts would not see updates.
 const (
-	configVolumeName  = "sluice-config"
-	podInfoVolumeName = "sluice-podinfo"
-	configDir         = "/etc/sluice/config"
-	podInfoDir        = "/etc/sluice/podinfo"
+	configVolumeName     = "sluice-config"
+	podInfoVolumeName    = "sluice-podinfo"
+	adminTokenVolumeName = "sluice-admin-token"
+	configDir            = "/etc/sluice/config"
+	podInfoDir           = "/etc/sluice/podinfo"
+	adminTokenDir        = "/etc/sluice/admin"
 )
 
 // EnforcerSidecar is how the webhook injects the enforcer, from the
@@ -224,7 +233,7 @@ func portInUse(pod *corev1.Pod, sidecar *EnforcerSidecar, upstream int32) string
 		}
 	}
 	for _, v := range pod.Spec.Volumes {
-		if v.Name == configVolumeName || v.Name == podInfoVolumeName {
+		if v.Name == configVolumeName || v.Name == podInfoVolumeName || v.Name == adminTokenVolumeName {
 			return fmt.Sprintf("the pod already has a volume named %s, the name of an enforcer volume", v.Name)
 		}
 	}

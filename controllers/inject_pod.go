@@ -26,11 +26,11 @@ import (
 
 // injectEnforcer adds the enforcer to a pod that d says to inject: a
 // native sidecar (an init container that restarts always, so it starts
-// before the application and stops after it), its two volumes and the
-// annotation that marks the pod. The application's containers are left
-// as they are: users point their Service at the sluice-http port.
+// before the application and stops after it), its three volumes, and the
+// annotation and label that mark the pod. The application's containers are
+// left as they are: users point their Service at the sluice-http port.
 func injectEnforcer(pod *corev1.Pod, d injectDecision, sidecar *EnforcerSidecar) {
-	pod.Spec.InitContainers = append(pod.Spec.InitContainers, enforcerContainerFor(d, sidecar))
+	pod.Spec.InitContainers = append(pod.Spec.InitContainers, enforcerContainerFor(pod, d, sidecar))
 	pod.Spec.Volumes = append(pod.Spec.Volumes,
 		corev1.Volume{Name: configVolumeName, VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
 			LocalObjectReference: corev1.LocalObjectReference{Name: ConfigMapName},
@@ -41,14 +41,26 @@ func injectEnforcer(pod *corev1.Pod, d injectDecision, sidecar *EnforcerSidecar)
 		corev1.Volume{Name: podInfoVolumeName, VolumeSource: corev1.VolumeSource{DownwardAPI: &corev1.DownwardAPIVolumeSource{
 			Items: []corev1.DownwardAPIVolumeFile{{Path: "labels", FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.labels"}}},
 		}}},
+		// The /status token, by reference: the pod spec holds no secret.
+		// Optional like the ConfigMap; the kubelet adds the file when the
+		// policy controller has written the Secret, and the enforcer reads it.
+		corev1.Volume{Name: adminTokenVolumeName, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+			SecretName: AdminSecretName,
+			Items:      []corev1.KeyToPath{{Key: AdminTokenKey, Path: AdminTokenKey}},
+			Optional:   new(true),
+		}}},
 	)
 	if pod.Annotations == nil {
 		pod.Annotations = map[string]string{}
 	}
 	pod.Annotations[InjectedAnnotation] = sidecar.Image
+	if pod.Labels == nil {
+		pod.Labels = map[string]string{}
+	}
+	pod.Labels[EnforcerLabel] = EnforcerLabelValue
 }
 
-func enforcerContainerFor(d injectDecision, sidecar *EnforcerSidecar) corev1.Container {
+func enforcerContainerFor(pod *corev1.Pod, d injectDecision, sidecar *EnforcerSidecar) corev1.Container {
 	env := []corev1.EnvVar{
 		fieldEnv("POD_NAME", "metadata.name"),
 		fieldEnv("POD_NAMESPACE", "metadata.namespace"),
@@ -64,6 +76,8 @@ func enforcerContainerFor(d injectDecision, sidecar *EnforcerSidecar) corev1.Con
 			fmt.Sprintf("--listen=0.0.0.0:%d", sidecar.HTTPPort),
 			fmt.Sprintf("--upstream=http://127.0.0.1:%d", d.UpstreamPort),
 			fmt.Sprintf("--admin-listen=0.0.0.0:%d", sidecar.AdminPort),
+			"--debug-listen=" + debugListen(pod),
+			"--status-token-file=" + path.Join(adminTokenDir, AdminTokenKey),
 			"--config=" + path.Join(configDir, ConfigKey),
 			"--labels-file=" + path.Join(podInfoDir, "labels"),
 			"--pod-name=$(POD_NAME)",
@@ -78,6 +92,7 @@ func enforcerContainerFor(d injectDecision, sidecar *EnforcerSidecar) corev1.Con
 		VolumeMounts: []corev1.VolumeMount{
 			{Name: configVolumeName, MountPath: configDir, ReadOnly: true},
 			{Name: podInfoVolumeName, MountPath: podInfoDir, ReadOnly: true},
+			{Name: adminTokenVolumeName, MountPath: adminTokenDir, ReadOnly: true},
 		},
 		// The application starts once the enforcer serves, whether or not
 		// its configuration exists yet; /readyz then gates traffic.
@@ -95,6 +110,22 @@ func enforcerContainerFor(d injectDecision, sidecar *EnforcerSidecar) corev1.Con
 		},
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 	}
+}
+
+// debugListen is the enforcer's loopback debug address, or "" (no debug
+// listener) when a container of the pod declares the debug port: the
+// sidecar starts first, and would take the port from the application.
+func debugListen(pod *corev1.Pod) string {
+	for _, list := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for _, c := range list {
+			for _, p := range c.Ports {
+				if p.ContainerPort == EnforcerDebugPort {
+					return ""
+				}
+			}
+		}
+	}
+	return fmt.Sprintf("127.0.0.1:%d", EnforcerDebugPort)
 }
 
 func fieldEnv(name, fieldPath string) corev1.EnvVar {

@@ -36,13 +36,15 @@ import (
 	"github.com/sluice-dev/sluice/internal/compile"
 )
 
-// What the policy controller reads and writes: Secrets are only read (their
-// keys, to check spec.storage), pods only counted.
+// What the policy controller reads and writes: of Secrets it reads the keys
+// (to check spec.storage) and writes only the admin Secret, whose name
+// bounds updates and deletes; pods are only counted.
 //
 // +kubebuilder:rbac:groups=sluice.dev,resources=ratelimitpolicies,verbs=get;list;watch
 // +kubebuilder:rbac:groups=sluice.dev,resources=ratelimitpolicies/status,verbs=patch
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create
+// +kubebuilder:rbac:groups="",resources=secrets,resourceNames=sluice-enforcer-admin,verbs=update;patch;delete
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
@@ -59,7 +61,13 @@ type PolicyReconciler struct {
 	// APIReader reads the Secrets that policies name, uncached: the manager
 	// only caches their metadata, never their values.
 	APIReader client.Reader
-	Recorder  recorder.EventRecorder
+	// Secrets reads the admin Secrets this controller writes: a cache of
+	// them (NewManagedSecretCache). Nil: APIReader.
+	Secrets  client.Reader
+	Recorder recorder.EventRecorder
+	// NetworkPolicy, when set, is kept in each namespace with policies to
+	// fence the enforcers' admin port (reconcileNetworkPolicy).
+	NetworkPolicy *EnforcerNetworkPolicy
 	// DefaultFailureMode applies to policies stored without spec.failureMode.
 	DefaultFailureMode v1alpha1.FailureMode
 	// ReadyFromEnforcers says the status controller runs and owns the Ready
@@ -86,15 +94,26 @@ func (r *PolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res
 	}()
 
 	if len(policies) == 0 {
-		return ctrl.Result{}, r.deleteConfig(ctx, req.Namespace)
+		return ctrl.Result{}, errors.Join(r.deleteConfig(ctx, req.Namespace), r.deleteAdminSecret(ctx, req.Namespace),
+			r.deleteNetworkPolicy(ctx, req.Namespace))
 	}
+	// The Secret first: pods started from now on mount it.
+	secretErr := errors.Join(r.reconcileAdminSecret(ctx, req.Namespace, policies),
+		r.reconcileNetworkPolicy(ctx, req.Namespace, policies))
 	compiled, outcomes, err := r.compile(ctx, req.Namespace, policies)
 	if err != nil {
-		return ctrl.Result{}, err
+		return ctrl.Result{}, errors.Join(secretErr, err)
 	}
 	publishErr := r.reconcileConfig(ctx, req.Namespace, policies, compiled)
 	r.reconcileStatus(patch, outcomes, publishErr)
-	return ctrl.Result{}, publishErr
+	return ctrl.Result{}, errors.Join(secretErr, publishErr)
+}
+
+func (r *PolicyReconciler) secrets() client.Reader {
+	if r.Secrets != nil {
+		return r.Secrets
+	}
+	return r.APIReader
 }
 
 func (r *PolicyReconciler) listPolicies(ctx context.Context, namespace string) ([]*v1alpha1.RateLimitPolicy, error) {

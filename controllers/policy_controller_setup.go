@@ -22,6 +22,7 @@ import (
 	"maps"
 
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -42,7 +43,8 @@ const storageSecretIndex = "spec.storage.secretRef.name"
 // namespace when one of its policies is created, deleted or changes its
 // spec; when a pod starts, stops or changes labels (the pod counts are part
 // of the configuration); when a Secret that a policy's storage names appears,
-// changes or goes; and when someone edits or deletes the ConfigMap.
+// changes or goes; when someone edits or deletes the ConfigMap or the
+// admin Secret; and, with NetworkPolicy set, when a NetworkPolicy changes.
 func (r *PolicyReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, concurrency int) error {
 	err := mgr.GetFieldIndexer().IndexField(ctx, &v1alpha1.RateLimitPolicy{}, storageSecretIndex, func(obj client.Object) []string {
 		if p := obj.(*v1alpha1.RateLimitPolicy); p.Spec.Storage != nil {
@@ -56,7 +58,7 @@ func (r *PolicyReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manage
 	if concurrency < 1 {
 		concurrency = 1
 	}
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		Named("ratelimitpolicy").
 		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency}).
 		Watches(&v1alpha1.RateLimitPolicy{}, handler.EnqueueRequestsFromMapFunc(namespaceOf),
@@ -65,8 +67,12 @@ func (r *PolicyReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manage
 			builder.WithPredicates(predicate.NewPredicateFuncs(func(obj client.Object) bool { return obj.GetName() == ConfigMapName }))).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(namespaceWithPolicies(r)),
 			builder.WithPredicates(podCountChanged())).
-		WatchesMetadata(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.namespaceUsingSecret)).
-		Complete(r)
+		WatchesMetadata(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.namespaceUsingSecret))
+	if r.NetworkPolicy != nil {
+		// Ours, to restore it; the user's, to step back when they isolate pods.
+		b = b.Watches(&networkingv1.NetworkPolicy{}, handler.EnqueueRequestsFromMapFunc(namespaceWithPolicies(r)))
+	}
+	return b.Complete(r)
 }
 
 // namespaceOf is the key of the namespace of obj: its ConfigMap's name.
@@ -87,8 +93,12 @@ func namespaceWithPolicies(c client.Reader) handler.MapFunc {
 }
 
 // namespaceUsingSecret maps a Secret to its namespace when a policy there
-// keeps its storage URL in it.
+// keeps its storage URL in it, or when it is the admin Secret of a
+// namespace with policies.
 func (r *PolicyReconciler) namespaceUsingSecret(ctx context.Context, obj client.Object) []reconcile.Request {
+	if obj.GetName() == AdminSecretName {
+		return namespaceWithPolicies(r)(ctx, obj)
+	}
 	var list v1alpha1.RateLimitPolicyList
 	err := r.List(ctx, &list, client.InNamespace(obj.GetNamespace()),
 		client.MatchingFields{storageSecretIndex: obj.GetName()}, client.UnsafeDisableDeepCopy)

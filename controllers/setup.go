@@ -17,8 +17,12 @@ limitations under the License.
 package controllers
 
 import (
+	"context"
+	"fmt"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -39,6 +43,46 @@ func CacheByObject() map[client.Object]cache.ByObject {
 		&corev1.ConfigMap{}: {Label: labels.SelectorFromSet(labels.Set{ManagedByLabel: ManagedByValue})},
 	}
 }
+
+// NewManagedSecretCache starts, with mgr, a cache of the Secrets the policy
+// controller writes (labelled ManagedByLabel=ManagedByValue) in namespaces
+// (all when empty), and returns its reader. The manager's own cache keeps
+// Secrets' metadata only, of every Secret: a label selector there would
+// hide the storage Secrets policies name, so these have a cache of their
+// own, which holds no Secret of users.
+func NewManagedSecretCache(ctx context.Context, mgr ctrl.Manager, namespaces []string) (client.Reader, error) {
+	opts := cache.Options{
+		HTTPClient:           mgr.GetHTTPClient(),
+		Scheme:               mgr.GetScheme(),
+		Mapper:               mgr.GetRESTMapper(),
+		DefaultLabelSelector: labels.SelectorFromSet(labels.Set{ManagedByLabel: ManagedByValue}),
+		DefaultTransform:     cache.TransformStripManagedFields(),
+	}
+	if len(namespaces) > 0 {
+		opts.DefaultNamespaces = map[string]cache.Config{}
+		for _, ns := range namespaces {
+			opts.DefaultNamespaces[ns] = cache.Config{}
+		}
+	}
+	c, err := cache.New(mgr.GetConfig(), opts)
+	if err != nil {
+		return nil, fmt.Errorf("create the cache of managed Secrets: %w", err)
+	}
+	// Known before the manager starts, so that it is synced with the caches.
+	if _, err := c.GetInformer(ctx, &corev1.Secret{}); err != nil {
+		return nil, fmt.Errorf("watch managed Secrets: %w", err)
+	}
+	if err := mgr.Add(managedSecretCache{c}); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// managedSecretCache makes the manager start the cache with its own
+// caches, before any controller reads it.
+type managedSecretCache struct{ cache.Cache }
+
+func (c managedSecretCache) GetCache() cache.Cache { return c.Cache }
 
 // Defaults are the operator-wide settings that apply where a policy says
 // nothing, set by the manager's flags.

@@ -28,6 +28,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -93,17 +94,23 @@ func run(ctx context.Context, opts *options) error {
 		return fmt.Errorf("create manager: %w", err)
 	}
 
+	secrets, err := controllers.NewManagedSecretCache(ctx, mgr, opts.watchNamespaces)
+	if err != nil {
+		return err
+	}
 	policies := &controllers.PolicyReconciler{
 		Client:             mgr.GetClient(),
 		APIReader:          mgr.GetAPIReader(),
+		Secrets:            secrets,
 		Recorder:           mgr.GetEventRecorder("sluice-policy-controller"),
+		NetworkPolicy:      opts.networkPolicy,
 		DefaultFailureMode: opts.defaults.FailureMode,
 		ReadyFromEnforcers: true,
 	}
 	if err := policies.SetupWithManager(ctx, mgr, opts.concurrency); err != nil {
 		return fmt.Errorf("set up the policy controller: %w", err)
 	}
-	if err := setupInjection(mgr, opts); err != nil {
+	if err := setupInjection(mgr, opts, secrets); err != nil {
 		return err
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
@@ -116,17 +123,18 @@ func run(ctx context.Context, opts *options) error {
 	log.Info("starting sluice-manager", "version", buildVersion(),
 		"watchNamespaces", opts.watchNamespaces, "leaderElection", opts.leaderElect,
 		"defaultFailureMode", opts.defaults.FailureMode, "defaultRedisURL", opts.defaults.RedisURL, "defaultRedisSecret", opts.defaults.RedisSecret,
-		"enforcerImage", opts.defaults.EnforcerImage)
+		"enforcerImage", opts.defaults.EnforcerImage, "enforcerNetworkPolicy", opts.networkPolicy != nil)
 	return mgr.Start(ctx)
 }
 
 // setupInjection wires the status controller, and the injection webhook
 // with its certificate and settings when there is an enforcer image to
 // inject.
-func setupInjection(mgr ctrl.Manager, opts *options) error {
+func setupInjection(mgr ctrl.Manager, opts *options, secrets client.Reader) error {
 	sidecar := opts.injection.sidecar(opts.defaults)
 	status := &controllers.EnforcerStatusReconciler{
 		Client:      mgr.GetClient(),
+		Secrets:     secrets,
 		Recorder:    mgr.GetEventRecorder("sluice-status-controller"),
 		Interval:    opts.injection.statusInterval,
 		PollTimeout: opts.injection.statusTimeout,

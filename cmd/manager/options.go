@@ -52,6 +52,9 @@ type options struct {
 	failureModeValue     string
 	redisSecretValue     string
 	injection            injectionOptions
+	networkPolicyFlags   networkPolicyOptions
+	// networkPolicy is nil unless --enforcer-network-policy.
+	networkPolicy *controllers.EnforcerNetworkPolicy
 }
 
 func parseOptions(args []string, output io.Writer) (*options, error) {
@@ -83,6 +86,7 @@ func parseOptions(args []string, output io.Writer) (*options, error) {
 		"Open, Closed or LocalFallback: the failure mode of policies stored without spec.failureMode "+
 			"(the CRD defaults it to Open when a policy is created, so this applies to policies stored before that default)")
 	o.injection.bindFlags(fs)
+	o.networkPolicyFlags.bindFlags(fs)
 	fs.BoolVar(&o.showVersion, "version", false, "print the version and exit")
 	o.zap.BindFlags(fs)
 	config.RegisterFlags(fs) // --kubeconfig, read by ctrl.GetConfigOrDie
@@ -132,6 +136,8 @@ func (o *options) validate() error {
 		errs = append(errs, fmt.Errorf("--concurrency must be at least 1, got %d", o.concurrency))
 	}
 	errs = append(errs, o.injection.validate(o.defaults.RedisURL)...)
+	np, npErrs := o.networkPolicyFlags.policy(o.injection.adminPort)
+	o.networkPolicy, errs = np, append(errs, npErrs...)
 	return errors.Join(errs...)
 }
 
