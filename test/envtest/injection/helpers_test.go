@@ -141,7 +141,8 @@ func eventNotes(ctx context.Context, p *v1alpha1.RateLimitPolicy, reason string)
 
 // enforcerProcess is a sluice-enforcer standing in for a pod's sidecar:
 // started with the injected container's arguments and environment, on the
-// pod's IP, with the ConfigMap volume and the downward API labels as files.
+// pod's IP, with the ConfigMap volume, the downward API labels and the
+// admin Secret's token as files.
 type enforcerProcess struct {
 	pod  *corev1.Pod
 	ip   string
@@ -160,6 +161,7 @@ func startEnforcer(ctx context.Context, pod *corev1.Pod, ip string) *enforcerPro
 	}
 	Expect(os.WriteFile(filepath.Join(e.dir, "labels"), []byte(labels.String()), 0o644)).To(Succeed())
 	e.mirrorConfig(ctx)
+	e.mirrorToken(ctx)
 
 	expand := strings.NewReplacer("$(POD_NAME)", pod.Name, "$(POD_NAMESPACE)", pod.Namespace, "0.0.0.0:", ip+":")
 	var args []string
@@ -169,6 +171,12 @@ func startEnforcer(ctx context.Context, pod *corev1.Pod, ip string) *enforcerPro
 			arg = "--config=" + filepath.Join(e.dir, controllers.ConfigKey)
 		case strings.HasPrefix(arg, "--labels-file="):
 			arg = "--labels-file=" + filepath.Join(e.dir, "labels")
+		case strings.HasPrefix(arg, "--debug-listen=127.0.0.1:"):
+			// Loopback of the pod: the pod's own IP here, so that two
+			// enforcers do not share one port.
+			arg = "--debug-listen=" + ip + strings.TrimPrefix(arg, "--debug-listen=127.0.0.1")
+		case strings.HasPrefix(arg, "--status-token-file="):
+			arg = "--status-token-file=" + e.tokenPath()
 		}
 		args = append(args, expand.Replace(arg))
 	}
@@ -200,6 +208,25 @@ func (e *enforcerProcess) mirrorConfig(ctx context.Context) {
 	Expect(os.WriteFile(tmp, []byte(cm.Data[controllers.ConfigKey]), 0o644)).To(Succeed())
 	Expect(os.Rename(tmp, filepath.Join(e.dir, controllers.ConfigKey))).To(Succeed())
 }
+
+// mirrorToken writes the namespace's admin Secret token to the enforcer's
+// token file, as the kubelet would the Secret volume.
+func (e *enforcerProcess) mirrorToken(ctx context.Context) {
+	secret := &corev1.Secret{}
+	Eventually(func() error {
+		return k8sClient.Get(ctx, client.ObjectKey{Namespace: e.pod.Namespace, Name: controllers.AdminSecretName}, secret)
+	}).Should(Succeed(), "the policy controller writes the admin Secret")
+	e.writeToken(string(secret.Data[controllers.AdminTokenKey]))
+}
+
+// writeToken replaces the enforcer's token file.
+func (e *enforcerProcess) writeToken(token string) {
+	tmp := e.tokenPath() + ".tmp"
+	Expect(os.WriteFile(tmp, []byte(token), 0o600)).To(Succeed())
+	Expect(os.Rename(tmp, e.tokenPath())).To(Succeed())
+}
+
+func (e *enforcerProcess) tokenPath() string { return filepath.Join(e.dir, controllers.AdminTokenKey) }
 
 // stop ends the process: SIGTERM, then SIGKILL after a few seconds.
 func (e *enforcerProcess) stop() {

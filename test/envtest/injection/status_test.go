@@ -18,6 +18,7 @@ package injection
 
 import (
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -96,6 +97,42 @@ var _ = Describe("Policy status from running enforcers", Ordered, func() {
 		out := kubectl("wait", "--for=condition=Ready", "-n", ns, "rlp/api", "--timeout=30s")
 		Expect(out).To(ContainSubstring("condition met"))
 		Expect(kubectl("get", "rlp", "-n", ns)).To(MatchRegexp(`api\s+Enforce\s+TokenBucket\s+2/2\s+True`))
+	})
+
+	It("polls /status with the namespace's token, which another pod does not have", func(ctx SpecContext) {
+		secret := &corev1.Secret{}
+		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: controllers.AdminSecretName}, secret)).To(Succeed())
+		Expect(secret.OwnerReferences).To(ContainElement(HaveField("Name", "api")))
+		Expect(kubectl("get", "pod", "-n", ns, "api-0", "-o", "yaml")).NotTo(ContainSubstring(string(secret.Data[controllers.AdminTokenKey])),
+			"no token in a pod spec")
+
+		status := "http://" + net.JoinHostPort(enforcerIPs[0], strconv.Itoa(int(sidecar.AdminPort))) + "/status"
+		for _, auth := range []string{"", "Bearer not-the-token"} {
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, status, nil)
+			Expect(err).NotTo(HaveOccurred())
+			if auth != "" {
+				req.Header.Set("Authorization", auth)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			Expect(err).NotTo(HaveOccurred())
+			body, _ := io.ReadAll(resp.Body)
+			_ = resp.Body.Close()
+			Expect(resp.StatusCode).To(Equal(http.StatusUnauthorized))
+			Expect(string(body)).NotTo(ContainSubstring(`"policies"`))
+		}
+		resp, err := http.Get("http://" + net.JoinHostPort(enforcerIPs[0], strconv.Itoa(int(sidecar.AdminPort))) + "/readyz")
+		Expect(err).NotTo(HaveOccurred())
+		_ = resp.Body.Close()
+		Expect(resp.StatusCode).To(Equal(http.StatusOK), "probes need no token")
+	})
+
+	It("says so when an enforcer refuses the credential, and recovers with the right one", func(ctx SpecContext) {
+		procs[1].writeToken("a-token-the-manager-does-not-have")
+		Eventually(func() string { return condition(ctx, policy, v1alpha1.ConditionReady).Message }).Should(ContainSubstring(
+			"pod api-1: enforcer refused the status credential: 401 Unauthorized: wrong bearer token"))
+		procs[1].mirrorToken(ctx)
+		Eventually(func() *metav1.Condition { return condition(ctx, policy, v1alpha1.ConditionReady) }).
+			Should(haveReady(metav1.ConditionTrue, v1alpha1.ReasonEnforcersReady, 1))
 	})
 
 	It("sums the decisions of the enforcers", func(ctx SpecContext) {

@@ -163,15 +163,19 @@ func startManager(ctx context.Context, cfg *rest.Config) {
 	})
 	Expect(err).NotTo(HaveOccurred())
 	mgrCtx, cancel := context.WithCancel(context.Background())
+	secrets, err := controllers.NewManagedSecretCache(mgrCtx, mgr, nil)
+	Expect(err).NotTo(HaveOccurred())
 	policies := &controllers.PolicyReconciler{
 		Client:             mgr.GetClient(),
 		APIReader:          mgr.GetAPIReader(),
+		Secrets:            secrets,
 		Recorder:           mgr.GetEventRecorder("sluice-policy-controller"),
 		ReadyFromEnforcers: true,
 	}
 	Expect(policies.SetupWithManager(mgrCtx, mgr, 2)).To(Succeed())
 	status := &controllers.EnforcerStatusReconciler{
 		Client:   mgr.GetClient(),
+		Secrets:  secrets,
 		Recorder: mgr.GetEventRecorder("sluice-status-controller"),
 		Interval: 500 * time.Millisecond,
 		Sidecar:  sidecar,
