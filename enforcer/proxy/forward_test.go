@@ -16,26 +16,6 @@ import (
 	. "github.com/onsi/gomega"
 )
 
-// forwardPaths are the two ways an admitted request reaches the
-// application: the forwarder (plain requests) and the reverse proxy
-// (everything else). Behaviour that both have is tested through both.
-var forwardPaths = []string{"forwarder", "reverse-proxy"}
-
-// allowAll is a config whose one rule admits every request of a test.
-func allowAll(t *testing.T) string {
-	return policyJSON("api", "Enforce", "Open", "XRateLimit", ruleJSON("all", "{}", "TokenBucket", "1000000/1m"))
-}
-
-// serveVia is serve, with the reverse proxy taking every request when path
-// says so.
-func serveVia(t *testing.T, path string, app http.Handler) *fixture {
-	f := serve(t, configOf(t, allowAll(t)), redisURL, app)
-	if path == "reverse-proxy" {
-		f.handler.forwarder = nil
-	}
-	return f
-}
-
 // TestBodiesArriveIntact sends bodies of each size and framing; small ones
 // take the forwarder, large and chunked ones the reverse proxy.
 func TestBodiesArriveIntact(t *testing.T) {
@@ -135,16 +115,15 @@ func TestTrailersPassThrough(t *testing.T) {
 // TestHopByHopResponseHeaders: headers about the application's connection
 // stay there.
 func TestHopByHopResponseHeaders(t *testing.T) {
-	app := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Connection", "X-Internal")
-		w.Header().Set("X-Internal", "hop")
-		w.Header().Set("Keep-Alive", "timeout=5")
-		w.Header().Set("X-Kept", "end-to-end")
+	app := rawApp(t, func(conn net.Conn, _ *sentRequest) bool {
+		_, err := io.WriteString(conn, "HTTP/1.1 200 OK\r\nConnection: X-Internal\r\nX-Internal: hop\r\n"+
+			"Keep-Alive: timeout=5\r\nX-Kept: end-to-end\r\nContent-Length: 0\r\n\r\n")
+		return err == nil
 	})
 	for _, path := range forwardPaths {
 		t.Run(path, func(t *testing.T) {
 			g := NewWithT(t)
-			f := serveVia(t, path, app)
+			f := serveWith(t, path, Options{}, app)
 			r := get(g, f.url+"/")
 			g.Expect(r.header.Get("X-Kept")).To(Equal("end-to-end"))
 			g.Expect(r.header.Get("X-Internal")).To(BeEmpty())
@@ -336,72 +315,62 @@ func TestIdleConnectionsAreClosed(t *testing.T) {
 	g.Expect(get(g, f.url+"/").status).To(Equal(http.StatusOK), "a new connection after the pool emptied")
 }
 
-// TestRequestAsSent reads the bytes the application receives: one Host,
-// one Content-Length, the client's headers in full, this hop appended to
-// X-Forwarded-For, and nothing that was meant for the enforcer only.
+// TestRequestAsSent reads the bytes the application receives on each path:
+// the target, one Host, one Content-Length, the header fields in full, the
+// forwarding headers exactly as the handler set them, and nothing that was
+// meant for the enforcer only.
 func TestRequestAsSent(t *testing.T) {
-	g := NewWithT(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	g.Expect(err).NotTo(HaveOccurred())
-	t.Cleanup(func() { ln.Close() })
-	heads := make(chan string, 1)
-	go func() {
-		conn, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		defer conn.Close()
-		br := bufio.NewReader(conn)
-		var head strings.Builder
-		for {
-			line, err := br.ReadString('\n')
-			if err != nil {
-				return
-			}
-			head.WriteString(line)
-			if line == "\r\n" {
-				break
-			}
-		}
-		body := make([]byte, 5)
-		_, _ = io.ReadFull(br, body)
-		heads <- head.String() + string(body)
-		_, _ = io.WriteString(conn, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
-	}()
-	f := serveTo(t, configOf(t, allowAll(t)), redisURL, "http://"+ln.Addr().String())
-	conn, err := net.Dial("tcp", strings.TrimPrefix(f.url, "http://"))
-	g.Expect(err).NotTo(HaveOccurred())
-	defer conn.Close()
-	fmt.Fprint(conn, "POST /orders?page=2 HTTP/1.1\r\nHost: shop.example.com\r\nContent-Length: 5\r\n"+
-		"Content-Type: text/plain\r\nAccept: a/b\r\nAccept: c/d\r\nX-Forwarded-For: 203.0.113.9\r\n"+
-		"Connection: keep-alive, X-Secret\r\nX-Secret: hop\r\nKeep-Alive: timeout=5\r\nProxy-Authorization: Basic eDp5\r\n\r\nhello")
-	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
-	g.Expect(err).NotTo(HaveOccurred())
-	resp.Body.Close()
-	g.Expect(resp.StatusCode).To(Equal(http.StatusOK))
+	for _, path := range forwardPaths {
+		t.Run(path, func(t *testing.T) {
+			g := NewWithT(t)
+			heads := make(chan *sentRequest, 1)
+			app := rawApp(t, func(conn net.Conn, sent *sentRequest) bool {
+				heads <- sent
+				_, _ = io.WriteString(conn, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+				return true
+			})
+			conn, err := net.Dial("tcp", strings.TrimPrefix(pathOnly(t, path, Options{}, app), "http://"))
+			g.Expect(err).NotTo(HaveOccurred())
+			defer conn.Close()
+			fmt.Fprint(conn, "POST /orders;v=1?page=2&a;b HTTP/1.1\r\nHost: shop.example.com\r\nContent-Length: 5\r\n"+
+				"Content-Type: text/plain\r\nAccept: a/b\r\nAccept: c/d\r\nX-Forwarded-For: 203.0.113.9, 10.0.0.1\r\n"+
+				"X-Forwarded-Host: shop.example.com\r\nX-Forwarded-Proto: https\r\nForwarded: for=203.0.113.9\r\n"+
+				"Connection: keep-alive, X-Secret\r\nX-Secret: hop\r\nKeep-Alive: timeout=5\r\nProxy-Authorization: Basic eDp5\r\n"+
+				"Expect: 100-continue\r\n\r\nhello")
+			br := bufio.NewReader(conn)
+			resp, err := http.ReadResponse(br, nil)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(resp.StatusCode).To(Equal(http.StatusContinue), "the enforcer answers Expect")
+			resp, err = http.ReadResponse(br, nil)
+			g.Expect(err).NotTo(HaveOccurred())
+			resp.Body.Close()
+			g.Expect(resp.StatusCode).To(Equal(http.StatusOK))
 
-	var head string
-	g.Eventually(heads).Should(Receive(&head))
-	lines := strings.Split(head, "\r\n")
-	g.Expect(lines[0]).To(Equal("POST /orders?page=2 HTTP/1.1"))
-	g.Expect(lines).To(ContainElements(
-		"Host: shop.example.com", "Content-Length: 5", "Content-Type: text/plain", "Accept: a/b", "Accept: c/d",
-		"X-Forwarded-For: 203.0.113.9, 127.0.0.1", "X-Forwarded-Host: shop.example.com", "X-Forwarded-Proto: http"))
-	count := func(prefix string) (n int) {
-		for _, l := range lines {
-			if strings.HasPrefix(strings.ToLower(l), strings.ToLower(prefix)) {
-				n++
+			var sent *sentRequest
+			g.Eventually(heads).Should(Receive(&sent))
+			lines := strings.Split(strings.TrimSuffix(sent.head, "\r\n\r\n"), "\r\n")
+			g.Expect(lines[0]).To(Equal("POST /orders;v=1?page=2&a;b HTTP/1.1"))
+			g.Expect(lines).To(ContainElements(
+				"Host: shop.example.com", "Content-Length: 5", "Content-Type: text/plain", "Accept: a/b", "Accept: c/d",
+				"X-Forwarded-For: 203.0.113.9, 10.0.0.1", "X-Forwarded-Host: shop.example.com", "X-Forwarded-Proto: https",
+				"Forwarded: for=203.0.113.9"))
+			count := func(prefix string) (n int) {
+				for _, l := range lines {
+					if strings.HasPrefix(strings.ToLower(l), strings.ToLower(prefix)) {
+						n++
+					}
+				}
+				return n
 			}
-		}
-		return n
+			for _, once := range []string{"Host:", "Content-Length:", "X-Forwarded-For:", "X-Forwarded-Host:", "X-Forwarded-Proto:", "Forwarded:"} {
+				g.Expect(count(once)).To(Equal(1), once)
+			}
+			for _, hop := range []string{"Connection:", "X-Secret:", "Keep-Alive:", "Proxy-Authorization:", "User-Agent:", "Expect:"} {
+				g.Expect(count(hop)).To(BeZero(), hop)
+			}
+			g.Expect(string(sent.body)).To(Equal("hello"))
+		})
 	}
-	g.Expect(count("Host:")).To(Equal(1))
-	g.Expect(count("Content-Length:")).To(Equal(1))
-	g.Expect(count("X-Forwarded-For:")).To(Equal(1))
-	for _, hop := range []string{"Connection:", "X-Secret:", "Keep-Alive:", "Proxy-Authorization:", "User-Agent:"} {
-		g.Expect(count(hop)).To(BeZero(), hop)
-	}
-	g.Expect(lines[len(lines)-1]).To(Equal("hello"))
 }
 
 // TestExpectContinue: a client that waits for 100 Continue before sending

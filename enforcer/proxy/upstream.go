@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -15,8 +16,7 @@ import (
 // connections are kept alive and plenty of them idle (every concurrent
 // client request needs one), dials fail fast, the environment's proxy
 // settings are ignored, and bodies are passed as they are (no transparent
-// gzip). No response timeout: long polls and streams are the application's
-// business.
+// gzip). No response timeout: New sets the one its Options give.
 func NewTransport() *http.Transport {
 	return &http.Transport{
 		Proxy: nil,
@@ -35,34 +35,37 @@ func NewTransport() *http.Transport {
 	}
 }
 
+// ProblemUpstreamTimeout: the application sent no response head within
+// the response header timeout (504).
+const ProblemUpstreamTimeout = "https://sluice.dev/problems/upstream-timeout"
+
+// forwardingHeaders are the fields the handler sets to their final values;
+// the reverse proxy removes them before Rewrite.
+var forwardingHeaders = [...]string{"X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto", "Forwarded"}
+
 // NewUpstream is the reverse proxy to the application at target.
 //
-// The enforcer is meant to be invisible: the request keeps its Host header,
-// X-Forwarded-For gets the client's address appended, and X-Forwarded-Host
-// and X-Forwarded-Proto (and Forwarded) are kept when the client, typically
-// an ingress, set them, else set to this hop's. Hop-by-hop headers are
-// dropped, upgrades (WebSocket) are passed through, and streamed responses
-// (unknown length, text/event-stream) are flushed as they arrive.
+// It sends the request as the handler decided on it, as the forwarder
+// does: the same Host, query and forwarding headers (X-Forwarded-For,
+// -Host, -Proto, Forwarded, which the handler has set), without hop-by-hop
+// headers, with upgrades (WebSocket) passed through and streamed responses
+// (unknown length, text/event-stream) flushed as they arrive.
 func NewUpstream(target *url.URL, transport http.RoundTripper, onError func(http.ResponseWriter, *http.Request, error)) *httputil.ReverseProxy {
 	return &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
+			// The query the handler matched, even the parameters the
+			// proxy would drop as unparsable (";"), and no bare "?".
+			pr.Out.URL.RawQuery = pr.In.URL.RawQuery
+			pr.Out.URL.ForceQuery = false
 			pr.SetURL(target)
 			pr.Out.Host = pr.In.Host
-			// Rewrite starts with the X-Forwarded-* headers removed; put the
-			// client's chain back so SetXForwarded appends to it.
-			if v, ok := pr.In.Header["X-Forwarded-For"]; ok {
-				pr.Out.Header["X-Forwarded-For"] = v
-			}
-			pr.SetXForwarded()
-			for _, k := range []string{"X-Forwarded-Host", "X-Forwarded-Proto", "Forwarded"} {
+			for _, k := range forwardingHeaders {
 				if v, ok := pr.In.Header[k]; ok {
 					pr.Out.Header[k] = v
 				}
 			}
 			// 100-continue is answered by this server when the body is
-			// read, as nginx does. Passed on, the application's 100 would
-			// be relayed carrying the rate limit headers, which the
-			// reverse proxy then clears from the final response.
+			// read, as nginx does.
 			pr.Out.Header.Del("Expect")
 		},
 		Transport:    transport,
@@ -71,19 +74,140 @@ func NewUpstream(target *url.URL, transport http.RoundTripper, onError func(http
 	}
 }
 
-// upstreamError answers 502 when the application cannot be reached, and
-// nothing when the client itself went away.
+// reverseProxy is the path of the requests the forwarder does not take,
+// under the same body limit and 1xx rules.
+type reverseProxy struct {
+	proxy   *httputil.ReverseProxy
+	maxBody int64
+	onError func(http.ResponseWriter, *http.Request, error)
+}
+
+func (p *reverseProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, err := limitBody(w, r, p.maxBody)
+	if err != nil {
+		p.onError(w, r, err)
+		return
+	}
+	if body != r.Body {
+		limited := *r
+		limited.Body = body
+		r = &limited
+	}
+	if r.ContentLength != 0 {
+		// The transport reads the body while the response is copied.
+		_ = http.NewResponseController(w).EnableFullDuplex()
+	}
+	p.proxy.ServeHTTP(&finalHeaders{ResponseWriter: w}, r)
+}
+
+// finalHeaders keeps the enforcer's own header fields (the rate limit
+// headers) for the final response. The reverse proxy relays a 1xx with
+// the whole header map, then clears the map: they would be on the 103 and
+// missing from the final answer. Like the forwarder, it drops 100 Continue
+// (the enforcer answers Expect) and relays the other 1xx answers with the
+// application's fields only.
+type finalHeaders struct {
+	http.ResponseWriter
+	own     http.Header // the map as the handler left it, once the proxy uses it
+	cleared bool        // a 1xx was written: own goes back before the map is used again
+	hints   int
+}
+
+func (w *finalHeaders) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+func (w *finalHeaders) Header() http.Header {
+	h := w.ResponseWriter.Header()
+	if w.own == nil {
+		w.own = h.Clone()
+	}
+	w.restore(h)
+	return h
+}
+
+func (w *finalHeaders) restore(h http.Header) {
+	if w.cleared {
+		w.cleared = false
+		for k, vv := range w.own {
+			h[k] = append(vv[:len(vv):len(vv)], h[k]...)
+		}
+	}
+}
+
+func (w *finalHeaders) WriteHeader(code int) {
+	h := w.ResponseWriter.Header()
+	if code < 100 || code > 199 || code == http.StatusSwitchingProtocols {
+		w.restore(h)
+		w.ResponseWriter.WriteHeader(code)
+		return
+	}
+	// The proxy appended the application's fields to ours.
+	fields := make(http.Header, len(h))
+	for k, vv := range h {
+		if mine := len(w.own[k]); mine > 0 {
+			vv = vv[min(mine, len(vv)):]
+		}
+		if len(vv) > 0 {
+			fields[k] = vv
+		}
+	}
+	if code != http.StatusContinue && w.hints < maxInformational {
+		w.hints++
+		clear(h)
+		copyEndToEnd(h, fields)
+		w.ResponseWriter.WriteHeader(code)
+	}
+	clear(h)
+	w.cleared = true
+}
+
+// upstreamError answers for a request that could not be forwarded: 413
+// for a body over the limit, 504 when the application sent no response
+// head in time, 502 when it could not be reached or gave no usable
+// answer, and nothing when the client itself went away.
 func (h *Handler) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
 	if r.Context().Err() != nil && errors.Is(err, context.Canceled) {
 		return
 	}
+	var tooLarge *http.MaxBytesError
+	if errors.As(err, &tooLarge) {
+		writeProblem(w, &Problem{
+			Type:   ProblemRequestLimit,
+			Title:  "Content Too Large",
+			Status: http.StatusRequestEntityTooLarge,
+			Detail: fmt.Sprintf("The request body is over the %d bytes this service accepts.", tooLarge.Limit),
+		})
+		return
+	}
 	h.rec.UpstreamError()
+	if isResponseHeaderTimeout(err) {
+		writeProblem(w, &Problem{
+			Type:   ProblemUpstreamTimeout,
+			Title:  "Gateway Timeout",
+			Status: http.StatusGatewayTimeout,
+			Detail: "The application behind the rate limiter did not answer in time.",
+		})
+		return
+	}
 	writeProblem(w, &Problem{
 		Type:   ProblemUpstreamUnavailable,
 		Title:  "Bad Gateway",
 		Status: http.StatusBadGateway,
 		Detail: "The application behind the rate limiter could not be reached or did not answer.",
 	})
+}
+
+// isResponseHeaderTimeout reports whether err is the forwarder's response
+// header timeout or the transport's: a timeout that is not a dial's.
+func isResponseHeaderTimeout(err error) bool {
+	if errors.Is(err, errResponseHeaderTimeout) {
+		return true
+	}
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		return false
+	}
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }
 
 // bufferPool reuses the proxy's body copy buffers (32 KiB each). The pool

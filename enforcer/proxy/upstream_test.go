@@ -84,31 +84,3 @@ func TestStreamingIsFlushed(t *testing.T) {
 	rest, _ := io.ReadAll(br)
 	g.Expect(rest).To(BeEmpty())
 }
-
-// TestForwardedHeaders: the application sees the request as the client sent
-// it, plus this hop in X-Forwarded-For.
-func TestForwardedHeaders(t *testing.T) {
-	g := NewWithT(t)
-	seen := make(chan http.Header, 1)
-	hosts := make(chan string, 1)
-	app := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		seen <- r.Header.Clone()
-		hosts <- r.Host
-	})
-	f := serve(t, configOf(t, policyJSON("api", "Enforce", "Open", "None", ruleJSON("all", "{}", "TokenBucket", "10/1m"))), redisURL, app)
-	req, _ := http.NewRequest("GET", f.url, nil)
-	req.Host = "shop.example.com"
-	req.Header.Set("X-Forwarded-For", "203.0.113.9")
-	req.Header.Set("X-Forwarded-Proto", "https")
-	req.Header.Set("Connection", "keep-alive, X-Secret")
-	req.Header.Set("X-Secret", "hop-by-hop")
-	resp, err := http.DefaultClient.Do(req)
-	g.Expect(err).NotTo(HaveOccurred())
-	resp.Body.Close()
-	h := <-seen
-	g.Expect(<-hosts).To(Equal("shop.example.com"))
-	g.Expect(h.Get("X-Forwarded-For")).To(Equal("203.0.113.9, 127.0.0.1"))
-	g.Expect(h.Get("X-Forwarded-Proto")).To(Equal("https"))
-	g.Expect(h.Get("X-Forwarded-Host")).To(Equal("shop.example.com"))
-	g.Expect(h.Get("X-Secret")).To(BeEmpty(), "named in Connection: hop-by-hop")
-}
