@@ -13,7 +13,7 @@ import (
 // a pod, 0.0.0.0 and 127.0.0.1 are the pod's own network namespace; on one
 // machine they become the pod's loopback IP. Other addresses (Redis) are
 // outside the pod and stay as they are.
-var podLocalFlags = []string{"listen", "admin-listen", "upstream"}
+var podLocalFlags = []string{"listen", "admin-listen", "debug-listen", "upstream"}
 
 // valueSource reads the objects that env valueFrom names.
 type valueSource interface {

@@ -33,7 +33,8 @@ func TestContainerCommandOfInjectedPod(t *testing.T) {
 	pod := &golden.Pod
 	pod.Name, pod.UID = "api-7c9d8f6b5-x2k4q", "5e0c7a1e-1111-2222-3333-444455556666"
 
-	mounts := map[string]string{"sluice-config": "/tmp/pod/volumes/sluice-config", "sluice-podinfo": "/tmp/pod/volumes/sluice-podinfo"}
+	mounts := map[string]string{"sluice-config": "/tmp/pod/volumes/sluice-config", "sluice-podinfo": "/tmp/pod/volumes/sluice-podinfo",
+		"sluice-admin-token": "/tmp/pod/volumes/sluice-admin-token"}
 	cmd, err := containerCommand(pod, &pod.Spec.InitContainers[0], "/bin/sluice-enforcer", "127.0.0.7", mounts, fakeValues{})
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(cmd.Path).To(Equal("/bin/sluice-enforcer"))
@@ -41,6 +42,9 @@ func TestContainerCommandOfInjectedPod(t *testing.T) {
 		"--listen=127.0.0.7:15080",
 		"--upstream=http://127.0.0.7:8080",
 		"--admin-listen=127.0.0.7:15081",
+		// The pod's loopback is its own IP here.
+		"--debug-listen=127.0.0.7:9902",
+		"--status-token-file=/tmp/pod/volumes/sluice-admin-token/token",
 		"--config=/tmp/pod/volumes/sluice-config/config.json",
 		"--labels-file=/tmp/pod/volumes/sluice-podinfo/labels",
 		"--pod-name=api-7c9d8f6b5-x2k4q",
@@ -106,6 +110,7 @@ func TestBindPodLocal(t *testing.T) {
 		{"--listen=0.0.0.0:15080", "--listen=127.0.0.3:15080"},
 		{"--listen=:15080", "--listen=127.0.0.3:15080"},
 		{"--admin-listen=[::]:15081", "--admin-listen=127.0.0.3:15081"},
+		{"--debug-listen=127.0.0.1:9902", "--debug-listen=127.0.0.3:9902"},
 		{"--upstream=http://localhost:3000/base", "--upstream=http://127.0.0.3:3000/base"},
 		{"--upstream=http://10.1.2.3:3000", "--upstream=http://10.1.2.3:3000"},
 		{"--redis-url=redis://127.0.0.1:6379", "--redis-url=redis://127.0.0.1:6379"},

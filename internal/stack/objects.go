@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -107,8 +108,9 @@ type Endpoint struct {
 	Namespace, Pod string
 	IP             string
 	// HTTP is the proxy's base URL (the sluice-http port), Admin the admin
-	// listener's (sluice-admin).
-	HTTP, Admin string
+	// listener's (sluice-admin), Debug the debug listener's (the pod's
+	// loopback in a cluster; empty when the enforcer has none).
+	HTTP, Admin, Debug string
 }
 
 // WaitReady waits until the pods run with a ready enforcer and returns
@@ -163,6 +165,11 @@ func endpointOf(pod *corev1.Pod) (Endpoint, bool, error) {
 			ep.Admin = url
 		}
 	}
+	for _, arg := range enforcer.Args {
+		if addr, ok := strings.CutPrefix(arg, "--debug-listen="); ok && addr != "" {
+			ep.Debug = "http://" + bindAddress(addr, ep.IP)
+		}
+	}
 	ready := false
 	for _, cs := range pod.Status.InitContainerStatuses {
 		if cs.Name == controllers.EnforcerContainerName {
@@ -170,6 +177,16 @@ func endpointOf(pod *corev1.Pod) (Endpoint, bool, error) {
 		}
 	}
 	return ep, ready && ep.IP != "", nil
+}
+
+// StatusToken is the bearer token the enforcers of namespace require on
+// /status: the admin Secret the policy controller keeps.
+func (s *Stack) StatusToken(ctx context.Context, namespace string) (string, error) {
+	var secret corev1.Secret
+	if err := s.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: controllers.AdminSecretName}, &secret); err != nil {
+		return "", err
+	}
+	return string(secret.Data[controllers.AdminTokenKey]), nil
 }
 
 // Policy reads a policy.

@@ -63,9 +63,18 @@ func expectConfigLoaded(ctx context.Context, namespace string, eps []stack.Endpo
 }
 
 // configHash is the hash of the configuration an enforcer serves, from its
-// /status.
+// /status, read with the namespace's token as the manager does.
 func configHash(ep stack.Endpoint) (string, error) {
-	resp, err := httpClient.Get(ep.Admin + "/status")
+	token, err := sluice.StatusToken(context.Background(), ep.Namespace)
+	if err != nil {
+		return "", err
+	}
+	req, err := http.NewRequest(http.MethodGet, ep.Admin+"/status", nil)
+	if err != nil {
+		return "", err
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := httpClient.Do(req)
 	if err != nil {
 		return "", err
 	}
