@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/enforcer/config"
-	"github.com/sluice-dev/sluice/enforcer/request"
 	"github.com/sluice-dev/sluice/enforcer/route"
 )
 
@@ -43,13 +42,9 @@ func (s *Server) debugTenant(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "no configuration loaded"})
 		return
 	}
-	path := q.Get("path")
-	if path != "" {
-		path = request.CleanPath(path)
-	}
 	c, override, ok := snap.Table.TenantCheck(route.TenantQuery{
 		Policy: q.Get("policy"), Rule: q.Get("rule"), Tenant: q.Get("tenant"), Tier: q.Get("tier"),
-		Method: q.Get("method"), Path: path, Host: strings.ToLower(q.Get("host")),
+		Method: q.Get("method"), Path: q.Get("path"), Host: strings.ToLower(q.Get("host")),
 	})
 	switch {
 	case !ok && snap.Policy(q.Get("policy")) == nil:

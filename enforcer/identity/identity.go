@@ -193,7 +193,7 @@ func (res *Resolver) Resolve(r *request.Request) Identity {
 		case byMethod:
 			parts[i] = r.Method
 		case byPath:
-			parts[i] = r.FoldedPath
+			parts[i] = r.PartitionPath()
 		case byHost:
 			parts[i] = r.Host
 		}
@@ -203,7 +203,7 @@ func (res *Resolver) Resolve(r *request.Request) Identity {
 
 // Identify is the identity Resolve gives a request whose first source to
 // yield a value yields tenant ("" when none does), with method, path and
-// host as a request.Request holds them (FoldedPath for path): what
+// host as a request.Request holds them (PartitionPath for path): what
 // /debug/tenant looks up.
 func (res *Resolver) Identify(tenant, method, path, host string) Identity {
 	if tenant == "" {

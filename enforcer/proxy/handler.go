@@ -186,6 +186,18 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			Status: http.StatusServiceUnavailable, RetryAfter: 1})
 		return
 	}
+	// A form may ask to be routed as another method (_method); read it
+	// before deciding, as the application will.
+	if isShortForm(r) {
+		w2, done := h.limits.guard(w, r)
+		release, err := bufferBody(r)
+		done()
+		if err != nil {
+			h.bodyError(w2, r, err)
+			return
+		}
+		defer release()
+	}
 	st := statePool.Get().(*requestState)
 	var err error
 	if st.req, err = snap.Table.Canonicalize(r); err != nil {

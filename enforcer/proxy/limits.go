@@ -7,6 +7,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -66,7 +67,8 @@ func (l *RequestLimits) guard(w http.ResponseWriter, r *http.Request) (http.Resp
 		return w, func() {}
 	}
 	rc := http.NewResponseController(w)
-	hasBody := r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0
+	_, buffered := r.Body.(*bufferedBody)
+	hasBody := r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0 && !buffered
 	if hasBody && (l.BodyTimeout > 0 || l.BodyIdleTimeout > 0) {
 		b := &deadlineBody{body: r.Body, rc: rc, idle: l.BodyIdleTimeout}
 		if l.BodyTimeout > 0 {
@@ -157,7 +159,7 @@ var bufferedBodies = sync.Pool{New: func() any { return &bufferedBody{buf: make(
 // forwarder sends it at once; release returns the buffer after the
 // exchange.
 func bufferBody(r *http.Request) (release func(), err error) {
-	if r.ContentLength <= 0 || r.ContentLength > bufferedBodyMax {
+	if _, done := r.Body.(*bufferedBody); done || r.ContentLength <= 0 || r.ContentLength > bufferedBodyMax {
 		return func() {}, nil
 	}
 	b := bufferedBodies.Get().(*bufferedBody)
@@ -185,3 +187,18 @@ func (b *bufferedBody) Read(p []byte) (int, error) {
 }
 
 func (b *bufferedBody) Close() error { return nil }
+
+// Bytes are the whole body, for request.Canonicalize to read a form.
+func (b *bufferedBody) Bytes() []byte { return b.buf }
+
+// isShortForm reports whether r is a POST of a URL-encoded form short
+// enough to be read before deciding.
+func isShortForm(r *http.Request) bool {
+	if r.Method != http.MethodPost || r.ContentLength <= 0 || r.ContentLength > bufferedBodyMax {
+		return false
+	}
+	ct := r.Header["Content-Type"]
+	return len(ct) == 1 && len(ct[0]) >= len(formType) && strings.EqualFold(ct[0][:len(formType)], formType)
+}
+
+const formType = "application/x-www-form-urlencoded"

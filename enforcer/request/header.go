@@ -89,6 +89,13 @@ func (c *Canonicalizer) checkIdentityHeaders(h http.Header) error {
 	if len(c.identityHeaders) == 0 {
 		return nil
 	}
+	for k := range c.identityHeaders {
+		for _, v := range h[k] {
+			if !visibleASCII(strings.TrimSpace(v)) {
+				return refuse(ReasonIdentity, "the "+k+" header holds characters other than visible ASCII, which applications may trim or fold otherwise than the limiter")
+			}
+		}
+	}
 	for k, vv := range h {
 		if len(vv) > 1 {
 			if _, ok := c.identityHeaders[k]; ok {
@@ -195,4 +202,14 @@ func (c *Canonicalizer) setForwarded(r *http.Request) {
 		}
 		h["X-Forwarded-Proto"] = []string{proto}
 	}
+}
+
+// visibleASCII reports whether v holds only visible ASCII, spaces and tabs.
+func visibleASCII(v string) bool {
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; (c < 0x20 && c != '\t') || c > 0x7e {
+			return false
+		}
+	}
+	return true
 }

@@ -60,9 +60,9 @@ type Request struct {
 	Host string
 	// Path is the decoded, cleaned path the application receives.
 	Path string
-	// FoldedPath is Path in lower case: what limited rules and path
-	// partitions compare, so that a case change does not walk around a
-	// limit of an application that routes without regard to case.
+	// FoldedPath is Path case-folded (Fold): what limited rules compare,
+	// so that a case change does not walk around a limit of an
+	// application that routes without regard to case.
 	FoldedPath string
 	// Header is the request's header, as forwarded (shared with the
 	// *http.Request; do not modify).
@@ -79,6 +79,19 @@ func (r *Request) HeaderValue(canonical string) string {
 		return strings.TrimSpace(v[0])
 	}
 	return ""
+}
+
+// PartitionPath is the path a partitionBy Path bucket is named after:
+// FoldedPath without a format suffix on its last segment, so that
+// "/items/Abc.json" counts with "/items/abc", as Rails and older Spring
+// route them.
+func (r *Request) PartitionPath() string {
+	p := r.FoldedPath
+	last := strings.LastIndexByte(p, '/') + 1
+	if i := strings.IndexByte(p[last:], '.'); i > 0 {
+		return p[:last+i]
+	}
+	return p
 }
 
 // Canonicalizer makes canonical requests under one configuration. It is
@@ -149,7 +162,7 @@ func (c *Canonicalizer) Canonicalize(r *http.Request) (Request, error) {
 		MethodOverride: methodOverride(r),
 		Host:           host,
 		Path:           path,
-		FoldedPath:     strings.ToLower(path), // allocates only if needed
+		FoldedPath:     Fold(path),
 		Header:         r.Header,
 		RemoteAddr:     r.RemoteAddr,
 	}, nil
@@ -162,7 +175,7 @@ func Known(method, host, path string, header http.Header) Request {
 	if header == nil {
 		header = http.Header{}
 	}
-	return Request{Method: method, Host: strings.ToLower(host), Path: path, FoldedPath: strings.ToLower(path), Header: header}
+	return Request{Method: method, Host: strings.ToLower(host), Path: path, FoldedPath: Fold(path), Header: header}
 }
 
 // standardMethods are the methods of RFC 9110 and RFC 5789.
@@ -188,8 +201,9 @@ func checkMethod(m string) error {
 }
 
 // methodOverride is the method a POST asks frameworks to route it as: by
-// header, or by a _method query parameter (Symfony and Laravel read both;
-// a _method field of a form body is not seen, see docs/enforcer.md).
+// header, or by a _method field of the query or of a URL-encoded form body
+// the proxy has read (Symfony and Laravel read all of them; a multipart
+// form's _method is not seen, see docs/enforcer.md).
 func methodOverride(r *http.Request) string {
 	if r.Method != http.MethodPost {
 		return ""
@@ -199,10 +213,25 @@ func methodOverride(r *http.Request) string {
 			return strings.ToUpper(strings.TrimSpace(v[0]))
 		}
 	}
-	if strings.Contains(r.URL.RawQuery, "_method") {
-		if q, err := url.ParseQuery(r.URL.RawQuery); err == nil && q.Get("_method") != "" {
-			return strings.ToUpper(strings.TrimSpace(q.Get("_method")))
-		}
+	if m := formMethod(r.URL.RawQuery); m != "" {
+		return m
+	}
+	// A form body the proxy read before deciding.
+	if b, ok := r.Body.(interface{ Bytes() []byte }); ok {
+		return formMethod(string(b.Bytes()))
+	}
+	return ""
+}
+
+// formMethod is the last _method value of a URL-encoded form, as PHP keeps
+// it, in upper case.
+func formMethod(form string) string {
+	if !strings.Contains(form, "_method") {
+		return ""
+	}
+	q, _ := url.ParseQuery(form) // what parses: PHP is lenient too
+	if vv := q["_method"]; len(vv) > 0 {
+		return strings.ToUpper(strings.TrimSpace(vv[len(vv)-1]))
 	}
 	return ""
 }

@@ -70,7 +70,7 @@ func TestCanonicalTarget(t *testing.T) {
 			g.Expect(req.Path).To(Equal(c.path))
 			g.Expect(r.RequestURI).To(Equal(c.uri), "what the application receives")
 			g.Expect(r.URL.Path).To(Equal(c.path))
-			g.Expect(r.URL.EscapedPath() + query(r)).To(Equal(c.uri), "the URL the reverse proxy sends")
+			g.Expect(r.URL.EscapedPath()+query(r)).To(Equal(c.uri), "the URL the reverse proxy sends")
 		})
 	}
 }

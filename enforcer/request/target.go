@@ -6,6 +6,8 @@ import (
 	"net/url"
 	"path"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // canonicalTarget checks r's request-target, rewrites r to origin-form with
@@ -68,8 +70,12 @@ func canonicalTarget(r *http.Request) (string, error) {
 			return "", refuse(ReasonTarget, "the path has an invalid percent-encoding")
 		}
 		for i := 0; i < len(decoded); i++ {
-			if c := decoded[i]; c < 0x20 || c == 0x7f {
+			switch c := decoded[i]; {
+			case c < 0x20 || c == 0x7f:
 				return "", refuse(ReasonTarget, "the path holds an encoded control character")
+			case c == '%' && i+2 < len(decoded) && ishex(decoded[i+1]) && ishex(decoded[i+2]):
+				// A server that decodes twice would route another path.
+				return "", refuse(ReasonTarget, "the path is percent-encoded twice")
 			}
 		}
 	}
@@ -206,4 +212,32 @@ func CleanPath(p string) string {
 		return np + "/"
 	}
 	return np
+}
+
+func ishex(c byte) bool {
+	return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F'
+}
+
+// Fold is s as limited rules compare it: ASCII letters in lower case, and
+// any other letter as the lower case of the first of its Unicode case
+// folding orbit, so that "ſ" (long s) is "s" and the Kelvin sign "k", as
+// case-insensitive comparisons such as Java's equalsIgnoreCase take them.
+func Fold(s string) string {
+	ascii := true
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			ascii = false
+			break
+		}
+	}
+	if ascii {
+		return strings.ToLower(s) // no allocation when already lower case
+	}
+	return strings.Map(func(r rune) rune {
+		least := r
+		for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+			least = min(least, f)
+		}
+		return unicode.ToLower(least)
+	}, s)
 }

@@ -16,6 +16,10 @@ type matcher struct {
 	hosts   []hostPattern
 	methods []string
 	paths   []pathPattern
+	// suffixes lets exact and prefix paths match with a format suffix
+	// ("/v1/exports.json" for "/v1/exports"), which Rails and older Spring
+	// route to the same handler: limited rules only.
+	suffixes bool
 }
 
 // hostPattern is a lower-case host name, or for "*.example.com" the suffix
@@ -44,7 +48,7 @@ type pathPattern struct {
 // compileMatch compiles m; fold compiles the paths in lower case, to be
 // matched against request.Request.FoldedPath.
 func compileMatch(m config.Match, fold bool) (matcher, error) {
-	var c matcher
+	c := matcher{suffixes: fold}
 	for _, h := range m.Hosts {
 		h = strings.ToLower(strings.TrimSuffix(h, "."))
 		if rest, ok := strings.CutPrefix(h, "*"); ok {
@@ -64,7 +68,7 @@ func compileMatch(m config.Match, fold bool) (matcher, error) {
 	}
 	for _, p := range m.Paths {
 		if fold {
-			p.Exact, p.Prefix, p.Glob = strings.ToLower(p.Exact), strings.ToLower(p.Prefix), strings.ToLower(p.Glob)
+			p.Exact, p.Prefix, p.Glob = request.Fold(p.Exact), request.Fold(p.Prefix), request.Fold(p.Glob)
 		}
 		switch {
 		case p.Exact != "" && p.Prefix == "" && p.Glob == "":
@@ -113,22 +117,36 @@ func (m *matcher) matchesPath(path string) bool {
 		return true
 	}
 	for i := range m.paths {
-		if m.paths[i].matches(path) {
+		if m.paths[i].matches(path, m.suffixes) {
 			return true
 		}
 	}
 	return false
 }
 
-func (p *pathPattern) matches(path string) bool {
+func (p *pathPattern) matches(path string, suffixes bool) bool {
 	switch p.kind {
 	case exactPath:
-		return path == p.value
+		return path == p.value || (suffixes && hasFormatSuffix(path, p.value))
 	case prefixPath:
 		// Whole segments only: /v1 is a prefix of /v1 and /v1/x, not /v10.
-		return strings.HasPrefix(path, p.value) && (len(path) == len(p.value) || path[len(p.value)] == '/')
+		if !strings.HasPrefix(path, p.value) {
+			return false
+		}
+		if len(path) == len(p.value) {
+			return true
+		}
+		next := path[len(p.value)]
+		return next == '/' || (suffixes && next == '.' && p.value != "")
 	case globPath:
 		return p.glob.match(path)
 	}
 	return false
+}
+
+// hasFormatSuffix reports whether path is exact followed by a format
+// suffix in its last segment: "/v1/exports.json" for "/v1/exports".
+func hasFormatSuffix(path, exact string) bool {
+	return len(path) > len(exact)+1 && path[len(exact)] == '.' && strings.HasPrefix(path, exact) &&
+		!strings.HasSuffix(exact, "/") && strings.IndexByte(path[len(exact):], '/') < 0
 }

@@ -189,9 +189,8 @@ type TenantQuery struct {
 	Tenant string
 	// Tier is the tier the request names; unknown or empty is the default.
 	Tier string
-	// Method, Path (cleaned and lower-cased, as request.Request.FoldedPath)
-	// and Host (lower case) choose the partition of a rule with
-	// partitionBy.
+	// Method, Path (cleaned here) and Host choose the partition of a rule
+	// with partitionBy.
 	Method, Path, Host string
 }
 
@@ -209,7 +208,8 @@ func (t *Table) TenantCheck(q TenantQuery) (c Check, override, ok bool) {
 				continue
 			}
 			tier := p.tiers.Named(q.Tier)
-			id := rule.identity.Identify(q.Tenant, q.Method, strings.ToLower(q.Path), q.Host)
+			req := request.Known(q.Method, q.Host, q.Path, nil)
+			id := rule.identity.Identify(q.Tenant, q.Method, req.PartitionPath(), q.Host)
 			windows, override := rule.windows(tier, id.Name())
 			return t.check(p, rule, tier, limiter.HashTenant(p.salt, id.Key), windows), override, true
 		}
