@@ -83,3 +83,10 @@ the tag; the tag defaults to the chart's appVersion.
 {{- define "sluice.redisURL" -}}
 redis://{{ include "sluice.redisName" . }}.{{ .Release.Namespace }}.svc:6379
 {{- end }}
+
+{{/* A map of labels as k=v,k2=v2, sorted: the manager's label flags. */}}
+{{- define "sluice.labelPairs" -}}
+{{- $pairs := list -}}
+{{- range $k, $v := . }}{{ $pairs = append $pairs (printf "%s=%s" $k $v) }}{{ end -}}
+{{- join "," $pairs -}}
+{{- end }}
