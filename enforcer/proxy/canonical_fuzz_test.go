@@ -250,15 +250,17 @@ func FuzzDecidedIsReceived(f *testing.F) {
 		app := request.Known(ar.Method, host, ar.URL.Path, ar.Header)
 		app.RemoteAddr = net.JoinHostPort(strings.TrimSpace(last), "1")
 
-		// The method a POST is routed as: as the enforcer documents it
-		// (any of the override headers, then _method in the query, then
-		// in a form body), the rules must be the same; as Symfony and
-		// Laravel read it, none may be missing.
-		app.MethodOverride = documentedOverride(ar, appBody)
+		// The method a POST is routed as: with the overrides the enforcer
+		// found, everything else as received, the rules must be the same;
+		// with the one Symfony and Laravel pick, none may be missing.
+		app.MethodOverrides, app.AnyMethod = req.MethodOverrides, req.AnyMethod
 		if got := table.Checks(&app, nil); !sameChecks(decided, got) {
 			fail("the application would route the request otherwise\nenforcer:    %s\napplication: %s", describe(decided), describe(got))
 		}
-		app.MethodOverride = symfonyOverride(ar, appBody)
+		app.MethodOverrides, app.AnyMethod = nil, false
+		if m := symfonyOverride(ar, appBody); m != "" {
+			app.MethodOverrides = []string{m}
+		}
 		if got := table.Checks(&app, nil); !containsChecks(decided, got) {
 			fail("a Symfony application would route the request under rules the enforcer did not apply\nenforcer:    %s\napplication: %s",
 				describe(decided), describe(got))
@@ -404,25 +406,6 @@ func port(h string) string {
 	return ""
 }
 
-// documentedOverride is the method a POST asks to be routed as, read from
-// what the application received: the first of X-HTTP-Method-Override,
-// X-HTTP-Method and X-Method-Override, else the last _method of the query,
-// else that of a URL-encoded form body, however it was framed.
-func documentedOverride(r *http.Request, body []byte) string {
-	if r.Method != http.MethodPost {
-		return ""
-	}
-	for _, k := range []string{"X-Http-Method-Override", "X-Http-Method", "X-Method-Override"} {
-		if v := r.Header[k]; len(v) > 0 {
-			return strings.ToUpper(strings.TrimSpace(v[0]))
-		}
-	}
-	if m := lastMethodField(r.URL.RawQuery); m != "" {
-		return m
-	}
-	return lastMethodField(formBody(r, body))
-}
-
 // symfonyOverride is the method Symfony's Request::getMethod (which
 // Laravel uses) routes a POST as: X-HTTP-Method-Override, else _method of
 // the form body, else of the query, both as PHP parses them.
@@ -466,16 +449,6 @@ func phpMethodField(form string) string {
 func formBody(r *http.Request, body []byte) string {
 	if ct, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err == nil && ct == "application/x-www-form-urlencoded" {
 		return string(body)
-	}
-	return ""
-}
-
-// lastMethodField is the last _method of a URL-encoded form, upper case, as
-// PHP keeps it.
-func lastMethodField(form string) string {
-	q, _ := url.ParseQuery(form)
-	if vv := q["_method"]; len(vv) > 0 {
-		return strings.ToUpper(strings.TrimSpace(vv[len(vv)-1]))
 	}
 	return ""
 }

@@ -124,8 +124,8 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request) {
 // forwardError answers a failed exchange with the application: 408 when
 // the client's body was too slow, else as upstreamError does.
 func (h *Handler) forwardError(w http.ResponseWriter, r *http.Request, err error) {
-	if errors.Is(err, errBodyTimeout) {
-		h.bodyError(w, r, err)
+	if bodyTimedOut(r, err) {
+		h.bodyError(w, r, errBodyTimeout)
 		return
 	}
 	h.upstreamError(w, r, err)

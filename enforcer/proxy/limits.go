@@ -58,9 +58,17 @@ func tooLarge(r *http.Request, max int64) *limitProblem {
 // errBodyTimeout is a request body that did not arrive in time.
 var errBodyTimeout = errors.New("the request body did not arrive in time")
 
+// bodyTimedOut reports whether r's body missed its deadline, whatever
+// error the exchange ended with.
+func bodyTimedOut(r *http.Request, err error) bool {
+	b, ok := r.Body.(*deadlineBody)
+	return errors.Is(err, errBodyTimeout) || (ok && b.timedOut)
+}
+
 // guard applies the time limits to an admitted request about to be
 // forwarded: its body reads and its response writes get deadlines. done
-// clears them, so that the next request on the connection starts afresh.
+// clears the write deadline, so that the next response on the connection
+// starts afresh.
 // Upgrades are left alone: the connection becomes the application's.
 func (l *RequestLimits) guard(w http.ResponseWriter, r *http.Request) (http.ResponseWriter, func()) {
 	if r.Header["Upgrade"] != nil {
@@ -79,10 +87,11 @@ func (l *RequestLimits) guard(w http.ResponseWriter, r *http.Request) (http.Resp
 	if l.WriteIdleTimeout > 0 {
 		w = &deadlineWriter{ResponseWriter: w, rc: rc, idle: l.WriteIdleTimeout}
 	}
+	// The read deadline stays: a body read whole has cleared it, and one
+	// that was not must not be drained by the server for longer than the
+	// client was allowed to send it. The server sets its own for the next
+	// request.
 	return w, func() {
-		if hasBody {
-			_ = rc.SetReadDeadline(time.Time{})
-		}
 		if l.WriteIdleTimeout > 0 {
 			_ = rc.SetWriteDeadline(time.Time{})
 		}
@@ -97,6 +106,10 @@ type deadlineBody struct {
 	end  time.Time
 	idle time.Duration
 	done bool
+	// timedOut is set once the body missed its deadline: net/http then
+	// cancels the request's context, so the error reaching the forwarder
+	// may no longer say why.
+	timedOut bool
 }
 
 func (b *deadlineBody) Read(p []byte) (int, error) {
@@ -118,6 +131,7 @@ func (b *deadlineBody) Read(p []byte) (int, error) {
 		b.done = true
 		_ = b.rc.SetReadDeadline(time.Time{})
 	case errors.Is(err, os.ErrDeadlineExceeded):
+		b.timedOut = true
 		err = errBodyTimeout
 	}
 	return n, err

@@ -41,6 +41,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strings"
 )
 
@@ -50,10 +51,17 @@ type Request struct {
 	// Method is the method as sent; it is a standard method in upper case or
 	// an extension method.
 	Method string
-	// MethodOverride is the method an X-HTTP-Method-Override (or
-	// X-HTTP-Method, X-Method-Override) header asks frameworks to route a
-	// POST as, upper case; empty without one.
-	MethodOverride string
+	// MethodOverrides are the methods a POST asks frameworks to route it
+	// as, upper case: every value of X-HTTP-Method-Override, X-HTTP-Method
+	// and X-Method-Override, and of a _method field of the query or of a
+	// URL-encoded body read before deciding. Frameworks differ in which
+	// one wins, so a rule of any of them applies. Nil without any.
+	MethodOverrides []string
+	// AnyMethod is set for a POST whose body is a form the enforcer could
+	// not read before deciding (multipart, or URL-encoded of unknown or
+	// large size): its _method could name any method, so rules of every
+	// method apply.
+	AnyMethod bool
 	// Host is the host rules match: lower case, without port or trailing
 	// dot, an IPv6 address without brackets. Empty when the request had
 	// none (HTTP/1.0).
@@ -129,6 +137,7 @@ const (
 	ReasonTarget        = "target"
 	ReasonHost          = "host"
 	ReasonIdentity      = "identity-header"
+	ReasonHeader        = "header"
 	ReasonForwardedHost = "forwarded-host"
 )
 
@@ -149,6 +158,9 @@ func (c *Canonicalizer) Canonicalize(r *http.Request) (Request, error) {
 	if err != nil {
 		return Request{}, err
 	}
+	if ct := r.Header["Content-Type"]; len(ct) > 1 && slices.ContainsFunc(ct[1:], func(v string) bool { return v != ct[0] }) {
+		return Request{}, refuse(ReasonHeader, "the request has several Content-Type headers with different values: send one")
+	}
 	removeHopByHop(r.Header)
 	// Request trailers are not forwarded: a server that merges them into
 	// the header would read fields the limiter never saw.
@@ -157,14 +169,16 @@ func (c *Canonicalizer) Canonicalize(r *http.Request) (Request, error) {
 		return Request{}, err
 	}
 	c.setForwarded(r)
+	overrides, anyMethod := methodOverrides(r)
 	return Request{
-		Method:         r.Method,
-		MethodOverride: methodOverride(r),
-		Host:           host,
-		Path:           path,
-		FoldedPath:     Fold(path),
-		Header:         r.Header,
-		RemoteAddr:     r.RemoteAddr,
+		Method:          r.Method,
+		MethodOverrides: overrides,
+		AnyMethod:       anyMethod,
+		Host:            host,
+		Path:            path,
+		FoldedPath:      Fold(path),
+		Header:          r.Header,
+		RemoteAddr:      r.RemoteAddr,
 	}, nil
 }
 
@@ -200,40 +214,82 @@ func checkMethod(m string) error {
 	return nil
 }
 
-// methodOverride is the method a POST asks frameworks to route it as: by
-// header, or by a _method field of the query or of a URL-encoded form body
-// the proxy has read (Symfony and Laravel read all of them; a multipart
-// form's _method is not seen, see docs/enforcer.md).
-func methodOverride(r *http.Request) string {
+// overrideHeaders are the headers by which frameworks let a POST be routed
+// as another method.
+var overrideHeaders = [...]string{"X-Http-Method-Override", "X-Http-Method", "X-Method-Override"}
+
+// methodOverrides are the methods a POST asks to be routed as, and whether
+// its body may ask for any (see Request.MethodOverrides, AnyMethod).
+func methodOverrides(r *http.Request) (methods []string, any bool) {
 	if r.Method != http.MethodPost {
-		return ""
+		return nil, false
 	}
-	for _, k := range [...]string{"X-Http-Method-Override", "X-Http-Method", "X-Method-Override"} {
-		if v := r.Header[k]; len(v) > 0 {
-			return strings.ToUpper(strings.TrimSpace(v[0]))
+	for _, k := range overrideHeaders {
+		for _, v := range r.Header[k] {
+			methods = append(methods, strings.ToUpper(strings.TrimSpace(v)))
 		}
 	}
-	if m := formMethod(r.URL.RawQuery); m != "" {
-		return m
+	methods = formMethods(methods, r.URL.RawQuery)
+	switch mediaType(r.Header["Content-Type"]) {
+	case "application/x-www-form-urlencoded":
+		// A form body the proxy read before deciding.
+		if b, ok := r.Body.(interface{ Bytes() []byte }); ok {
+			methods = formMethods(methods, string(b.Bytes()))
+		} else if r.ContentLength != 0 {
+			any = true
+		}
+	case "multipart/form-data":
+		any = true
 	}
-	// A form body the proxy read before deciding.
-	if b, ok := r.Body.(interface{ Bytes() []byte }); ok {
-		return formMethod(string(b.Bytes()))
-	}
-	return ""
+	return methods, any
 }
 
-// formMethod is the last _method value of a URL-encoded form, as PHP keeps
-// it, in upper case.
-func formMethod(form string) string {
-	if !strings.Contains(form, "_method") {
+// formMethods appends the _method fields of a URL-encoded form to methods,
+// with field names as PHP reads them: "." and " " (and "[" when
+// unmatched) are "_", so ".method" and "%5Fmethod" are _method too.
+func formMethods(methods []string, form string) []string {
+	if !strings.Contains(form, "method") {
+		return methods
+	}
+	for form != "" {
+		var field string
+		field, form, _ = strings.Cut(form, "&")
+		name, value, _ := strings.Cut(field, "=")
+		if !strings.Contains(name, "method") {
+			continue
+		}
+		if n, err := url.QueryUnescape(name); err == nil {
+			name = n
+		}
+		if phpFieldName(name) != "_method" {
+			continue
+		}
+		if v, err := url.QueryUnescape(value); err == nil {
+			value = v
+		}
+		methods = append(methods, strings.ToUpper(strings.TrimSpace(value)))
+	}
+	return methods
+}
+
+// phpFieldName is a form field name as PHP registers it: leading spaces
+// dropped, then " ", "." and an unmatched "[" made "_".
+func phpFieldName(name string) string {
+	name = strings.TrimLeft(name, " ")
+	if i := strings.IndexByte(name, '['); i >= 0 && strings.IndexByte(name[i:], ']') < 0 {
+		name = name[:i] + "_" + name[i+1:]
+	}
+	return strings.NewReplacer(" ", "_", ".", "_").Replace(name)
+}
+
+// mediaType is the lower-case media type of a Content-Type; Canonicalize
+// has refused requests with differing ones.
+func mediaType(ct []string) string {
+	if len(ct) == 0 {
 		return ""
 	}
-	q, _ := url.ParseQuery(form) // what parses: PHP is lenient too
-	if vv := q["_method"]; len(vv) > 0 {
-		return strings.ToUpper(strings.TrimSpace(vv[len(vv)-1]))
-	}
-	return ""
+	t, _, _ := strings.Cut(ct[0], ";")
+	return strings.ToLower(strings.TrimSpace(t))
 }
 
 // quote is s in double quotes, shortened for an error message.

@@ -104,20 +104,39 @@ func TestMethods(t *testing.T) {
 	}
 }
 
-func TestMethodOverride(t *testing.T) {
+func TestMethodOverrides(t *testing.T) {
+	cases := map[string]struct {
+		raw  string
+		want []string
+		any  bool
+	}{
+		"header": {raw: "POST /x HTTP/1.1\r\nHost: a\r\nX-HTTP-Method-Override: delete\r\nContent-Length: 0\r\n\r\n", want: []string{"DELETE"}},
+		"every header and the query, whichever a framework prefers": {
+			raw:  "POST /x?_method=DELETE HTTP/1.1\r\nHost: a\r\nX-HTTP-Method: PUT\r\nX-Method-Override: PATCH\r\nContent-Length: 0\r\n\r\n",
+			want: []string{"PUT", "PATCH", "DELETE"}},
+		"encoded field name":        {raw: "POST /x?%5Fmethod=DELETE HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\n\r\n", want: []string{"DELETE"}},
+		"PHP's dot":                 {raw: "POST /x?.method=DELETE HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\n\r\n", want: []string{"DELETE"}},
+		"PHP drops a leading space": {raw: "POST /x?+_method=DELETE HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\n\r\n", want: []string{"DELETE"}},
+		"other field":               {raw: "POST /x?methods=DELETE HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\n\r\n"},
+		"unread form":               {raw: "POST /x HTTP/1.1\r\nHost: a\r\nContent-Type: application/x-www-form-urlencoded\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", any: true},
+		"multipart form":            {raw: "POST /x HTTP/1.1\r\nHost: a\r\nContent-Type: multipart/form-data; boundary=b\r\nContent-Length: 0\r\n\r\n", any: true},
+		"not a POST":                {raw: "GET /x?_method=DELETE HTTP/1.1\r\nHost: a\r\nX-HTTP-Method-Override: DELETE\r\n\r\n"},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			g := NewWithT(t)
+			req, err := shop.Canonicalize(parse(t, c.raw, "192.0.2.1:5000"))
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(req.MethodOverrides).To(Equal(c.want))
+			g.Expect(req.AnyMethod).To(Equal(c.any))
+		})
+	}
+}
+
+func TestContentTypeTwiceRefused(t *testing.T) {
 	g := NewWithT(t)
-	r := parse(t, "POST /v1/exports HTTP/1.1\r\nHost: a\r\nX-HTTP-Method-Override: delete\r\nContent-Length: 0\r\n\r\n", "192.0.2.1:5000")
-	req, err := shop.Canonicalize(r)
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(req.MethodOverride).To(Equal("DELETE"))
-
-	r = parse(t, "POST /v1/exports?_method=GET HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\n\r\n", "192.0.2.1:5000")
-	req, _ = shop.Canonicalize(r)
-	g.Expect(req.MethodOverride).To(Equal("GET"))
-
-	r = parse(t, "GET /v1/exports?_method=DELETE HTTP/1.1\r\nHost: a\r\n\r\n", "192.0.2.1:5000")
-	req, _ = shop.Canonicalize(r)
-	g.Expect(req.MethodOverride).To(BeEmpty(), "only a POST is overridden")
+	_, err := shop.Canonicalize(parse(t, "POST /x HTTP/1.1\r\nHost: a\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Type: text/plain\r\nContent-Length: 0\r\n\r\n", "192.0.2.1:5000"))
+	g.Expect(err).To(MatchError(ContainSubstring("Content-Type")))
 }
 
 func TestHost(t *testing.T) {
@@ -256,4 +275,32 @@ func TestFoldedPath(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(req.Path).To(Equal("/V1/Exports"))
 	g.Expect(req.FoldedPath).To(Equal("/v1/exports"))
+}
+
+func TestPartitionPath(t *testing.T) {
+	g := NewWithT(t)
+	for path, want := range map[string]string{
+		"/v1/items/Abc.json": "/v1/items/abc", "/v1/items/abc": "/v1/items/abc", "/v1/items/a.b.c": "/v1/items/a",
+		"/v1.2/items": "/v1.2/items", "/.well-known": "/.well-known", "/": "/",
+	} {
+		r := Known("GET", "a", path, nil)
+		g.Expect(r.PartitionPath()).To(Equal(want), path)
+	}
+}
+
+func TestIdentityValuesAreVisibleASCII(t *testing.T) {
+	g := NewWithT(t)
+	_, err := shop.Canonicalize(parse(t, "GET / HTTP/1.1\r\nHost: a\r\nX-Tenant-ID: acme\xa0\r\n\r\n", "192.0.2.1:5000"))
+	g.Expect(err).To(HaveOccurred(), "a WSGI app's strip() would see acme")
+	_, err = shop.Canonicalize(parse(t, "GET / HTTP/1.1\r\nHost: a\r\nX-Tenant-ID: acme corp\r\nAccept: caf\xc3\xa9\r\n\r\n", "192.0.2.1:5000"))
+	g.Expect(err).NotTo(HaveOccurred(), "inner spaces, and other headers, are the application's business")
+}
+
+func TestDoubleEncodingRefused(t *testing.T) {
+	g := NewWithT(t)
+	_, err := shop.Canonicalize(parse(t, "GET /v1/%2565xports HTTP/1.1\r\nHost: a\r\n\r\n", "192.0.2.1:5000"))
+	g.Expect(err).To(MatchError(ContainSubstring("encoded twice")))
+	req, err := shop.Canonicalize(parse(t, "GET /100%25 HTTP/1.1\r\nHost: a\r\n\r\n", "192.0.2.1:5000"))
+	g.Expect(err).NotTo(HaveOccurred(), "a literal percent sign is fine")
+	g.Expect(req.Path).To(Equal("/100%"))
 }

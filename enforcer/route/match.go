@@ -92,8 +92,15 @@ func (m *matcher) matches(r *request.Request, path string) bool {
 }
 
 func (m *matcher) matchesMethod(r *request.Request) bool {
-	return len(m.methods) == 0 || slices.Contains(m.methods, r.Method) ||
-		(r.MethodOverride != "" && slices.Contains(m.methods, r.MethodOverride))
+	if len(m.methods) == 0 || r.AnyMethod || slices.Contains(m.methods, r.Method) {
+		return true
+	}
+	for _, o := range r.MethodOverrides {
+		if slices.Contains(m.methods, o) {
+			return true
+		}
+	}
+	return false
 }
 
 func (m *matcher) matchesHost(host string) bool {

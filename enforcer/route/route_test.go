@@ -120,6 +120,16 @@ func TestMatching(t *testing.T) {
 		"any of the paths":            {paths(config.PathMatch{Exact: "/a"}, config.PathMatch{Prefix: "/b"}), "GET", "/b/c", true},
 		"host, method and path":       {config.Match{Hosts: []string{"api.example.com"}, Methods: []string{"POST"}, Paths: []config.PathMatch{{Prefix: "/v1"}}}, "POST", "http://api.example.com/v1/x", true},
 		"host and path, wrong method": {config.Match{Hosts: []string{"api.example.com"}, Methods: []string{"POST"}, Paths: []config.PathMatch{{Prefix: "/v1"}}}, "GET", "http://api.example.com/v1/x", false},
+		"GET limits HEAD too":         {config.Match{Methods: []string{"GET"}}, "HEAD", "/", true},
+		"HEAD does not limit GET":     {config.Match{Methods: []string{"HEAD"}}, "GET", "/", false},
+		"path case ignored":           {paths(config.PathMatch{Prefix: "/v1/exports"}), "GET", "/V1/Exports/x", true},
+		"pattern case ignored":        {paths(config.PathMatch{Exact: "/V1/Exports"}), "GET", "/v1/exports", true},
+		"long s folds to s":           {paths(config.PathMatch{Exact: "/v1/exports"}), "GET", "/v1/export%C5%BF", true},
+		"Kelvin sign folds to k":      {paths(config.PathMatch{Glob: "/v1/*/kits"}), "GET", "/v1/a/%E2%84%AAits", true},
+		"format suffix, exact":        {paths(config.PathMatch{Exact: "/v1/exports"}), "GET", "/v1/exports.json", true},
+		"format suffix, prefix":       {paths(config.PathMatch{Prefix: "/v1/exports"}), "GET", "/v1/exports.csv/2026", true},
+		"no suffix, longer segment":   {paths(config.PathMatch{Exact: "/v1/exports"}), "GET", "/v1/exportsx", false},
+		"suffix on an inner segment":  {paths(config.PathMatch{Exact: "/v1"}), "GET", "/v1.json/x", false},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -429,4 +439,39 @@ func TestTenantCheckIsTheRequestsCheck(t *testing.T) {
 	_, _, ok := table.TenantCheck(TenantQuery{Policy: "public-api", Rule: "nope"})
 	g := NewWithT(t)
 	g.Expect(ok).To(BeFalse())
+}
+
+func TestMethodOverrideMatchesEitherMethod(t *testing.T) {
+	g := NewWithT(t)
+	table := oneRule(t, config.Match{Methods: []string{"DELETE"}})
+	r := newRequest("POST", "/v1/orders/7")
+	g.Expect(table.Checks(r, nil)).To(BeEmpty())
+	r.MethodOverrides = []string{"PUT", "DELETE"} // X-HTTP-Method-Override or _method, as Symfony and Laravel route it
+	g.Expect(table.Checks(r, nil)).To(HaveLen(1))
+	r.MethodOverrides, r.AnyMethod = nil, true // a multipart form's _method, unread
+	g.Expect(table.Checks(r, nil)).To(HaveLen(1))
+}
+
+// Exempt rules let exactly what they name through: a case change or a
+// suffix is another path, which limited rules still count.
+func TestExemptRulesCompareExactly(t *testing.T) {
+	table, err := New(&config.Config{Schema: config.Schema, Namespace: "ns", Policies: []config.Policy{{
+		Name: "p", Mode: "Enforce", FailureMode: "Open", ResponseHeaders: "None",
+		Timeout: config.Duration{Duration: 50 * time.Millisecond},
+		Rules: []config.Rule{
+			{Name: "health", Exempt: true, Match: config.Match{Paths: []config.PathMatch{{Exact: "/healthz"}}}},
+			{Name: "all", Algorithm: "FixedWindow", Cost: 1,
+				Identity: config.Identity{Sources: []config.Source{{Shared: &struct{}{}}}},
+				Limits:   []config.Limit{{Requests: 10, Period: config.Duration{Duration: time.Second}}}},
+		},
+	}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for target, limited := range map[string]bool{"/healthz": false, "/HEALTHZ": true, "/healthz.json": true, "/Healthz/": true} {
+		t.Run(target, func(t *testing.T) {
+			g := NewWithT(t)
+			g.Expect(table.Checks(newRequest("GET", target), nil)).To(HaveLen(map[bool]int{true: 1, false: 0}[limited]))
+		})
+	}
 }
