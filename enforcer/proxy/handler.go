@@ -1,10 +1,11 @@
-// Package proxy is the enforcer's request path: an http.Handler that decides
-// each request against its policies' rules in one Redis round trip, answers
-// 429 (or 503 when a fail-closed policy cannot decide) with rate limit
-// headers and an RFC 9457 problem, and otherwise forwards the request to the
-// application, adding the headers to its response: ordinary requests on the
-// deciding goroutine over kept-alive connections (forward.go), upgrades and
-// streamed bodies through httputil.ReverseProxy (upstream.go).
+// Package proxy is the enforcer's request path: an http.Handler that makes
+// each request canonical (package request), decides it against its
+// policies' rules in one Redis round trip, answers 429 (or 503 when a
+// fail-closed policy cannot decide) with rate limit headers and an RFC 9457
+// problem, and otherwise forwards the canonical request to the application,
+// adding the headers to its response: on the deciding goroutine over one
+// pool of kept-alive connections (forward.go), upgrades through
+// httputil.ReverseProxy (upstream.go).
 package proxy
 
 import (

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/controllers"
 	"github.com/sluice-dev/sluice/internal/stack"
 )
 
@@ -316,7 +317,11 @@ func (d *demo) keep(ctx context.Context) {
 	table(rows)
 	ep := d.apps["public-api"][0]
 	fmt.Printf("\n   curl -i -H 'X-API-Key: me' %s/v1/orders\n", ep.HTTP)
-	fmt.Printf("   curl -s %s/status\n", ep.Admin)
+	// /status asks for the namespace's token, which the policy controller
+	// keeps in a Secret; kubectl reads it as any operator would.
+	fmt.Printf("   TOKEN=$(kubectl get secret -n %s %s -o jsonpath='{.data.%s}' | base64 -d)\n",
+		namespace, controllers.AdminSecretName, controllers.AdminTokenKey)
+	fmt.Printf("   curl -s -H \"Authorization: Bearer $TOKEN\" %s/status\n", ep.Admin)
 	fmt.Printf("\n   Logs: %s (sluice-manager.log, kubelet.log, pods/*/sluice-enforcer.log)\n", d.s.Dir)
 	<-ctx.Done()
 	fmt.Println()

@@ -35,8 +35,9 @@ import (
 // advPolicy has a decision for each thing a request can change: an exempt
 // path and an exempt host, a GET-only rule on a prefix, a rule partitioned
 // by path, a rule on a host, and a tiered catch-all whose limit names the
-// tier (q=1000 free, q=5000 premium). The small limits are token buckets:
-// no window boundary can free a probe between an attack and its check.
+// tier (q=1000 free, q=5000 premium). Every rule is a sliding window log:
+// exact, so no window boundary or refill can change a count between an
+// attack and the probe that checks it.
 const advPolicy = `  responseHeaders: Both
   identity:
     sources: [{header: {name: X-Tenant-ID}}, {apiKey: {}}, {jwtClaim: {claim: tenant_id}}]
@@ -49,22 +50,22 @@ const advPolicy = `  responseHeaders: Both
       match: {hosts: [internal.example.com]}
       exempt: true
     - name: exports
-      algorithm: TokenBucket
+      algorithm: SlidingWindowLog
       match: {methods: [GET], paths: [{prefix: /v1/exports}]}
       limits: [{requests: 1, period: 1m}]
     - name: items
-      algorithm: TokenBucket
+      algorithm: SlidingWindowLog
       match: {paths: [{glob: /v1/items/*}]}
       identity:
         sources: [{header: {name: X-Tenant-ID}}, {apiKey: {}}, {jwtClaim: {claim: tenant_id}}]
         partitionBy: [Path]
       limits: [{requests: 2, period: 1m}]
     - name: api-host
-      algorithm: FixedWindow
+      algorithm: SlidingWindowLog
       match: {hosts: [api.example.com]}
       limits: [{requests: 1000, period: 1m}]
     - name: all
-      algorithm: FixedWindow
+      algorithm: SlidingWindowLog
       limits: [{tier: free, requests: 1000, period: 1m}, {tier: premium, requests: 5000, period: 1m}]`
 
 // allowed is what the contract allows for an attack.
