@@ -161,14 +161,14 @@ func (c *Canonicalizer) Canonicalize(r *http.Request) (Request, error) {
 	if ct := r.Header["Content-Type"]; len(ct) > 1 && slices.ContainsFunc(ct[1:], func(v string) bool { return v != ct[0] }) {
 		return Request{}, refuse(ReasonHeader, "the request has several Content-Type headers with different values: send one")
 	}
-	removeHopByHop(r.Header)
+	ip, trusted := c.peer(r.RemoteAddr)
+	if err := c.canonicalHeaders(r.Header, trusted); err != nil {
+		return Request{}, err
+	}
 	// Request trailers are not forwarded: a server that merges them into
 	// the header would read fields the limiter never saw.
 	r.Trailer = nil
-	if err := c.checkIdentityHeaders(r.Header); err != nil {
-		return Request{}, err
-	}
-	c.setForwarded(r)
+	setForwarded(r, ip)
 	overrides, anyMethod := methodOverrides(r)
 	return Request{
 		Method:          r.Method,
