@@ -253,16 +253,16 @@ func readHead(c *upstreamConn, w http.ResponseWriter, r *http.Request) (resp *ht
 }
 
 // limitBody is r's body as it may be forwarded: refused with a
-// *http.MaxBytesError when its declared length is over max, cut off with
-// one when a body of unknown length grows over it. 0 is no limit.
-func limitBody(w http.ResponseWriter, r *http.Request, max int64) (io.ReadCloser, error) {
+// *http.MaxBytesError when its declared length is over limit, cut off
+// with one when a body of unknown length grows over it. 0 is no limit.
+func limitBody(w http.ResponseWriter, r *http.Request, limit int64) (io.ReadCloser, error) {
 	switch {
-	case max <= 0 || r.ContentLength == 0:
+	case limit <= 0 || r.ContentLength == 0:
 		return r.Body, nil
-	case r.ContentLength > max:
-		return nil, &http.MaxBytesError{Limit: max}
+	case r.ContentLength > limit:
+		return nil, &http.MaxBytesError{Limit: limit}
 	case r.ContentLength < 0:
-		return http.MaxBytesReader(w, r.Body, max), nil
+		return http.MaxBytesReader(w, r.Body, limit), nil
 	}
 	return r.Body, nil
 }

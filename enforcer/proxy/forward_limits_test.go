@@ -75,6 +75,7 @@ func TestEarlyHints(t *testing.T) {
 				fmt.Fprint(conn, "GET /page HTTP/1.1\r\nHost: example.test\r\n\r\n")
 				hints, err := http.ReadResponse(br, nil)
 				g.Expect(err).NotTo(HaveOccurred())
+				_ = hints.Body.Close() // a 1xx has no body
 				g.Expect(hints.StatusCode).To(Equal(http.StatusEarlyHints))
 				g.Expect(hints.Header.Get("Link")).To(Equal("</app.css>; rel=preload"))
 				g.Expect(hints.Header).NotTo(HaveKey(headerLimit))

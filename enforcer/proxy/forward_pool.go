@@ -105,7 +105,7 @@ func (c *upstreamConn) failure(err error) error {
 	cause, timed := c.aborted, c.headTimed
 	c.mu.Unlock()
 	switch {
-	case cause != nil && cause != errClientGone:
+	case cause != nil && !errors.Is(cause, errClientGone):
 		return cause
 	case cause == nil && timed && errors.Is(err, os.ErrDeadlineExceeded):
 		return errResponseHeaderTimeout
@@ -152,7 +152,9 @@ func (c *upstreamConn) finishBody(w http.ResponseWriter) (complete bool) {
 	}
 	_ = c.conn.Close()                                            // unblocks a write to the application
 	_ = http.NewResponseController(w).SetReadDeadline(time.Now()) // and a read of the client's body
-	<-c.sent
+	// The writer now fails with the interruption just caused.
+	interrupted := <-c.sent
+	_ = interrupted
 	return false
 }
 

@@ -340,6 +340,7 @@ func TestRequestAsSent(t *testing.T) {
 			br := bufio.NewReader(conn)
 			resp, err := http.ReadResponse(br, nil)
 			g.Expect(err).NotTo(HaveOccurred())
+			_ = resp.Body.Close()
 			g.Expect(resp.StatusCode).To(Equal(http.StatusContinue), "the enforcer answers Expect")
 			resp, err = http.ReadResponse(br, nil)
 			g.Expect(err).NotTo(HaveOccurred())

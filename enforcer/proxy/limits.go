@@ -44,15 +44,15 @@ type limitProblem struct {
 	reason string
 }
 
-// tooLarge refuses a request whose declared body is over max (when
-// positive), before it counts against any limit.
-func tooLarge(r *http.Request, max int64) *limitProblem {
-	if max <= 0 || r.ContentLength <= max {
+// tooLarge refuses a request whose declared body is over limit (when
+// positive), before it counts against any rule.
+func tooLarge(r *http.Request, limit int64) *limitProblem {
+	if limit <= 0 || r.ContentLength <= limit {
 		return nil
 	}
 	return &limitProblem{reason: "body-too-large", Problem: Problem{Type: ProblemRequestLimit, Title: "Content Too Large",
 		Status: http.StatusRequestEntityTooLarge,
-		Detail: "The request body is over the " + strconv.FormatInt(max, 10) + " bytes this service accepts."}}
+		Detail: "The request body is over the " + strconv.FormatInt(limit, 10) + " bytes this service accepts."}}
 }
 
 // errBodyTimeout is a request body that did not arrive in time.

@@ -220,7 +220,7 @@ var overrideHeaders = [...]string{"X-Http-Method-Override", "X-Http-Method", "X-
 
 // methodOverrides are the methods a POST asks to be routed as, and whether
 // its body may ask for any (see Request.MethodOverrides, AnyMethod).
-func methodOverrides(r *http.Request) (methods []string, any bool) {
+func methodOverrides(r *http.Request) (methods []string, anyMethod bool) {
 	if r.Method != http.MethodPost {
 		return nil, false
 	}
@@ -236,12 +236,12 @@ func methodOverrides(r *http.Request) (methods []string, any bool) {
 		if b, ok := r.Body.(interface{ Bytes() []byte }); ok {
 			methods = formMethods(methods, string(b.Bytes()))
 		} else if r.ContentLength != 0 {
-			any = true
+			anyMethod = true
 		}
 	case "multipart/form-data":
-		any = true
+		anyMethod = true
 	}
-	return methods, any
+	return methods, anyMethod
 }
 
 // formMethods appends the _method fields of a URL-encoded form to methods,
@@ -294,9 +294,9 @@ func mediaType(ct []string) string {
 
 // quote is s in double quotes, shortened for an error message.
 func quote(s string) string {
-	const max = 64
-	if len(s) > max {
-		s = s[:max] + "..."
+	const most = 64
+	if len(s) > most {
+		s = s[:most] + "..."
 	}
 	return `"` + strings.ToValidUTF8(s, "?") + `"`
 }
