@@ -135,6 +135,7 @@ func TestMaxRequestBody(t *testing.T) {
 			g.Expect(status).To(Equal(http.StatusRequestEntityTooLarge))
 			g.Expect(p.Type).To(Equal(ProblemRequestLimit))
 			g.Consistently(whole.Load, 200*time.Millisecond).Should(Equal(int32(1)), "the application never got it whole")
+			g.Expect(f.rec.refusals("body-too-large")).To(Equal(2), "each refusal counted")
 		})
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -62,6 +63,7 @@ type recording struct {
 	policies map[string]int // "policy/verdict"
 	degraded int
 	upstream int
+	refused  map[string]int // by reason
 }
 
 func (r *recording) Check(p *route.Policy, rule *route.Rule, tier string, v Verdict) {
@@ -80,6 +82,21 @@ func (r *recording) Degraded(*route.Policy) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.degraded++
+}
+
+func (r *recording) Refused(reason string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.refused == nil {
+		r.refused = map[string]int{}
+	}
+	r.refused[reason]++
+}
+
+func (r *recording) refusals(reason string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.refused[reason]
 }
 
 func (r *recording) UpstreamError() {
@@ -284,4 +301,29 @@ func TestClientHangUpIsNotARedisFailure(t *testing.T) {
 	r := get(g, f.url)
 	g.Expect(r.status).To(Equal(200), r.body)
 	g.Expect(f.backends.All()[0].Guard.Health().Reachable).To(BeTrue())
+}
+
+// TestAmbiguousRequestRefusedBeforeAnyRule: a request the application could
+// read otherwise than the limiter gets a bad-request problem, is counted
+// by reason, takes nothing from any bucket and never reaches the
+// application.
+func TestAmbiguousRequestRefusedBeforeAnyRule(t *testing.T) {
+	g := NewWithT(t)
+	var reached atomic.Int32
+	f := serve(t, configOf(t, policyJSON("api", "Enforce", "Open", "Both", ruleJSON("all", "{}", "FixedWindow", "2/1h"))), redisURL,
+		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { reached.Add(1) }))
+
+	r := get(g, f.url+"/v1%2Fexports")
+	g.Expect(r.status).To(Equal(http.StatusBadRequest))
+	g.Expect(r.header.Get("Content-Type")).To(Equal("application/problem+json"))
+	g.Expect(r.header.Get("X-RateLimit-Limit")).To(BeEmpty(), "no rule was asked")
+	var p Problem
+	g.Expect(json.Unmarshal([]byte(r.body), &p)).To(Succeed())
+	g.Expect(p.Type).To(Equal(ProblemBadRequest))
+	g.Expect(p.Detail).To(ContainSubstring("encoded slash"))
+	g.Expect(f.rec.refusals("target")).To(Equal(1))
+	g.Expect(f.rec.checks).To(BeEmpty())
+	g.Expect(reached.Load()).To(BeZero())
+
+	g.Expect(get(g, f.url+"/v1/exports").header.Get("X-RateLimit-Remaining")).To(Equal("1"), "the refusal took nothing")
 }

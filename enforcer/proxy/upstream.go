@@ -170,6 +170,7 @@ func (h *Handler) upstreamError(w http.ResponseWriter, r *http.Request, err erro
 	}
 	var tooLarge *http.MaxBytesError
 	if errors.As(err, &tooLarge) {
+		h.rec.Refused("body-too-large")
 		writeProblem(w, &Problem{
 			Type:   ProblemRequestLimit,
 			Title:  "Content Too Large",
