@@ -27,12 +27,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -52,10 +48,6 @@ import (
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 const (
-	// StatusFieldOwner is the field manager of the status fields the status
-	// controller applies: status.enforcers, status.decisions and the Ready
-	// condition. The policy controller owns the rest of the status.
-	StatusFieldOwner = "sluice-status-controller"
 	// DefaultStatusInterval is how often enforcers are polled.
 	DefaultStatusInterval = 10 * time.Second
 	// DefaultStatusTimeout bounds one /status request.
@@ -63,7 +55,7 @@ const (
 	// statusEventAction is the action of the status controller's Events.
 	statusEventAction = "CheckEnforcers"
 	// statusConflictRetry is how soon a namespace is checked again after
-	// an apply met a policy that changed since it was read.
+	// a patch met a policy that changed since it was read.
 	statusConflictRetry = 250 * time.Millisecond
 	// pollConcurrency is how many enforcers one pass polls at once.
 	pollConcurrency = 16
@@ -98,15 +90,29 @@ type EnforcerStatusReconciler struct {
 }
 
 // Reconcile polls the enforcers of the namespace's selected pods and
-// applies the status of each of its policies.
-func (r *EnforcerStatusReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+// patches the status of each of its policies once, in a deferred step.
+func (r *EnforcerStatusReconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {
 	var list v1alpha1.RateLimitPolicyList
 	if err := r.List(ctx, &list, client.InNamespace(req.Namespace)); err != nil {
 		return ctrl.Result{}, fmt.Errorf("list RateLimitPolicies in %s: %w", req.Namespace, err)
 	}
-	if len(list.Items) == 0 {
+	policies := make([]*v1alpha1.RateLimitPolicy, 0, len(list.Items))
+	for i := range list.Items {
+		if list.Items[i].DeletionTimestamp.IsZero() {
+			policies = append(policies, &list.Items[i])
+		}
+	}
+	if len(policies) == 0 {
 		return ctrl.Result{}, nil
 	}
+	patch := newStatusPatch(policies, statusEventAction)
+	defer func() {
+		conflict, err := patch.apply(ctx, r.Client, r.Recorder)
+		retErr = errors.Join(retErr, err)
+		if conflict && retErr == nil {
+			result.RequeueAfter = statusConflictRetry
+		}
+	}()
 	pods, err := r.collectPods(ctx, req.Namespace, list.Items)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -115,22 +121,8 @@ func (r *EnforcerStatusReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	result := ctrl.Result{RequeueAfter: r.interval()}
-	var errs []error
-	for i := range list.Items {
-		p := &list.Items[i]
-		if !p.DeletionTimestamp.IsZero() {
-			continue
-		}
-		conflict, err := r.reconcileStatus(ctx, p, podsSelectedBy(p, pods), published)
-		if conflict {
-			result.RequeueAfter = statusConflictRetry
-		}
-		if err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return result, errors.Join(errs...)
+	r.reconcileStatus(patch, pods, published)
+	return ctrl.Result{RequeueAfter: r.interval()}, nil
 }
 
 // publishedHash is the hash of the configuration the policy controller
@@ -218,70 +210,14 @@ func podsSelectedBy(p *v1alpha1.RateLimitPolicy, pods []selectedPod) []selectedP
 	return out
 }
 
-// reconcileStatus computes p's enforcer status and applies it when it
-// changed, then records the Event of a Ready transition. conflict is true
-// when p changed since it was read: the namespace is checked again soon.
-func (r *EnforcerStatusReconciler) reconcileStatus(ctx context.Context, p *v1alpha1.RateLimitPolicy, pods []selectedPod, published string) (conflict bool, _ error) {
-	before := p.DeepCopy()
-	event := setEnforcerStatus(p, pods, published, metav1.NewTime(r.now()))
-	if ownedStatusEqual(before, p) {
-		return false, nil
+// reconcileStatus sets the enforcer status of every policy from the pods
+// it selects; the deferred patch saves it and records the Events of Ready
+// transitions.
+func (r *EnforcerStatusReconciler) reconcileStatus(patch *statusPatch, pods []selectedPod, published string) {
+	now := metav1.NewTime(r.now())
+	for _, p := range patch.policies {
+		patch.recordOnSave(p, setEnforcerStatus(p, podsSelectedBy(p, pods), published, now))
 	}
-	err := r.applyStatus(ctx, p)
-	switch {
-	case apierrors.IsNotFound(err):
-		return false, nil
-	case apierrors.IsConflict(err):
-		return true, nil
-	case err != nil:
-		return false, fmt.Errorf("apply status of RateLimitPolicy %s/%s: %w", p.Namespace, p.Name, err)
-	}
-	if event != nil && r.Recorder != nil {
-		recordEvent(r.Recorder, p, event.Type, event.Reason, statusEventAction, event.Note)
-	}
-	return false, nil
-}
-
-func ownedStatusEqual(a, b *v1alpha1.RateLimitPolicy) bool {
-	return equality.Semantic.DeepEqual(a.Status.Enforcers, b.Status.Enforcers) &&
-		equality.Semantic.DeepEqual(a.Status.Decisions, b.Status.Decisions) &&
-		equality.Semantic.DeepEqual(apimeta.FindStatusCondition(a.Status.Conditions, v1alpha1.ConditionReady),
-			apimeta.FindStatusCondition(b.Status.Conditions, v1alpha1.ConditionReady))
-}
-
-// applyStatus server-side applies the fields this controller owns, as
-// StatusFieldOwner, and nothing else: the policy controller's conditions
-// and observedGeneration are not in the request. The resourceVersion
-// makes the apply fail with a conflict rather than write a Ready computed
-// from a policy that has changed since.
-func (r *EnforcerStatusReconciler) applyStatus(ctx context.Context, p *v1alpha1.RateLimitPolicy) error {
-	enforcers, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&p.Status.Enforcers)
-	if err != nil {
-		return err
-	}
-	decisions, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&p.Status.Decisions)
-	if err != nil {
-		return err
-	}
-	ready, err := runtime.DefaultUnstructuredConverter.ToUnstructured(apimeta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionReady))
-	if err != nil {
-		return err
-	}
-	u := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": v1alpha1.GroupVersion.String(),
-		"kind":       "RateLimitPolicy",
-		"metadata": map[string]any{
-			"name":            p.Name,
-			"namespace":       p.Namespace,
-			"resourceVersion": p.ResourceVersion,
-		},
-		"status": map[string]any{
-			"enforcers":  enforcers,
-			"decisions":  decisions,
-			"conditions": []any{ready},
-		},
-	}}
-	return r.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(StatusFieldOwner), client.ForceOwnership)
 }
 
 func (r *EnforcerStatusReconciler) interval() time.Duration {

@@ -84,7 +84,7 @@ func (r *PolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	patch := newStatusPatch(policies)
+	patch := newStatusPatch(policies, eventAction)
 	defer func() {
 		conflict, err := patch.apply(ctx, r.Client, r.Recorder)
 		retErr = errors.Join(retErr, err)

@@ -35,13 +35,16 @@ const eventAction = "Compile"
 // statusPatch remembers the policies of a namespace as they were read, so
 // that one deferred call sends each one's status changes, and only those.
 type statusPatch struct {
+	// action is the action of the Events recorded on save.
+	action   string
 	policies []*v1alpha1.RateLimitPolicy
 	before   map[*v1alpha1.RateLimitPolicy]*v1alpha1.RateLimitPolicy
 	events   map[*v1alpha1.RateLimitPolicy]*statusEvent
 }
 
-func newStatusPatch(policies []*v1alpha1.RateLimitPolicy) *statusPatch {
+func newStatusPatch(policies []*v1alpha1.RateLimitPolicy, action string) *statusPatch {
 	p := &statusPatch{
+		action:   action,
 		policies: policies,
 		before:   make(map[*v1alpha1.RateLimitPolicy]*v1alpha1.RateLimitPolicy, len(policies)),
 		events:   map[*v1alpha1.RateLimitPolicy]*statusEvent{},
@@ -84,7 +87,7 @@ func (p *statusPatch) apply(ctx context.Context, c client.Client, events recorde
 			continue
 		}
 		if e := p.events[policy]; e != nil && events != nil {
-			recordEvent(events, policy, e.Type, e.Reason, eventAction, e.Note)
+			recordEvent(events, policy, e.Type, e.Reason, p.action, e.Note)
 		}
 	}
 	return conflict, errors.Join(errs...)

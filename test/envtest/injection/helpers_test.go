@@ -144,17 +144,18 @@ func eventNotes(ctx context.Context, p *v1alpha1.RateLimitPolicy, reason string)
 // pod's IP, with the ConfigMap volume, the downward API labels and the
 // admin Secret's token as files.
 type enforcerProcess struct {
-	pod  *corev1.Pod
-	ip   string
-	dir  string
-	cmd  *exec.Cmd
-	done chan struct{}
+	pod       *corev1.Pod
+	ip        string
+	dir       string
+	args, env []string
+	cmd       *exec.Cmd
+	done      chan struct{}
 }
 
 func startEnforcer(ctx context.Context, pod *corev1.Pod, ip string) *enforcerProcess {
 	c := enforcerOf(pod)
 	Expect(c).NotTo(BeNil(), "pod %s was not injected", pod.Name)
-	e := &enforcerProcess{pod: pod, ip: ip, dir: GinkgoT().TempDir(), done: make(chan struct{})}
+	e := &enforcerProcess{pod: pod, ip: ip, dir: GinkgoT().TempDir()}
 	var labels strings.Builder
 	for k, v := range pod.Labels {
 		fmt.Fprintf(&labels, "%s=%q\n", k, v)
@@ -187,16 +188,30 @@ func startEnforcer(ctx context.Context, pod *corev1.Pod, ip string) *enforcerPro
 			env = append(env, v.Name+"="+v.Value)
 		}
 	}
-	e.cmd = exec.Command(enforcerBin, args...)
-	e.cmd.Env = env
-	e.cmd.Stdout, e.cmd.Stderr = GinkgoWriter, GinkgoWriter
-	Expect(e.cmd.Start()).To(Succeed())
-	go func() {
-		_ = e.cmd.Wait()
-		close(e.done)
-	}()
+	e.args, e.env = args, env
+	e.run()
 	DeferCleanup(e.stop)
 	return e
+}
+
+func (e *enforcerProcess) run() {
+	e.cmd = exec.Command(enforcerBin, e.args...)
+	e.cmd.Env = e.env
+	e.cmd.Stdout, e.cmd.Stderr = GinkgoWriter, GinkgoWriter
+	Expect(e.cmd.Start()).To(Succeed())
+	done := make(chan struct{})
+	e.done = done
+	go func() {
+		_ = e.cmd.Wait()
+		close(done)
+	}()
+}
+
+// restart stops the enforcer and starts a new one in its place, with
+// counters from zero, as a rollout's new pod would.
+func (e *enforcerProcess) restart() {
+	e.stop()
+	e.run()
 }
 
 // mirrorConfig writes the namespace's ConfigMap to the enforcer's config

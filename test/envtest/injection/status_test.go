@@ -154,6 +154,20 @@ var _ = Describe("Policy status from running enforcers", Ordered, func() {
 		}).Should(Equal(v1alpha1.DecisionCounts{Allowed: 3, Denied: 1}))
 	})
 
+	It("keeps the status current when a rollout brings the decisions back to zero", func(ctx SpecContext) {
+		By("replacing both enforcers, whose counters start again from zero")
+		for _, e := range procs {
+			e.restart()
+		}
+		Eventually(func() v1alpha1.DecisionCounts {
+			current := &v1alpha1.RateLimitPolicy{}
+			Expect(k8sClient.Get(ctx, key(policy), current)).To(Succeed())
+			return current.Status.Decisions
+		}).Should(Equal(v1alpha1.DecisionCounts{}))
+		Eventually(func() *metav1.Condition { return condition(ctx, policy, v1alpha1.ConditionReady) }).
+			Should(haveReady(metav1.ConditionTrue, v1alpha1.ReasonEnforcersReady, 1))
+	})
+
 	It("drops Ready while the enforcers run an older generation, and regains it when they reload", func(ctx SpecContext) {
 		Expect(k8sClient.Get(ctx, key(policy), policy)).To(Succeed())
 		policy.Spec.Rules[0].Limits[0].Requests = 5
