@@ -14,63 +14,19 @@ import (
 	"time"
 )
 
-// Algorithm is how a rule counts requests.
-type Algorithm string
-
-const (
-	// TokenBucket refills Burst tokens at Requests per Period, fractionally;
-	// a request takes Cost tokens.
-	TokenBucket Algorithm = "TokenBucket"
-	// SlidingWindowLog records every request's time and counts those in the
-	// last Period: exact, with memory proportional to Requests.
-	SlidingWindowLog Algorithm = "SlidingWindowLog"
-	// SlidingWindowCounter weights the previous fixed window's count by how
-	// much of it still overlaps the sliding window: O(1) memory, close to exact.
-	SlidingWindowCounter Algorithm = "SlidingWindowCounter"
-	// FixedWindow counts requests in calendar-aligned windows of Period.
-	FixedWindow Algorithm = "FixedWindow"
-)
-
-// Algorithms lists every supported algorithm.
-var Algorithms = []Algorithm{TokenBucket, SlidingWindowLog, SlidingWindowCounter, FixedWindow}
-
-// Valid reports whether a is a supported algorithm.
-func (a Algorithm) Valid() bool {
-	switch a {
-	case TokenBucket, SlidingWindowLog, SlidingWindowCounter, FixedWindow:
-		return true
-	}
-	return false
-}
-
-// code is the short name used in Redis keys.
-func (a Algorithm) code() string {
-	switch a {
-	case TokenBucket:
-		return "tb"
-	case SlidingWindowLog:
-		return "swl"
-	case SlidingWindowCounter:
-		return "swc"
-	case FixedWindow:
-		return "fw"
-	}
-	return "unknown"
-}
-
 // Window is one limit of a rule: Requests per Period. A rule may carry
 // several windows (100/min and 5000/day); a request must fit all of them.
 type Window struct {
 	Requests int64
 	Period   time.Duration
-	// Burst is the token bucket's capacity; zero means Requests. Other
-	// algorithms ignore it.
+	// Burst is the capacity of the algorithms that have one (TokenBucket);
+	// zero means Requests. Other algorithms ignore it.
 	Burst int64
 }
 
 // capacity is the most a window can ever admit at once.
 func (w Window) capacity(a Algorithm) int64 {
-	if a == TokenBucket && w.Burst > 0 {
+	if d := a.descriptor(); d != nil && d.burst && w.Burst > 0 {
 		return w.Burst
 	}
 	return w.Requests

@@ -98,25 +98,7 @@ type localShard struct {
 type localKey struct {
 	bucket    Bucket
 	period    time.Duration
-	algorithm localAlgorithm
-}
-
-// localAlgorithm is an Algorithm as a number: cheaper to hash in every key.
-type localAlgorithm uint8
-
-func keyOf(b Bucket, a Algorithm, period time.Duration) localKey {
-	k := localKey{bucket: b, period: period}
-	switch a {
-	case TokenBucket:
-		k.algorithm = 1
-	case SlidingWindowLog:
-		k.algorithm = 2
-	case SlidingWindowCounter:
-		k.algorithm = 3
-	case FixedWindow:
-		k.algorithm = 4
-	}
-	return k
+	algorithm *algorithm
 }
 
 // localEntry is one window's state, the scripts' hash or sorted set.
@@ -149,6 +131,7 @@ type localWindow struct {
 // retry) plus allowed. A Cost of 0 reads without committing.
 func (l *Local) Check(req *Request) (allowed bool, now time.Time, windows []WindowResult) {
 	ts := l.now().UnixMicro()
+	alg := req.Algorithm.descriptor()
 	windows = make([]WindowResult, len(req.Windows))
 	var buf [maxWindows]localWindow
 	pending := buf[:0]
@@ -162,10 +145,10 @@ func (l *Local) Check(req *Request) (allowed bool, now time.Time, windows []Wind
 			requests: w.Requests,
 			capacity: w.capacity(req.Algorithm),
 			period:   w.Period.Microseconds(),
-			entry:    sh.m[keyOf(req.Bucket, req.Algorithm, w.Period)],
+			entry:    sh.m[localKey{req.Bucket, w.Period, alg}],
 		}
 		p.fresh = p.entry == nil || ts >= p.entry.expires
-		if !p.read(req.Algorithm, ts, req.Cost) {
+		if !alg.read(&p, ts, req.Cost) {
 			allowed = false
 		}
 		pending = append(pending, p)
@@ -173,17 +156,17 @@ func (l *Local) Check(req *Request) (allowed bool, now time.Time, windows []Wind
 
 	commit := allowed && req.Cost > 0
 	if commit {
-		l.claim(sh, req, pending, ts)
+		l.claim(sh, req, alg, pending, ts)
 	}
 	for i := range pending {
 		p := &pending[i]
 		if !commit && p.fresh && p.entry != nil {
 			// expired and not renewed: the key is gone in Redis too
-			delete(sh.m, keyOf(req.Bucket, req.Algorithm, req.Windows[i].Period))
+			delete(sh.m, localKey{req.Bucket, req.Windows[i].Period, alg})
 			l.entries.Add(-1)
 			p.entry = nil
 		}
-		remaining, reset, retry := p.answer(req.Algorithm, ts, req.Cost, allowed)
+		remaining, reset, retry := alg.answer(p, ts, req.Cost, allowed)
 		if commit && p.entry != nil {
 			sh.minExpiry = min(sh.minExpiry, p.entry.expires)
 		}
@@ -235,7 +218,7 @@ func (l *Local) sweep(sh *localShard, now int64) bool {
 // claim gives each window of a committing request an entry to commit into:
 // expired entries are renewed first, so that making room for new ones cannot
 // drop them. A window may stay without one when Local is full.
-func (l *Local) claim(sh *localShard, req *Request, pending []localWindow, now int64) {
+func (l *Local) claim(sh *localShard, req *Request, alg *algorithm, pending []localWindow, now int64) {
 	for i := range pending {
 		if p := &pending[i]; p.fresh && p.entry != nil {
 			p.entry.reset()
@@ -244,7 +227,7 @@ func (l *Local) claim(sh *localShard, req *Request, pending []localWindow, now i
 	}
 	for i := range pending {
 		if p := &pending[i]; p.entry == nil {
-			p.entry = l.create(sh, keyOf(req.Bucket, req.Algorithm, req.Windows[i].Period), now)
+			p.entry = l.create(sh, localKey{req.Bucket, req.Windows[i].Period, alg}, now)
 		}
 	}
 }
@@ -311,165 +294,6 @@ func (e *localEntry) reset() {
 	}
 }
 
-// read is the check phase of one window, as the scripts' first loop: it
-// reads the state at now and reports whether cost fits.
-func (p *localWindow) read(a Algorithm, now, cost int64) bool {
-	e := p.entry
-	switch a {
-	case TokenBucket:
-		p.tokens = float64(p.capacity)
-		if !p.fresh {
-			elapsed := max(0, now-e.last)
-			// multiply before dividing, as the script: exact for whole token counts
-			p.tokens = min(float64(p.capacity), e.tokens+float64(elapsed)*float64(p.requests)/float64(p.period))
-		}
-		return p.tokens+localEps >= float64(cost)
-	case FixedWindow:
-		p.win = floorDiv(now, p.period)
-		if !p.fresh && e.win == p.win {
-			p.count = e.cur
-		}
-		return p.count+cost <= p.requests
-	case SlidingWindowCounter:
-		p.win = floorDiv(now, p.period)
-		if !p.fresh {
-			if e.win == p.win {
-				p.count, p.prev = e.cur, e.prev
-			} else if e.win == p.win-1 {
-				p.prev = e.cur
-			}
-		}
-		start := p.win * p.period
-		p.estimate = float64(p.prev)*float64(p.period-(now-start))/float64(p.period) + float64(p.count)
-		return p.estimate+float64(cost) <= float64(p.requests)+localEps
-	case SlidingWindowLog:
-		if !p.fresh {
-			// the window is (now - period, now]: an entry leaves at its time + period
-			e.log.trim(now - p.period)
-			p.count = int64(e.log.n)
-		}
-		return p.count+cost <= p.requests
-	}
-	return false
-}
-
-// answer is the reply phase of one window, as the scripts' second loop: it
-// commits cost when allowed (into p.entry unless Local is full) and returns
-// remaining, reset (µs) and retry (µs).
-func (p *localWindow) answer(a Algorithm, now, cost int64, allowed bool) (remaining, reset, retry int64) {
-	switch a {
-	case TokenBucket:
-		return p.answerTokenBucket(now, cost, allowed)
-	case FixedWindow:
-		return p.answerFixedWindow(now, cost, allowed)
-	case SlidingWindowCounter:
-		return p.answerSlidingWindowCounter(now, cost, allowed)
-	case SlidingWindowLog:
-		return p.answerSlidingWindowLog(now, cost, allowed)
-	}
-	return 0, now, 0
-}
-
-func (p *localWindow) answerTokenBucket(now, cost int64, allowed bool) (remaining, reset, retry int64) {
-	tok, fcost := p.tokens, float64(cost)
-	capacity, period, requests := float64(p.capacity), float64(p.period), float64(p.requests)
-	if allowed {
-		if cost > 0 {
-			tok -= fcost
-			if e := p.entry; e != nil {
-				e.tokens, e.last = tok, now
-				// once full again the bucket equals a fresh one: let it expire then
-				e.expires = now + expiryMs(math.Ceil((capacity-tok)*period/requests/1000))
-			}
-		}
-	} else if tok+localEps < fcost {
-		retry = int64(math.Ceil((fcost - tok) * period / requests))
-	}
-	reset = now + int64(math.Ceil(max(0, capacity-tok-localEps)*period/requests))
-	return int64(math.Floor(tok + localEps)), reset, retry
-}
-
-func (p *localWindow) answerFixedWindow(now, cost int64, allowed bool) (remaining, reset, retry int64) {
-	count := p.count
-	reset = (p.win + 1) * p.period
-	if allowed {
-		if cost > 0 {
-			count += cost
-			if e := p.entry; e != nil {
-				e.win, e.cur = p.win, count
-				e.expires = now + expiryMs(float64(ceilDiv(reset-now, 1000)))
-			}
-		}
-	} else if count+cost > p.requests {
-		retry = reset - now
-	}
-	if count == 0 {
-		reset = now
-	}
-	return max(0, p.requests-count), reset, retry
-}
-
-func (p *localWindow) answerSlidingWindowCounter(now, cost int64, allowed bool) (remaining, reset, retry int64) {
-	period, cur, prev, estimate := p.period, p.count, p.prev, p.estimate
-	start := p.win * period
-	if allowed {
-		if cost > 0 {
-			cur += cost
-			estimate += float64(cost)
-			if e := p.entry; e != nil {
-				e.win, e.cur, e.prev = p.win, cur, prev
-				// the current count still weighs until the end of the next window
-				e.expires = now + expiryMs(float64(ceilDiv(start+2*period-now, 1000)))
-			}
-		}
-	} else if estimate+float64(cost) > float64(p.requests)+localEps {
-		free := p.requests - cost
-		var at int64
-		if cur <= free {
-			// this window: wait until prev's weight w satisfies prev*w <= free - cur
-			// (prev > 0 here, or the estimate would be cur and cost would fit)
-			at = start + int64(math.Ceil(float64(period)*(1-float64(free-cur)/float64(prev))))
-		} else {
-			// next window, where the current count becomes the weighted one
-			at = start + period + int64(math.Ceil(float64(period)*max(0, 1-float64(free)/float64(cur))))
-		}
-		retry = max(0, at-now)
-	}
-	reset = now
-	if cur > 0 {
-		reset = start + 2*period
-	} else if prev > 0 {
-		reset = start + period
-	}
-	remaining = max(0, int64(math.Floor(float64(p.requests)-estimate+localEps)))
-	return remaining, reset, retry
-}
-
-func (p *localWindow) answerSlidingWindowLog(now, cost int64, allowed bool) (remaining, reset, retry int64) {
-	count, e := p.count, p.entry
-	reset = now
-	if allowed && cost > 0 {
-		count += cost
-		reset = now + p.period
-		if e != nil {
-			if e.log == nil {
-				e.log = &timeLog{}
-			}
-			e.log.push(now, int(cost))
-			reset = e.log.newest() + p.period
-			e.expires = reset
-		}
-	} else if count > 0 {
-		if !allowed && count+cost > p.requests {
-			// the (count + cost - requests)-th oldest entry must leave first
-			k := count + cost - p.requests
-			retry = max(0, e.log.at(int(k-1))+p.period-now)
-		}
-		reset = e.log.newest() + p.period
-	}
-	return max(0, p.requests-count), reset, retry
-}
-
 // expiryMs is a PEXPIRE of ms milliseconds in µs: at least 1ms, as the scripts.
 func expiryMs(ms float64) int64 {
 	return int64(max(1, ms)) * 1000
@@ -487,62 +311,4 @@ func floorDiv(a, b int64) int64 {
 // ceilDiv is Lua's math.ceil(a / b) for a >= 0, b > 0.
 func ceilDiv(a, b int64) int64 {
 	return (a + b - 1) / b
-}
-
-// timeLog is a ring buffer of the times (µs) of a sliding log's entries,
-// oldest first; its length is a power of two.
-type timeLog struct {
-	buf     []int64
-	head, n int
-}
-
-// minTimeLog is the smallest buffer; shrinking stops there.
-const minTimeLog = 8
-
-func (r *timeLog) at(i int) int64 {
-	return r.buf[(r.head+i)&(len(r.buf)-1)]
-}
-
-func (r *timeLog) newest() int64 {
-	return r.at(r.n - 1)
-}
-
-// trim drops the entries at or before cutoff, and halves the buffer when it
-// is mostly empty so a past burst does not pin memory.
-func (r *timeLog) trim(cutoff int64) {
-	for r.n > 0 && r.buf[r.head] <= cutoff {
-		r.head = (r.head + 1) & (len(r.buf) - 1)
-		r.n--
-	}
-	if len(r.buf) > minTimeLog && r.n <= len(r.buf)/4 {
-		r.resize(len(r.buf) / 2)
-	}
-}
-
-// push records count entries at t. Times stay sorted: if the clock stepped
-// back, the entries are recorded at the newest time instead.
-func (r *timeLog) push(t int64, count int) {
-	if r.n > 0 {
-		t = max(t, r.newest())
-	}
-	if need := r.n + count; need > len(r.buf) {
-		size := max(minTimeLog, len(r.buf))
-		for size < need {
-			size *= 2
-		}
-		r.resize(size)
-	}
-	mask := len(r.buf) - 1
-	for i := range count {
-		r.buf[(r.head+r.n+i)&mask] = t
-	}
-	r.n += count
-}
-
-func (r *timeLog) resize(size int) {
-	buf := make([]int64, size)
-	for i := range r.n {
-		buf[i] = r.at(i)
-	}
-	r.buf, r.head = buf, 0
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -362,7 +361,8 @@ func TestLocalRetryAndResetHold(t *testing.T) {
 // scripts on a real Redis and through Local at the same microseconds (Redis'
 // TIME): every decision and every window's remaining, reset and retry must be
 // identical, so a fallback decision reads like one Redis made. The scripts
-// are called as their headers document, independently of the Redis limiter.
+// are called with their descriptors' arguments, independently of the Redis
+// limiter.
 func TestLocalMatchesRedisScripts(t *testing.T) {
 	client := redistest.Start(t).Client()
 	windows := []Window{{Requests: 7, Period: 30 * time.Millisecond, Burst: 9}, {Requests: 13, Period: 110 * time.Millisecond}}
@@ -403,21 +403,13 @@ func TestLocalMatchesRedisScripts(t *testing.T) {
 // runLocalScript runs req's algorithm script and returns its reply.
 func runLocalScript(t *testing.T, client *redis.Client, req *Request) []int64 {
 	t.Helper()
-	file := map[Algorithm]string{TokenBucket: "token_bucket.lua", FixedWindow: "fixed_window.lua",
-		SlidingWindowCounter: "sliding_window_counter.lua", SlidingWindowLog: "sliding_window_log.lua"}[req.Algorithm]
-	src, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := req.Algorithm.descriptor()
 	keys, args := []string{}, []any{req.Cost}
 	for _, w := range req.Windows {
 		keys = append(keys, req.Bucket.Key(req.Algorithm, w.Period))
-		args = append(args, w.Requests, w.Period.Milliseconds())
-		if req.Algorithm == TokenBucket {
-			args = append(args, w.capacity(req.Algorithm))
-		}
+		args = d.args(args, w)
 	}
-	reply, err := redis.NewScript(string(src)).Run(context.Background(), client, keys, args...).Int64Slice()
+	reply, err := redis.NewScript(d.script.src).Run(context.Background(), client, keys, args...).Int64Slice()
 	if err != nil {
 		t.Fatal(err)
 	}

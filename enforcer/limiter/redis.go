@@ -122,12 +122,15 @@ func (r *Redis) receive(ctx context.Context, s algorithmScript, c scriptCall) (a
 // no longer than ctx allows.
 func (r *Redis) Refund(ctx context.Context, reqs ...Request) error {
 	calls := make([]scriptCall, len(reqs))
+	scripts := make([]algorithmScript, len(reqs))
 	for i := range reqs {
-		calls[i] = r.send(ctx, refundArgs(&reqs[i]))
+		var args []any
+		scripts[i], args = evalSHA(&reqs[i], -reqs[i].Cost)
+		calls[i] = r.send(ctx, args)
 	}
 	var errs []error
 	for i, c := range calls {
-		if _, err := r.receive(ctx, refundScript, c); err != nil {
+		if _, err := r.receive(ctx, scripts[i], c); err != nil {
 			errs = append(errs, fmt.Errorf("redis refund %s: %w", reqs[i].Bucket, err))
 		}
 	}

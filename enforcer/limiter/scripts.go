@@ -11,20 +11,11 @@ import (
 //go:embed *.lua
 var luaFiles embed.FS
 
-// algorithmScript is one algorithm's Lua script and how to call it.
+// algorithmScript is one algorithm's Lua script.
 type algorithmScript struct {
 	src, sha string
 	// shaArg is sha as a command argument, boxed once rather than per call.
 	shaArg any
-	// windowArgs is the number of ARGV entries per window.
-	windowArgs int
-}
-
-var scripts = map[Algorithm]algorithmScript{
-	TokenBucket:          newScript("token_bucket.lua", 3),
-	SlidingWindowLog:     newScript("sliding_window_log.lua", 2),
-	SlidingWindowCounter: newScript("sliding_window_counter.lua", 2),
-	FixedWindow:          newScript("fixed_window.lua", 2),
 }
 
 func mustScript(name string) (src, sha string) {
@@ -36,23 +27,22 @@ func mustScript(name string) (src, sha string) {
 	return string(b), hex.EncodeToString(sum[:])
 }
 
-func newScript(name string, windowArgs int) algorithmScript {
+func newScript(name string) algorithmScript {
 	src, sha := mustScript(name)
-	return algorithmScript{src: src, sha: sha, shaArg: sha, windowArgs: windowArgs}
+	return algorithmScript{src: src, sha: sha, shaArg: sha}
 }
 
-// evalSHA is the whole EVALSHA command deciding req, with cost as ARGV[1]
-// (0 reads without consuming): EVALSHA sha numkeys key... arg...
+// evalSHA is the whole EVALSHA command of req's algorithm with cost as
+// ARGV[1] (0 reads without consuming, -req.Cost refunds), then each window's
+// arguments: EVALSHA sha numkeys key... cost arg...
 func evalSHA(req *Request, cost int64) (s algorithmScript, cmd []any) {
-	s = scripts[req.Algorithm]
-	cmd = append(evalSHAKeys(s.shaArg, req, 1+s.windowArgs*len(req.Windows)), cost)
+	d := req.Algorithm.descriptor()
+	// room for the cost and up to 4 arguments per window, without regrowing
+	cmd = append(evalSHAKeys(d.script.shaArg, req, 1+4*len(req.Windows)), cost)
 	for _, w := range req.Windows {
-		cmd = append(cmd, w.Requests, int64(w.Period/time.Millisecond))
-		if s.windowArgs == 3 {
-			cmd = append(cmd, w.capacity(req.Algorithm))
-		}
+		cmd = d.args(cmd, w)
 	}
-	return s, cmd
+	return d.script, cmd
 }
 
 // evalSHAKeys starts an EVALSHA of sha over the window keys of req, with
@@ -69,18 +59,6 @@ func evalSHAKeys(sha any, req *Request, argc int) []any {
 	for i, w := range req.Windows {
 		buf = appendPeriodLabel(buf[:prefix], w.Period)
 		cmd[3+i] = string(buf)
-	}
-	return cmd
-}
-
-// refundScript gives back what a decision took; see refund.lua.
-var refundScript = newScript("refund.lua", 2)
-
-// refundArgs is the EVALSHA giving back what req's admitted decision took.
-func refundArgs(req *Request) []any {
-	cmd := append(evalSHAKeys(refundScript.shaArg, req, 2+2*len(req.Windows)), req.Algorithm.code(), req.Cost)
-	for _, w := range req.Windows {
-		cmd = append(cmd, int64(w.Period/time.Millisecond), w.capacity(req.Algorithm))
 	}
 	return cmd
 }

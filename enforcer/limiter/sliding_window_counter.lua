@@ -5,16 +5,30 @@
 -- Every window is checked before any is counted.
 --
 -- KEYS[i]   hash {w = current window number, c = its count, p = previous window's count}
--- ARGV[1]   cost: requests this one counts as (0 reads without counting)
+-- ARGV[1]   cost: requests this one counts as (0 reads without counting); -n
+--           refunds the n an admitted decision counted, while its window lasts
 -- ARGV[2+2(i-1)] requests, ARGV[3+2(i-1)] period in ms of window i
 -- Reply     {allowed (0|1), now_µs, then per window i: remaining, reset_µs, retry_µs}
 --           remaining: floor(requests - estimate); reset_µs: when the estimate
 --           reaches 0; retry_µs: exact wait until estimate + cost fits (0 if it does).
+--           A refund replies the number of windows it gave back to.
 
 local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000000 + tonumber(time[2])
 local cost = tonumber(ARGV[1])
 local eps = 1e-9
+
+if cost < 0 then
+  local refunded = 0
+  for i = 1, #KEYS do
+    local state = redis.call('HMGET', KEYS[i], 'w', 'c')
+    if state[1] and tonumber(state[1]) == math.floor(now / (tonumber(ARGV[3 + 2 * (i - 1)]) * 1000)) then
+      redis.call('HSET', KEYS[i], 'c', math.max(0, tonumber(state[2]) + cost))
+      refunded = refunded + 1
+    end
+  end
+  return refunded
+end
 
 local requests, periods, wins, curs, prevs, estimates, current = {}, {}, {}, {}, {}, {}, {}
 local allowed = 1

@@ -5,15 +5,28 @@
 --
 -- KEYS[i]   sorted set of window i: score = request time in µs, member
 --           "<µs>-<n>", unique even for requests within one microsecond
--- ARGV[1]   cost: entries this request records (0 reads without recording)
+-- ARGV[1]   cost: entries this request records (0 reads without recording);
+--           -n refunds the n newest entries: the decision's own, or ones
+--           indistinguishable from them
 -- ARGV[2+2(i-1)] requests, ARGV[3+2(i-1)] period in ms of window i
 -- Reply     {allowed (0|1), now_µs, then per window i: remaining, reset_µs, retry_µs}
 --           reset_µs: when the newest entry leaves the window; retry_µs: exact
 --           wait until enough old entries leave for cost to fit (0 if it does).
+--           A refund replies the number of windows it gave back to.
 
 local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000000 + tonumber(time[2])
 local cost = tonumber(ARGV[1])
+
+if cost < 0 then
+  local refunded = 0
+  for i = 1, #KEYS do
+    if #redis.call('ZPOPMAX', KEYS[i], -cost) > 0 then
+      refunded = refunded + 1
+    end
+  end
+  return refunded
+end
 -- Lua prints numbers with 14 digits; microsecond times need 16
 local stamp = string.format('%d', now)
 

@@ -3,16 +3,31 @@
 -- before any is taken from, so a refusal consumes nothing.
 --
 -- KEYS[i]   hash {t = tokens, ts = time of t in µs} of window i
--- ARGV[1]   cost: tokens this request takes (0 reads without taking)
+-- ARGV[1]   cost: tokens this request takes (0 reads without taking); -n
+--           refunds the n tokens an admitted decision took, up to full
 -- ARGV[2+3(i-1)] requests, ARGV[3+3(i-1)] period in ms, ARGV[4+3(i-1)] capacity of window i
 -- Reply     {allowed (0|1), now_µs, then per window i: remaining, reset_µs, retry_µs}
 --           remaining: whole tokens left; reset_µs: when the bucket is full
 --           again; retry_µs: wait until it holds cost tokens (0 if it does).
+--           A refund replies the number of windows it gave back to.
 
 local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000000 + tonumber(time[2])
 local cost = tonumber(ARGV[1])
 local eps = 1e-9 -- absorbs float rounding of refills; far below one token
+
+if cost < 0 then
+  local refunded = 0
+  for i = 1, #KEYS do
+    local tokens = redis.call('HGET', KEYS[i], 't')
+    if tokens then
+      local back = math.min(tonumber(ARGV[4 + 3 * (i - 1)]), tonumber(tokens) - cost)
+      redis.call('HSET', KEYS[i], 't', string.format('%.17g', back))
+      refunded = refunded + 1
+    end
+  end
+  return refunded
+end
 
 local tokens, requests, periods, caps = {}, {}, {}, {}
 local allowed = 1

@@ -1,0 +1,82 @@
+package limiter
+
+// Algorithm is how a rule counts requests. Each one is a descriptor in a file
+// of its own (token_bucket.go, ...) next to its script (token_bucket.lua, ...).
+type Algorithm string
+
+// algorithm is everything the limiter knows of one Algorithm, in one place:
+//
+//   - its Lua script, which decides a check (ARGV[1] = cost >= 0) and refunds
+//     an admitted one (ARGV[1] = -cost) over the same KEYS and ARGV;
+//   - args, the script's ARGV entries for one window, after the cost;
+//   - read and answer, its in-process twin for LocalFallback: the two phases
+//     of the script's loops, with the script's arithmetic.
+//
+// Every script replies in one shape, {allowed, now_µs, then per window
+// remaining, reset_µs, retry_µs}, which parseReply reads and decide turns
+// into a Decision.
+//
+// A refund gives back what an admitted decision took when another rule
+// refused the same HTTP request: its rules live under other hash tags, so
+// they cannot share one script. It is best effort by design: it runs right
+// after the decision, and never takes a window below empty or above full.
+type algorithm struct {
+	name Algorithm
+	// code is the algorithm's part of its Redis keys.
+	code   string
+	script algorithmScript
+	// burst is set when a window's capacity is its Burst (when set) rather
+	// than its Requests.
+	burst bool
+	args  func(dst []any, w Window) []any
+	// read is the check phase of one window: it reads the state at now and
+	// reports whether cost fits.
+	read func(p *localWindow, now, cost int64) bool
+	// answer is the reply phase of one window: it commits cost when allowed
+	// (into p.entry unless Local is full) and returns remaining, reset (µs)
+	// and retry (µs).
+	answer func(p *localWindow, now, cost int64, allowed bool) (remaining, reset, retry int64)
+}
+
+// algorithms is the one table of algorithms, in the order of the API's enum.
+var algorithms = []*algorithm{&tokenBucket, &slidingWindowLog, &slidingWindowCounter, &fixedWindow}
+
+var algorithmsByName = func() map[Algorithm]*algorithm {
+	m := make(map[Algorithm]*algorithm, len(algorithms))
+	for _, d := range algorithms {
+		m[d.name] = d
+	}
+	return m
+}()
+
+// Algorithms lists every supported algorithm.
+var Algorithms = func() []Algorithm {
+	names := make([]Algorithm, len(algorithms))
+	for i, d := range algorithms {
+		names[i] = d.name
+	}
+	return names
+}()
+
+// descriptor is a's algorithm, nil when a is not supported.
+func (a Algorithm) descriptor() *algorithm {
+	return algorithmsByName[a]
+}
+
+// Valid reports whether a is a supported algorithm.
+func (a Algorithm) Valid() bool {
+	return a.descriptor() != nil
+}
+
+// code is the short name used in Redis keys.
+func (a Algorithm) code() string {
+	if d := a.descriptor(); d != nil {
+		return d.code
+	}
+	return "unknown"
+}
+
+// windowArgs is the usual ARGV of one window: requests, period in ms.
+func windowArgs(dst []any, w Window) []any {
+	return append(dst, w.Requests, w.Period.Milliseconds())
+}
