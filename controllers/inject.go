@@ -106,6 +106,9 @@ type EnforcerSidecar struct {
 	// DefaultRedisURL is the default Redis URL, injected as a plain value:
 	// it must not carry a password (see ValidateDefaultRedisURL).
 	DefaultRedisURL string
+	// ExtraArgs are more enforcer flags (--NAME=VALUE), after the
+	// injector's own: the limits an operator tunes.
+	ExtraArgs []string
 }
 
 func (s *EnforcerSidecar) hasDefaultRedis() bool {

@@ -67,22 +67,23 @@ func enforcerContainerFor(pod *corev1.Pod, d injectDecision, sidecar *EnforcerSi
 		fieldEnv("POD_UID", "metadata.uid"),
 	}
 	env = append(env, redisEnv(d.Selected, sidecar)...)
+	args := []string{
+		fmt.Sprintf("--listen=0.0.0.0:%d", sidecar.HTTPPort),
+		fmt.Sprintf("--upstream=http://127.0.0.1:%d", d.UpstreamPort),
+		fmt.Sprintf("--admin-listen=0.0.0.0:%d", sidecar.AdminPort),
+		"--debug-listen=" + debugListen(pod),
+		"--status-token-file=" + path.Join(adminTokenDir, AdminTokenKey),
+		"--config=" + path.Join(configDir, ConfigKey),
+		"--labels-file=" + path.Join(podInfoDir, "labels"),
+		"--pod-name=$(POD_NAME)",
+		"--pod-namespace=$(POD_NAMESPACE)",
+	}
 	return corev1.Container{
 		Name:            EnforcerContainerName,
 		Image:           sidecar.Image,
 		ImagePullPolicy: sidecar.ImagePullPolicy,
 		RestartPolicy:   new(corev1.ContainerRestartPolicyAlways),
-		Args: []string{
-			fmt.Sprintf("--listen=0.0.0.0:%d", sidecar.HTTPPort),
-			fmt.Sprintf("--upstream=http://127.0.0.1:%d", d.UpstreamPort),
-			fmt.Sprintf("--admin-listen=0.0.0.0:%d", sidecar.AdminPort),
-			"--debug-listen=" + debugListen(pod),
-			"--status-token-file=" + path.Join(adminTokenDir, AdminTokenKey),
-			"--config=" + path.Join(configDir, ConfigKey),
-			"--labels-file=" + path.Join(podInfoDir, "labels"),
-			"--pod-name=$(POD_NAME)",
-			"--pod-namespace=$(POD_NAMESPACE)",
-		},
+		Args:            append(args, sidecar.ExtraArgs...),
 		Ports: []corev1.ContainerPort{
 			{Name: HTTPPortName, ContainerPort: sidecar.HTTPPort, Protocol: corev1.ProtocolTCP},
 			{Name: AdminPortName, ContainerPort: sidecar.AdminPort, Protocol: corev1.ProtocolTCP},

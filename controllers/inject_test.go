@@ -30,6 +30,7 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -218,4 +219,16 @@ func TestNoDefaultRedis(t *testing.T) {
 	g.Expect(d.Inject).To(BeFalse())
 	g.Expect(d.Reason).To(Equal(ReasonNoDefaultRedis))
 	g.Expect(d.Message).To(ContainSubstring("policy login has no spec.storage"))
+}
+
+// TestEnforcerExtraArgs: the limits an operator sets (--enforcer-arg) come
+// after the injector's own flags, so that they win, and change nothing else.
+func TestEnforcerExtraArgs(t *testing.T) {
+	g := NewWithT(t)
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "api-0", Namespace: "shop"}}
+	sidecar := testSidecar()
+	plain := enforcerContainerFor(pod, injectDecision{Inject: true, UpstreamPort: 8080}, &sidecar)
+	sidecar.ExtraArgs = []string{"--body-timeout=10m"}
+	tuned := enforcerContainerFor(pod, injectDecision{Inject: true, UpstreamPort: 8080}, &sidecar)
+	g.Expect(tuned.Args).To(Equal(append(plain.Args, "--body-timeout=10m")))
 }

@@ -20,6 +20,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -53,6 +54,21 @@ type injectionOptions struct {
 	certSecret            types.NamespacedName
 	webhookFailurePolicy  admissionregistrationv1.FailurePolicyType
 	webhookTimeoutSeconds int32
+	enforcerArgs          enforcerArgs
+}
+
+// enforcerArgs are the --enforcer-arg values: the enforcer's own limits,
+// which operators tune for their traffic (slow uploads, long polls).
+type enforcerArgs []string
+
+func (a *enforcerArgs) String() string     { return strings.Join(*a, " ") }
+func (a *enforcerArgs) Set(v string) error { *a = append(*a, v); return nil }
+
+// tunableEnforcerFlags are the enforcer flags --enforcer-arg may set; the
+// others are the injector's to set, and a wrong one would break the pod.
+var tunableEnforcerFlags = []string{
+	"read-header-timeout", "body-timeout", "body-idle-timeout", "write-idle-timeout", "idle-timeout",
+	"max-header-bytes", "max-request-body", "response-header-timeout", "redis-pool-size", "log-level", "shutdown-timeout",
 }
 
 func (o *injectionOptions) bindFlags(fs *flag.FlagSet) {
@@ -76,6 +92,8 @@ func (o *injectionOptions) bindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.webhookService, "webhook-service", "sluice-webhook-service", "name of the webhook's Service, in the Secret's namespace: the certificate's host name")
 	fs.StringVar(&o.webhookConfiguration, "webhook-configuration", controllers.InjectionWebhookConfigurationName,
 		"name of the MutatingWebhookConfiguration whose caBundle, failurePolicy and timeout the manager keeps")
+	fs.Var(&o.enforcerArgs, "enforcer-arg", "a flag of the injected enforcer, --NAME=VALUE (repeatable): one of --"+
+		strings.Join(tunableEnforcerFlags, ", --"))
 	fs.DurationVar(&o.statusInterval, "status-interval", controllers.DefaultStatusInterval, "how often the enforcers' /status is polled")
 	fs.DurationVar(&o.statusTimeout, "status-timeout", controllers.DefaultStatusTimeout, "how long one enforcer's /status may take")
 }
@@ -137,6 +155,12 @@ func (o *injectionOptions) validate(defaultRedisURL string) []error {
 	if o.statusInterval <= 0 || o.statusTimeout <= 0 {
 		errs = append(errs, errors.New("--status-interval and --status-timeout must be positive"))
 	}
+	for _, arg := range o.enforcerArgs {
+		name, value, ok := strings.Cut(strings.TrimPrefix(arg, "--"), "=")
+		if !strings.HasPrefix(arg, "--") || !ok || value == "" || !slices.Contains(tunableEnforcerFlags, name) {
+			errs = append(errs, fmt.Errorf("--enforcer-arg %q: write --NAME=VALUE with NAME one of %s", arg, strings.Join(tunableEnforcerFlags, ", ")))
+		}
+	}
 	if err := controllers.ValidateDefaultRedisURL(defaultRedisURL); err != nil {
 		errs = append(errs, fmt.Errorf("--default-redis-url: %w", err))
 	}
@@ -154,6 +178,7 @@ func (o *injectionOptions) sidecar(defaults controllers.Defaults) controllers.En
 		RunAsUser:          o.runAsUser,
 		DefaultRedisSecret: defaults.RedisSecret,
 		DefaultRedisURL:    defaults.RedisURL,
+		ExtraArgs:          slices.Clone(o.enforcerArgs),
 	}
 }
 

@@ -33,6 +33,7 @@ func TestInjectionOptions(t *testing.T) {
 		"--enforcer-image", "sluice-enforcer:v1", "--enforcer-http-port", "18080", "--enforcer-cpu-limit", "500m",
 		"--enforcer-memory-request", "", "--webhook-failure-policy", "Fail", "--webhook-timeout", "3s",
 		"--default-redis-secret", "redis:address", "--webhook-cert-self-managed=false",
+		"--enforcer-arg", "--body-timeout=10m", "--enforcer-arg=--response-header-timeout=5m",
 	}, &bytes.Buffer{})
 	g.Expect(err).NotTo(HaveOccurred())
 	s := o.injection.sidecar(o.defaults)
@@ -43,6 +44,7 @@ func TestInjectionOptions(t *testing.T) {
 	g.Expect(s.Resources.Limits).To(Equal(corev1.ResourceList{
 		corev1.ResourceCPU: resource.MustParse("500m"), corev1.ResourceMemory: resource.MustParse("128Mi")}))
 	g.Expect(s.DefaultRedisSecret).To(HaveField("Key", "address"))
+	g.Expect(s.ExtraArgs).To(Equal([]string{"--body-timeout=10m", "--response-header-timeout=5m"}))
 	g.Expect(o.injection.webhookFailurePolicy).To(Equal(admissionregistrationv1.Fail))
 	g.Expect(o.injection.webhookTimeoutSeconds).To(BeEquivalentTo(3))
 	certs := o.injection.certificates()
@@ -70,6 +72,9 @@ func TestInjectionOptionsErrors(t *testing.T) {
 		{[]string{"--enforcer-memory-limit", "lots"}, `--enforcer-memory-limit "lots"`},
 		{[]string{"--webhook-cert-secret", "sluice-webhook-server-cert"}, "write NAMESPACE/NAME"},
 		{[]string{"--default-redis-url", "redis://:hunter2@redis:6379"}, "--default-redis-url: the default Redis URL carries a password"},
+		{[]string{"--enforcer-arg", "--upstream=http://evil"}, `--enforcer-arg "--upstream=http://evil": write --NAME=VALUE with NAME one of`},
+		{[]string{"--enforcer-arg", "body-timeout=1m"}, `--enforcer-arg "body-timeout=1m"`},
+		{[]string{"--enforcer-arg", "--body-timeout"}, `--enforcer-arg "--body-timeout"`},
 	}
 	for _, tt := range tests {
 		g := NewWithT(t)
