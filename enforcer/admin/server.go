@@ -124,7 +124,7 @@ func (s *Server) Status() Status {
 	for i, p := range snap.Table.Policies() {
 		be := snap.BackendOf(p)
 		out.Policies = append(out.Policies, PolicyStatus{Name: p.Name, UID: p.UID, Generation: p.Generation,
-			Mode: snap.Config.Policies[i].Mode, FailureMode: string(p.Failure.Mode), Redis: be.Name})
+			Mode: string(snap.Config.Policies[i].Mode), FailureMode: string(p.Failure.Mode), Redis: be.Name})
 		byBackend[be] = append(byBackend[be], p.Name)
 	}
 	for _, be := range snap.Backends() {

@@ -3,7 +3,7 @@ package admin
 import (
 	"time"
 
-	"github.com/sluice-dev/sluice/enforcer/limiter"
+	"github.com/sluice-dev/sluice/enforcer/config"
 	"github.com/sluice-dev/sluice/enforcer/proxy"
 )
 
@@ -98,7 +98,7 @@ func readiness(snap *proxy.Snapshot) (bool, string) {
 			continue
 		}
 		for _, p := range snap.Table.Policies() {
-			if snap.BackendOf(p) == be && p.Failure.Mode == limiter.FailClosed {
+			if snap.BackendOf(p) == be && p.Failure.Mode == config.FailClosed {
 				return false, "a Redis that a fail-closed policy needs is unreachable (/status names them)"
 			}
 		}

@@ -40,14 +40,12 @@ type Policy struct {
 	UpstreamPort int32 `json:"upstreamPort"`
 	// TrustedProxies are the CIDRs whose forwarding headers reach the
 	// application as sent (spec.trustedProxies).
-	TrustedProxies []string `json:"trustedProxies,omitempty"`
-	// Mode is Enforce or DryRun.
-	Mode string `json:"mode"`
-	// FailureMode is Open, Closed or LocalFallback.
-	FailureMode string   `json:"failureMode"`
-	Timeout     Duration `json:"timeout"`
-	// ResponseHeaders is XRateLimit, IETF, Both or None.
-	ResponseHeaders string `json:"responseHeaders"`
+	TrustedProxies []string    `json:"trustedProxies,omitempty"`
+	Mode           Mode        `json:"mode"`
+	FailureMode    FailureMode `json:"failureMode"`
+	Timeout        Duration    `json:"timeout"`
+	// ResponseHeaders says which rate limit headers responses carry.
+	ResponseHeaders ResponseHeaders `json:"responseHeaders"`
 	// RedisURLEnv names the environment variable holding this policy's Redis
 	// URL (injected from its storage Secret); empty means the enforcer's
 	// default Redis.
@@ -62,12 +60,11 @@ type Policy struct {
 
 // Rule is one compiled rule: which requests, whose budget, how much.
 type Rule struct {
-	Name   string `json:"name"`
-	Match  Match  `json:"match"`
-	Exempt bool   `json:"exempt,omitempty"`
-	// Algorithm is TokenBucket, SlidingWindowLog, SlidingWindowCounter or FixedWindow.
-	Algorithm string `json:"algorithm,omitempty"`
-	Cost      int64  `json:"cost,omitempty"`
+	Name      string    `json:"name"`
+	Match     Match     `json:"match"`
+	Exempt    bool      `json:"exempt,omitempty"`
+	Algorithm Algorithm `json:"algorithm,omitempty"`
+	Cost      int64     `json:"cost,omitempty"`
 	// Identity is the rule's own identity, or the policy's when it has none.
 	Identity Identity `json:"identity"`
 	// Limits are the windows of a request whose tier has no entry in
@@ -103,8 +100,8 @@ type PathMatch struct {
 // value names the tenant. PartitionBy adds request attributes to the tenant
 // (tenant and endpoint), so each gets a budget of its own.
 type Identity struct {
-	Sources     []Source `json:"sources"`
-	PartitionBy []string `json:"partitionBy,omitempty"`
+	Sources     []Source       `json:"sources"`
+	PartitionBy []PartitionKey `json:"partitionBy,omitempty"`
 }
 
 // Source is exactly one way of naming the tenant.

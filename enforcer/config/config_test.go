@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -47,10 +48,20 @@ func TestInvalidConfigsAreRefusedWithWhereAndWhy(t *testing.T) {
 			"policies[0](public-api).timeout: must be between 1ms and 1s, got 5s"},
 		"bad duration": {func(c map[string]any) { policy(c, 0)["timeout"] = "fast" }, `invalid duration "fast"`},
 		"zero requests": {func(c map[string]any) { limit(c, 1, 0)["requests"] = 0 },
-			"policies[0](public-api).rules[1](api).limits: window 0: requests must be at least 1"},
+			"policies[0](public-api).rules[1](api).limits[0].requests: must be at least 1, got 0"},
 		"cost above burst": {func(c map[string]any) { rule(c, 1)["cost"] = 61 },
-			"rules[1](api).limits: window 0: cost 61 exceeds its capacity 60"},
-		"unknown algorithm": {func(c map[string]any) { rule(c, 1)["algorithm"] = "Leaky" }, `unknown algorithm "Leaky"`},
+			"rules[1](api).limits[0]: cost 61 exceeds its capacity 60"},
+		"unknown algorithm": {func(c map[string]any) { rule(c, 1)["algorithm"] = "Leaky" },
+			`rules[1](api).algorithm: "Leaky" is not one of TokenBucket, SlidingWindowLog`},
+		"sub-millisecond period": {func(c map[string]any) { limit(c, 1, 0)["period"] = "1500us" },
+			"rules[1](api).limits[0].period: must be a whole number of milliseconds, at least 1ms, got 1.5ms"},
+		"two limits of one period": {func(c map[string]any) {
+			rule(c, 1)["limits"] = []any{map[string]any{"requests": 60, "period": "1m"}, map[string]any{"requests": 100, "period": "60s"}}
+		}, "rules[1](api).limits[1].period: 1m0s is also the period of policies[0](public-api).rules[1](api).limits[0]"},
+		"no limits": {func(c map[string]any) { delete(rule(c, 1), "limits") }, "rules[1](api).limits: a rule needs 1 to 8 limits, got 0"},
+		"partition twice": {func(c map[string]any) {
+			rule(c, 1)["identity"] = map[string]any{"sources": []any{map[string]any{"shared": map[string]any{}}}, "partitionBy": []any{"Path", "Path"}}
+		}, "rules[1](api).identity.partitionBy[1]: Path is named twice"},
 		"bad CIDR": {func(c map[string]any) {
 			rule(c, 1)["identity"] = map[string]any{"sources": []any{map[string]any{"clientIP": map[string]any{"trustedProxies": []any{"10.0.0.0/33"}}}}}
 		}, `"10.0.0.0/33" is not a CIDR`},
@@ -86,6 +97,56 @@ func TestInvalidConfigsAreRefusedWithWhereAndWhy(t *testing.T) {
 			g.Expect(err).To(MatchError(ContainSubstring(path)), "the error names the file")
 		})
 	}
+}
+
+func TestEveryProblemIsReported(t *testing.T) {
+	g := NewWithT(t)
+	doc := exampleDoc(t)
+	limit(doc, 1, 0)["requests"] = 0
+	policy(doc, 0)["mode"] = "Block"
+	_, err := Parse(marshal(t, doc))
+	g.Expect(err).To(MatchError(And(ContainSubstring(".mode: "), ContainSubstring(".limits[0].requests: "))))
+}
+
+func TestOnlyWhiteSpaceMayFollowTheDocument(t *testing.T) {
+	valid := marshal(t, exampleDoc(t))
+	for name, tail := range map[string]string{
+		"a closing brace":   "}",
+		"a closing bracket": "]",
+		"a second document": ` {"schema":"x"}`,
+		"a word":            " trailing",
+	} {
+		t.Run(name, func(t *testing.T) {
+			g := NewWithT(t)
+			_, err := Parse(append(slices.Clone(valid), tail...))
+			g.Expect(err).To(MatchError(ContainSubstring("trailing data after the configuration")))
+		})
+	}
+	g := NewWithT(t)
+	_, err := Parse(append(slices.Clone(valid), " \n\t"...))
+	g.Expect(err).NotTo(HaveOccurred(), "white space after the document is fine")
+}
+
+func exampleDoc(t *testing.T) map[string]any {
+	t.Helper()
+	base, err := os.ReadFile("testdata/shop.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(base, &doc); err != nil {
+		t.Fatal(err)
+	}
+	return doc
+}
+
+func marshal(t *testing.T, doc map[string]any) []byte {
+	t.Helper()
+	data, err := json.Marshal(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
 }
 
 func policy(c map[string]any, i int) map[string]any {

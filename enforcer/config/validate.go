@@ -1,6 +1,7 @@
 package config
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -14,9 +15,11 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/sluice-dev/sluice/enforcer/limiter"
 )
+
+// MaxWindows bounds the limits of one rule (and of each tier and override);
+// the API allows 8.
+const MaxWindows = 8
 
 // Load reads and validates the compiled configuration at path.
 func Load(path string) (*Config, error) {
@@ -34,14 +37,16 @@ func Load(path string) (*Config, error) {
 // Parse decodes and validates a compiled configuration. Unknown fields are
 // errors: a typo must not silently drop a limit.
 func Parse(data []byte) (*Config, error) {
-	dec := json.NewDecoder(strings.NewReader(string(data)))
+	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	var c Config
 	if err := dec.Decode(&c); err != nil {
 		return nil, fmt.Errorf("decode: %w", err)
 	}
-	if dec.More() {
-		return nil, errors.New("decode: trailing data after the configuration")
+	// Only white space may follow the document (dec.More is false before a
+	// stray '}' or ']', so it cannot tell).
+	if rest := bytes.TrimSpace(data[dec.InputOffset():]); len(rest) > 0 {
+		return nil, fmt.Errorf("decode: trailing data after the configuration at offset %d", dec.InputOffset())
 	}
 	if err := c.Validate(); err != nil {
 		return nil, err
@@ -98,9 +103,9 @@ func (p *Policy) validate(path string, add addFunc) {
 	if _, err := metav1.LabelSelectorAsSelector(&p.Selector); err != nil {
 		add(path+".selector", "%v", err)
 	}
-	oneOf(add, path+".mode", p.Mode, "Enforce", "DryRun")
-	oneOf(add, path+".failureMode", p.FailureMode, string(limiter.FailOpen), string(limiter.FailClosed), string(limiter.FailLocal))
-	oneOf(add, path+".responseHeaders", p.ResponseHeaders, "XRateLimit", "IETF", "Both", "None")
+	oneOf(add, path+".mode", p.Mode, Modes)
+	oneOf(add, path+".failureMode", p.FailureMode, FailureModes)
+	oneOf(add, path+".responseHeaders", p.ResponseHeaders, ResponseHeaderSets)
 	if p.Timeout.Duration < time.Millisecond || p.Timeout.Duration > time.Second {
 		add(path+".timeout", "must be between 1ms and 1s, got %s", p.Timeout.Duration)
 	}
@@ -119,8 +124,7 @@ func (p *Policy) validate(path string, add addFunc) {
 		if p.Tiers.Default == "" {
 			add(path+".tiers.default", "must not be empty")
 		}
-		src := p.Tiers.Source
-		if src.members() != 1 || (src.Header == nil && src.JWTClaim == nil) {
+		if k := p.Tiers.Source.Kind(); k != SourceHeader && k != SourceJWTClaim {
 			add(path+".tiers.source", "must be exactly one of header or jwtClaim")
 		}
 	}
@@ -150,21 +154,47 @@ func (r *Rule) validate(path string, add addFunc) {
 		return
 	}
 	r.Identity.validate(path+".identity", add)
-	a := limiter.Algorithm(r.Algorithm)
-	checkWindows := func(at string, limits []Limit) {
-		if err := limiter.ValidateWindows(a, Windows(limits), r.Cost); err != nil {
-			add(at, "%s", strings.TrimPrefix(err.Error(), limiter.ErrInvalidRequest.Error()+": "))
-		}
+	oneOf(add, path+".algorithm", r.Algorithm, Algorithms)
+	if r.Cost < 1 {
+		add(path+".cost", "must be at least 1, got %d", r.Cost)
 	}
-	checkWindows(path+".limits", r.Limits)
+	r.validateLimits(path+".limits", r.Limits, add)
 	for _, tier := range slices.Sorted(maps.Keys(r.TierLimits)) {
-		checkWindows(fmt.Sprintf("%s.tierLimits[%s]", path, tier), r.TierLimits[tier])
+		r.validateLimits(fmt.Sprintf("%s.tierLimits[%s]", path, tier), r.TierLimits[tier], add)
 	}
 	for k, o := range r.Overrides {
 		if o.Tenant == "" {
 			add(fmt.Sprintf("%s.overrides[%d].tenant", path, k), "must not be empty")
 		}
-		checkWindows(fmt.Sprintf("%s.overrides[%d](%s).limits", path, k, o.Tenant), o.Limits)
+		r.validateLimits(fmt.Sprintf("%s.overrides[%d](%s).limits", path, k, o.Tenant), o.Limits, add)
+	}
+}
+
+// validateLimits checks one set of windows of r: the limiter decides any set
+// that passes, so the request path does not check again.
+func (r *Rule) validateLimits(path string, limits []Limit, add addFunc) {
+	if len(limits) == 0 || len(limits) > MaxWindows {
+		add(path, "a rule needs 1 to %d limits, got %d", MaxWindows, len(limits))
+	}
+	periods := make(map[time.Duration]int, len(limits))
+	for i, l := range limits {
+		at := fmt.Sprintf("%s[%d]", path, i)
+		if l.Requests < 1 {
+			add(at+".requests", "must be at least 1, got %d", l.Requests)
+		}
+		if p := l.Period.Duration; p < time.Millisecond || p%time.Millisecond != 0 {
+			add(at+".period", "must be a whole number of milliseconds, at least 1ms, got %s", p)
+		} else if j, dup := periods[p]; dup {
+			add(at+".period", "%s is also the period of %s[%d]: one limit per period", p, path, j)
+		} else {
+			periods[p] = i
+		}
+		if l.Burst < 0 {
+			add(at+".burst", "must not be negative, got %d", l.Burst)
+		}
+		if c := r.Algorithm.Capacity(l); l.Requests >= 1 && r.Cost > c {
+			add(at, "cost %d exceeds its capacity %d, so no request could ever pass", r.Cost, c)
+		}
 	}
 }
 
@@ -202,7 +232,7 @@ func (id *Identity) validate(path string, add addFunc) {
 	}
 	for i, s := range id.Sources {
 		at := fmt.Sprintf("%s.sources[%d]", path, i)
-		if s.members() != 1 {
+		if s.Kind() == "" {
 			add(at, "must be exactly one of header, apiKey, jwtClaim, clientIP or shared")
 			continue
 		}
@@ -219,32 +249,23 @@ func (id *Identity) validate(path string, add addFunc) {
 			}
 		}
 	}
-	for _, k := range id.PartitionBy {
-		oneOf(add, path+".partitionBy", k, "Method", "Path", "Host")
-	}
-}
-
-func (s *Source) members() int {
-	n := 0
-	for _, set := range []bool{s.Header != nil, s.APIKey != nil, s.JWTClaim != nil, s.ClientIP != nil, s.Shared != nil} {
-		if set {
-			n++
+	seen := map[PartitionKey]bool{}
+	for i, k := range id.PartitionBy {
+		at := fmt.Sprintf("%s.partitionBy[%d]", path, i)
+		oneOf(add, at, k, PartitionKeys)
+		if seen[k] {
+			add(at, "%s is named twice", k)
 		}
+		seen[k] = true
 	}
-	return n
 }
 
-// Windows converts limits to the limiter's windows.
-func Windows(limits []Limit) []limiter.Window {
-	ws := make([]limiter.Window, len(limits))
-	for i, l := range limits {
-		ws[i] = limiter.Window{Requests: l.Requests, Period: l.Period.Duration, Burst: l.Burst}
-	}
-	return ws
-}
-
-func oneOf(add addFunc, path, value string, allowed ...string) {
+func oneOf[T ~string](add addFunc, path string, value T, allowed []T) {
 	if !slices.Contains(allowed, value) {
-		add(path, "%q is not one of %s", value, strings.Join(allowed, ", "))
+		names := make([]string, len(allowed))
+		for i, a := range allowed {
+			names[i] = string(a)
+		}
+		add(path, "%q is not one of %s", value, strings.Join(names, ", "))
 	}
 }

@@ -114,13 +114,13 @@ func New(cfg config.Identity) (*Resolver, error) {
 	for _, name := range cfg.PartitionBy {
 		var p partition
 		switch name {
-		case "Method":
+		case config.PartitionByMethod:
 			p = byMethod
-		case "Path":
+		case config.PartitionByPath:
 			p = byPath
-		case "Host":
+		case config.PartitionByHost:
 			p = byHost
-		default:
+		default: // config.Parse refuses it
 			return nil, fmt.Errorf("partitionBy %q is not one of Method, Path, Host", name)
 		}
 		if slices.Contains(r.partition, p) {

@@ -91,7 +91,7 @@ func TestFirstSourceWithAValueNamesTheTenant(t *testing.T) {
 
 func TestAPIKeyIsNeverKeptRaw(t *testing.T) {
 	g := NewWithT(t)
-	res, err := New(config.Identity{Sources: []config.Source{apiKey("X-API-Key")}, PartitionBy: []string{"Path"}})
+	res, err := New(config.Identity{Sources: []config.Source{apiKey("X-API-Key")}, PartitionBy: []config.PartitionKey{config.PartitionByPath}})
 	g.Expect(err).NotTo(HaveOccurred())
 	id := res.Resolve(newRequest("GET", "/v1/orders", "192.0.2.7:4000", "X-API-Key: sk_live_0123456789abcdef"))
 	g.Expect(id.Tenant).To(Equal("sha256:" + sha256Hex("sk_live_0123456789abcdef")))
@@ -127,16 +127,16 @@ func TestSharedPutsEveryRequestInOneTenant(t *testing.T) {
 
 func TestPartitionByAppendsTheEndpointToTheTenant(t *testing.T) {
 	cases := map[string]struct {
-		partitionBy []string
+		partitionBy []config.PartitionKey
 		req         *request.Request
 		key         string
 	}{
-		"method": {[]string{"Method"}, newRequest("POST", "/v1/x", "192.0.2.7:1"), "acme\x00POST"},
-		"cleaned path, no query": {[]string{"Path"}, newRequest("GET", "http://shop.example.com//v1/./a/../orders?page=2", "192.0.2.7:1"),
+		"method": {[]config.PartitionKey{"Method"}, newRequest("POST", "/v1/x", "192.0.2.7:1"), "acme\x00POST"},
+		"cleaned path, no query": {[]config.PartitionKey{"Path"}, newRequest("GET", "http://shop.example.com//v1/./a/../orders?page=2", "192.0.2.7:1"),
 			"acme\x00/v1/orders"},
-		"host without port, lower case": {[]string{"Host"}, newRequest("GET", "http://Shop.Example.COM:8443/", "192.0.2.7:1"),
+		"host without port, lower case": {[]config.PartitionKey{"Host"}, newRequest("GET", "http://Shop.Example.COM:8443/", "192.0.2.7:1"),
 			"acme\x00shop.example.com"},
-		"all, in configured order": {[]string{"Host", "Method", "Path"}, newRequest("DELETE", "http://api.example.com/v1/orders/7", "192.0.2.7:1"),
+		"all, in configured order": {[]config.PartitionKey{"Host", "Method", "Path"}, newRequest("DELETE", "http://api.example.com/v1/orders/7", "192.0.2.7:1"),
 			"acme\x00api.example.com\x00DELETE\x00/v1/orders/7"},
 	}
 	for name, c := range cases {
@@ -154,7 +154,7 @@ func TestPartitionByAppendsTheEndpointToTheTenant(t *testing.T) {
 
 func TestAnonymousRequestsArePartitionedToo(t *testing.T) {
 	g := NewWithT(t)
-	res, err := New(config.Identity{Sources: []config.Source{header("X-Tenant-ID")}, PartitionBy: []string{"Method"}})
+	res, err := New(config.Identity{Sources: []config.Source{header("X-Tenant-ID")}, PartitionBy: []config.PartitionKey{"Method"}})
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(res.Resolve(newRequest("GET", "/", "192.0.2.7:1")).Key).To(Equal(Anonymous + "\x00GET"))
 }
@@ -169,8 +169,8 @@ func TestNewRefusesWhatItCannotResolve(t *testing.T) {
 		"header no name":    {config.Identity{Sources: []config.Source{header("")}}, "exactly one of"},
 		"jwt without claim": {config.Identity{Sources: []config.Source{jwtClaim("", "Authorization")}}, "exactly one of"},
 		"bad CIDR":          {config.Identity{Sources: []config.Source{clientIP("10.0.0.0/33")}}, `"10.0.0.0/33" is not a CIDR`},
-		"bad partition":     {config.Identity{Sources: []config.Source{shared()}, PartitionBy: []string{"Query"}}, `partitionBy "Query"`},
-		"partition twice":   {config.Identity{Sources: []config.Source{shared()}, PartitionBy: []string{"Path", "Method", "Path"}}, "partitionBy names Path twice"},
+		"bad partition":     {config.Identity{Sources: []config.Source{shared()}, PartitionBy: []config.PartitionKey{"Query"}}, `partitionBy "Query"`},
+		"partition twice":   {config.Identity{Sources: []config.Source{shared()}, PartitionBy: []config.PartitionKey{"Path", "Method", "Path"}}, "partitionBy names Path twice"},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -230,7 +230,7 @@ func BenchmarkResolve(b *testing.B) {
 		"clientIP": {config.Identity{Sources: []config.Source{clientIP("10.0.0.0/8")}}, newRequest("GET", "/", "10.1.2.3:1", "X-Forwarded-For: 203.0.113.9, 10.0.0.2")},
 		"jwtClaim": {config.Identity{Sources: []config.Source{jwtClaim("tenant_id", "Authorization")}},
 			newRequest("GET", "/", "192.0.2.7:1", "Authorization: Bearer "+token(`{"iss":"https://auth.example.com/","sub":"user-42","aud":"shop","exp":1900000000,"iat":1800000000,"tenant_id":"acme","scope":"orders:read orders:write"}`))},
-		"header+partition": {config.Identity{Sources: []config.Source{header("X-Tenant-ID")}, PartitionBy: []string{"Method", "Path"}},
+		"header+partition": {config.Identity{Sources: []config.Source{header("X-Tenant-ID")}, PartitionBy: []config.PartitionKey{"Method", "Path"}},
 			newRequest("GET", "/v1/orders/7", "192.0.2.7:1", "X-Tenant-ID: acme")},
 	}
 	for name, c := range cases {
@@ -254,7 +254,7 @@ func TestIdentify(t *testing.T) {
 	g := NewWithT(t)
 	res, err := New(config.Identity{
 		Sources:     []config.Source{header("X-Tenant"), shared()},
-		PartitionBy: []string{"Path", "Method"},
+		PartitionBy: []config.PartitionKey{"Path", "Method"},
 	})
 	g.Expect(err).NotTo(HaveOccurred())
 	r := newRequest("POST", "/v1/orders", "192.0.2.7:1", "X-Tenant: acme")

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+
+	"github.com/sluice-dev/sluice/enforcer/config"
 )
 
 // An HTTP request that one rule refuses consumes nothing from the others:
@@ -19,7 +21,7 @@ func TestRefusedRequestIsRefundedInOtherRules(t *testing.T) {
 				guard := newGuard(t, url)
 				generous := Request{Bucket: bucketFor(t), Algorithm: a, Cost: 2,
 					Windows: []Window{{Requests: 10, Period: time.Minute}, {Requests: 100, Period: time.Hour}},
-					Failure: FailurePolicy{Mode: FailClosed}}
+					Failure: FailurePolicy{Mode: config.FailClosed}}
 				strict := generous
 				strict.Bucket.Rule = "strict"
 				strict.Windows = []Window{{Requests: 2, Period: time.Hour}}

@@ -1,18 +1,9 @@
 package limiter
 
-import "time"
+import (
+	"time"
 
-// FailureMode is what a policy decides when Redis cannot answer in time.
-type FailureMode string
-
-const (
-	// FailOpen admits every request while Redis is unavailable.
-	FailOpen FailureMode = "Open"
-	// FailClosed refuses every request while Redis is unavailable.
-	FailClosed FailureMode = "Closed"
-	// FailLocal limits in-process while Redis is unavailable, each replica
-	// enforcing its share (limit / replicas) of the limit.
-	FailLocal FailureMode = "LocalFallback"
+	"github.com/sluice-dev/sluice/enforcer/config"
 )
 
 // DefaultTimeout is the Redis budget of one decision when a policy sets none.
@@ -20,7 +11,7 @@ const DefaultTimeout = 50 * time.Millisecond
 
 // FailurePolicy is a policy's answer to a Redis failure.
 type FailurePolicy struct {
-	Mode FailureMode
+	Mode config.FailureMode
 	// Timeout is the Redis budget of one decision; zero means DefaultTimeout.
 	Timeout time.Duration
 	// Replicas is the number of enforcers sharing the limit (at least 1);

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/sluice-dev/sluice/enforcer/config"
 )
 
 // ErrRedisUnavailable is returned, with the failure mode's decision, while
@@ -193,10 +195,10 @@ func (g *Guard) fallback(req *Request) Decision {
 	now := g.now()
 	w := req.Windows[0]
 	switch req.Failure.Mode {
-	case FailClosed:
+	case config.FailClosed:
 		return Decision{Limit: w.Requests, Period: w.Period, Reset: now.Add(closedRetryAfter),
 			RetryAfter: closedRetryAfter, Now: now, Degraded: true}
-	case FailLocal:
+	case config.FailLocal:
 		share := *req
 		share.Windows = make([]Window, len(req.Windows))
 		for i, w := range req.Windows {
@@ -206,7 +208,7 @@ func (g *Guard) fallback(req *Request) Decision {
 		d := decide(&share, allowed, at, results)
 		d.Degraded = true
 		return d
-	default: // FailOpen, and a mode this enforcer does not know
+	default: // config.FailOpen; Parse refuses other modes this enforcer does not know
 		return Decision{Allowed: true, Limit: w.Requests, Period: w.Period, Remaining: w.Requests,
 			Reset: now, Now: now, Degraded: true}
 	}

@@ -8,6 +8,7 @@ import (
 
 	. "github.com/onsi/gomega"
 
+	"github.com/sluice-dev/sluice/enforcer/config"
 	"github.com/sluice-dev/sluice/internal/redistest"
 )
 
@@ -19,7 +20,7 @@ func newGuard(t *testing.T, url string) *Guard {
 	return g
 }
 
-func requestWith(t *testing.T, mode FailureMode) Request {
+func requestWith(t *testing.T, mode config.FailureMode) Request {
 	return Request{Bucket: bucketFor(t), Algorithm: SlidingWindowLog, Cost: 1,
 		Windows: []Window{{Requests: 10, Period: time.Minute}},
 		Failure: FailurePolicy{Mode: mode, Timeout: 50 * time.Millisecond, Replicas: 2}}
@@ -53,7 +54,7 @@ func TestGuardFailureModesWhenRedisStops(t *testing.T) {
 		return o, errs
 	}
 
-	for _, mode := range []FailureMode{FailOpen, FailClosed, FailLocal} {
+	for _, mode := range []config.FailureMode{config.FailOpen, config.FailClosed, config.FailLocal} {
 		o, errs := decideN(t, requestWith(t, mode), 1)
 		NewWithT(t).Expect(errs).To(BeEmpty(), "Redis is up for %s", mode)
 		NewWithT(t).Expect(o.allowed).To(Equal(1))
@@ -61,13 +62,13 @@ func TestGuardFailureModesWhenRedisStops(t *testing.T) {
 
 	server.Stop()
 	cases := []struct {
-		mode FailureMode
+		mode config.FailureMode
 		want outcome
 	}{
-		{FailOpen, outcome{allowed: 12}},
-		{FailClosed, outcome{denied: 12}},
+		{config.FailOpen, outcome{allowed: 12}},
+		{config.FailClosed, outcome{denied: 12}},
 		// 10/min shared by 2 replicas: this one enforces 5 on its own
-		{FailLocal, outcome{allowed: 5, denied: 7}},
+		{config.FailLocal, outcome{allowed: 5, denied: 7}},
 	}
 	for _, c := range cases {
 		t.Run(string(c.mode), func(t *testing.T) {
@@ -78,7 +79,7 @@ func TestGuardFailureModesWhenRedisStops(t *testing.T) {
 		})
 	}
 	t.Run("Closed asks clients to retry later", func(t *testing.T) {
-		d, err := guard.Allow(context.Background(), requestWith(t, FailClosed))
+		d, err := guard.Allow(context.Background(), requestWith(t, config.FailClosed))
 		NewWithT(t).Expect(err).To(HaveOccurred())
 		NewWithT(t).Expect(d.RetryAfter).To(Equal(time.Second))
 	})
@@ -90,7 +91,7 @@ func TestGuardFailureModesWhenRedisStops(t *testing.T) {
 
 	// Back with no scripts loaded and no keys: decisions resume unaided.
 	NewWithT(t).Expect(server.Restart()).To(Succeed())
-	req := requestWith(t, FailClosed)
+	req := requestWith(t, config.FailClosed)
 	NewWithT(t).Eventually(func() error {
 		_, err := guard.Allow(context.Background(), req)
 		return err
@@ -106,7 +107,7 @@ func TestGuardHungRedisAnswersWithinTimeout(t *testing.T) {
 	g := NewWithT(t)
 	server := redistest.Start(t)
 	guard := newGuard(t, server.URL())
-	req := requestWith(t, FailOpen)
+	req := requestWith(t, config.FailOpen)
 	_, err := guard.Allow(context.Background(), req)
 	g.Expect(err).NotTo(HaveOccurred())
 
@@ -141,7 +142,7 @@ func TestScriptFlushIsRecoveredTransparently(t *testing.T) {
 	g := NewWithT(t)
 	server := redistest.Start(t)
 	guard := newGuard(t, server.URL())
-	req := requestWith(t, FailClosed)
+	req := requestWith(t, config.FailClosed)
 	for i := range 4 {
 		if i == 2 {
 			g.Expect(server.Client().ScriptFlush(context.Background()).Err()).To(Succeed())
@@ -156,7 +157,7 @@ func TestScriptFlushIsRecoveredTransparently(t *testing.T) {
 func TestCallerGivingUpIsNotARedisFailure(t *testing.T) {
 	g := NewWithT(t)
 	guard := newGuard(t, standalone.URL())
-	req := requestWith(t, FailClosed)
+	req := requestWith(t, config.FailClosed)
 	for range tripAfter + 1 {
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel() // the client hung up before the decision
@@ -172,7 +173,7 @@ func TestCallerGivingUpIsNotARedisFailure(t *testing.T) {
 func TestOneStalledBatchDoesNotTripTheGuard(t *testing.T) {
 	g := NewWithT(t)
 	guard := newGuard(t, standalone.URL())
-	req := requestWith(t, FailClosed)
+	req := requestWith(t, config.FailClosed)
 	// Many requests of one batch failing in the same instant, as when the
 	// enforcer was starved of CPU, say nothing lasting about Redis.
 	for range 10 {

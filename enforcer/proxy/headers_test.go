@@ -8,6 +8,7 @@ import (
 	"github.com/dunglas/httpsfv"
 	. "github.com/onsi/gomega"
 
+	"github.com/sluice-dev/sluice/enforcer/config"
 	"github.com/sluice-dev/sluice/enforcer/limiter"
 	"github.com/sluice-dev/sluice/enforcer/route"
 )
@@ -165,7 +166,7 @@ func TestWriteWouldDeny(t *testing.T) {
 func TestRefusal(t *testing.T) {
 	g := NewWithT(t)
 	c := check("login", "Both", false, "attempts")
-	c.Policy.Failure.Mode = limiter.FailClosed
+	c.Policy.Failure.Mode = config.FailClosed
 	p := refusal(&c, &limiter.Decision{Limit: 5, Period: 90 * time.Minute, RetryAfter: 1100 * time.Millisecond})
 	g.Expect(*p).To(Equal(Problem{Type: ProblemRateLimited, Title: "Too Many Requests", Status: 429,
 		Detail: "Rule attempts of policy login allows 5 requests per 1h30m. Retry in 2 s.", Policy: "login", Rule: "attempts", RetryAfter: 2}))
@@ -175,7 +176,7 @@ func TestRefusal(t *testing.T) {
 	g.Expect(p.Type).To(Equal(ProblemLimiterUnavailable))
 	g.Expect(p.RetryAfter).To(Equal(int64(1)))
 
-	c.Policy.Failure.Mode = limiter.FailLocal
+	c.Policy.Failure.Mode = config.FailLocal
 	p = refusal(&c, &limiter.Decision{Limit: 2, Period: time.Second, RetryAfter: 300 * time.Millisecond, Degraded: true})
 	g.Expect(p.Status).To(Equal(429), "a local fallback refusal is a rate limit")
 	g.Expect(p.RetryAfter).To(Equal(int64(1)))

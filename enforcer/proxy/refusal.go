@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/sluice-dev/sluice/enforcer/config"
 	"github.com/sluice-dev/sluice/enforcer/limiter"
 	"github.com/sluice-dev/sluice/enforcer/route"
 )
@@ -15,7 +16,7 @@ import (
 func refusal(c *route.Check, d *limiter.Decision) *Problem {
 	retry := max(ceilSeconds(d.RetryAfter), 1)
 	p := &Problem{Policy: c.Policy.Name, Rule: c.Rule.Name, RetryAfter: retry}
-	if d.Degraded && c.Policy.Failure.Mode == limiter.FailClosed {
+	if d.Degraded && c.Policy.Failure.Mode == config.FailClosed {
 		p.Type, p.Status, p.Title = ProblemLimiterUnavailable, http.StatusServiceUnavailable, "Rate limiter unavailable"
 		p.Detail = fmt.Sprintf("Policy %s cannot check rule %s because its rate limit store is unavailable, and it refuses requests until it is back. Retry in %d s.",
 			c.Policy.Name, c.Rule.Name, retry)

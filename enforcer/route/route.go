@@ -248,13 +248,13 @@ func compilePolicy(cp *config.Policy) (*Policy, error) {
 		Name:              cp.Name,
 		UID:               cp.UID,
 		Generation:        cp.Generation,
-		DryRun:            cp.Mode == "DryRun",
-		XRateLimitHeaders: cp.ResponseHeaders == "XRateLimit" || cp.ResponseHeaders == "Both",
-		IETFHeaders:       cp.ResponseHeaders == "IETF" || cp.ResponseHeaders == "Both",
+		DryRun:            cp.Mode == config.ModeDryRun,
+		XRateLimitHeaders: cp.ResponseHeaders.XRateLimit(),
+		IETFHeaders:       cp.ResponseHeaders.IETF(),
 		RedisURLEnv:       cp.RedisURLEnv,
 		UpstreamPort:      cp.UpstreamPort,
 		Failure: limiter.FailurePolicy{
-			Mode:     limiter.FailureMode(cp.FailureMode),
+			Mode:     cp.FailureMode,
 			Timeout:  cp.Timeout.Duration,
 			Replicas: max(1, int(cp.Replicas)),
 		},
@@ -366,17 +366,17 @@ func compileRule(cr *config.Rule, resolvers *[]compiledIdentity) (*Rule, error) 
 		}
 		*resolvers = append(*resolvers, compiledIdentity{cfg: cr.Identity, resolver: r.identity})
 	}
-	r.limits = config.Windows(cr.Limits)
+	r.limits = limiterWindows(cr.Limits)
 	if len(cr.TierLimits) > 0 {
 		r.perTier = make(map[string][]limiter.Window, len(cr.TierLimits))
 		for tier, limits := range cr.TierLimits {
-			r.perTier[tier] = config.Windows(limits)
+			r.perTier[tier] = limiterWindows(limits)
 		}
 	}
 	if len(cr.Overrides) > 0 {
 		r.overrides = make(map[string][]limiter.Window, len(cr.Overrides))
 		for _, o := range cr.Overrides {
-			w := config.Windows(o.Limits)
+			w := limiterWindows(o.Limits)
 			r.overrides[o.Tenant] = w
 			if canonical := canonicalTenant(o.Tenant); canonical != o.Tenant {
 				if _, ok := r.overrides[canonical]; !ok {
@@ -386,6 +386,15 @@ func compileRule(cr *config.Rule, resolvers *[]compiledIdentity) (*Rule, error) 
 		}
 	}
 	return r, nil
+}
+
+// limiterWindows converts limits to the limiter's windows, once per rule.
+func limiterWindows(limits []config.Limit) []limiter.Window {
+	ws := make([]limiter.Window, len(limits))
+	for i, l := range limits {
+		ws[i] = limiter.Window{Requests: l.Requests, Period: l.Period.Duration, Burst: l.Burst}
+	}
+	return ws
 }
 
 // windows are the rule's windows for a tenant (as overrides name it) of a

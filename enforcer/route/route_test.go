@@ -249,11 +249,11 @@ func TestCheckCarriesWhatTheLimiterNeeds(t *testing.T) {
 
 	g.Expect(plans.Request.Algorithm).To(Equal(limiter.SlidingWindowCounter))
 	g.Expect(plans.Request.Cost).To(Equal(int64(1)))
-	g.Expect(plans.Request.Failure).To(Equal(limiter.FailurePolicy{Mode: limiter.FailOpen, Timeout: 50 * time.Millisecond, Replicas: 3}))
+	g.Expect(plans.Request.Failure).To(Equal(limiter.FailurePolicy{Mode: config.FailOpen, Timeout: 50 * time.Millisecond, Replicas: 3}))
 	g.Expect(plans.Policy.DryRun).To(BeFalse())
 	g.Expect(all.Request.Algorithm).To(Equal(limiter.FixedWindow))
 	g.Expect(all.Request.Cost).To(Equal(int64(2)))
-	g.Expect(all.Request.Failure).To(Equal(limiter.FailurePolicy{Mode: limiter.FailClosed, Timeout: 20 * time.Millisecond, Replicas: 1}))
+	g.Expect(all.Request.Failure).To(Equal(limiter.FailurePolicy{Mode: config.FailClosed, Timeout: 20 * time.Millisecond, Replicas: 1}))
 	g.Expect(all.Policy.DryRun).To(BeTrue())
 	g.Expect(all.Policy.RedisURLEnv).To(Equal("SLUICE_REDIS_URL_ADMIN"))
 	g.Expect(all.Policy.IETFHeaders).To(BeTrue(), "responseHeaders: IETF")

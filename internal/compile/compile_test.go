@@ -124,15 +124,15 @@ func TestPolicyFieldsAndDefaults(t *testing.T) {
 	g.Expect(compiled.Replicas).To(BeEquivalentTo(3))
 	g.Expect(compiled.UpstreamPort).To(BeEquivalentTo(8080))
 	g.Expect(compiled.Selector.MatchLabels).To(HaveKeyWithValue("app.kubernetes.io/name", "public-api"))
-	g.Expect(compiled.Mode).To(Equal("Enforce"))
-	g.Expect(compiled.FailureMode).To(Equal("Open"))
+	g.Expect(compiled.Mode).To(Equal(config.ModeEnforce))
+	g.Expect(compiled.FailureMode).To(Equal(config.FailOpen))
 	g.Expect(compiled.Timeout.Duration).To(Equal(50 * time.Millisecond))
-	g.Expect(compiled.ResponseHeaders).To(Equal("Both"))
+	g.Expect(compiled.ResponseHeaders).To(Equal(config.HeadersBoth))
 	g.Expect(compiled.RedisURLEnv).To(BeEmpty(), "no storage: the operator's default Redis")
 	g.Expect(compiled.Tiers).To(BeNil())
 
 	api := compiledRule(g, compiled, "api")
-	g.Expect(api.Algorithm).To(Equal("TokenBucket"))
+	g.Expect(api.Algorithm).To(Equal(config.TokenBucket))
 	g.Expect(api.Cost).To(BeEquivalentTo(1))
 	g.Expect(api.Limits).To(Equal([]config.Limit{{Requests: 60, Period: config.Duration{Duration: time.Minute}, Burst: 60}}))
 	g.Expect(api.TierLimits).To(BeNil())
@@ -144,7 +144,7 @@ func TestDefaultFailureMode(t *testing.T) {
 		name     string
 		spec     v1alpha1.FailureMode
 		operator v1alpha1.FailureMode
-		want     string
+		want     config.FailureMode
 	}{
 		{"spec wins", v1alpha1.FailureModeClosed, v1alpha1.FailureModeLocalFallback, "Closed"},
 		{"operator default when the spec has none", "", v1alpha1.FailureModeLocalFallback, "LocalFallback"},
@@ -235,7 +235,7 @@ func TestRuleIdentity(t *testing.T) {
 		{"the policy's", &v1alpha1.Identity{
 			Sources:     []v1alpha1.IdentitySource{{Header: &v1alpha1.HeaderSource{Name: "X-Tenant-ID"}}, {ClientIP: &v1alpha1.ClientIPSource{}}},
 			PartitionBy: []v1alpha1.PartitionKey{v1alpha1.PartitionByPath},
-		}, nil, config.Identity{Sources: []config.Source{tenantHeader, clientIP}, PartitionBy: []string{"Path"}}},
+		}, nil, config.Identity{Sources: []config.Source{tenantHeader, clientIP}, PartitionBy: []config.PartitionKey{config.PartitionByPath}}},
 		{"the rule's own, as a whole", &v1alpha1.Identity{
 			Sources:     []v1alpha1.IdentitySource{{Header: &v1alpha1.HeaderSource{Name: "X-Tenant-ID"}}},
 			PartitionBy: []v1alpha1.PartitionKey{v1alpha1.PartitionByPath},
@@ -297,7 +297,7 @@ func TestExemptRules(t *testing.T) {
 
 	web := compiledRule(g, compiled, "web")
 	g.Expect(web.Exempt).To(BeFalse())
-	g.Expect(web.Algorithm).To(Equal("FixedWindow"))
+	g.Expect(web.Algorithm).To(Equal(config.FixedWindow))
 	g.Expect(web.Match).To(Equal(config.Match{}), "a rule without match matches every request")
 }
 

@@ -67,10 +67,10 @@ func policy(p *v1alpha1.RateLimitPolicy, spec *v1alpha1.RateLimitPolicySpec, rep
 		Replicas:        replicas,
 		UpstreamPort:    spec.UpstreamPort,
 		TrustedProxies:  slices.Clone(spec.TrustedProxies),
-		Mode:            string(spec.Mode),
-		FailureMode:     string(spec.FailureMode),
+		Mode:            config.Mode(spec.Mode),
+		FailureMode:     config.FailureMode(spec.FailureMode),
 		Timeout:         config.Duration{Duration: spec.Timeout.Duration},
-		ResponseHeaders: string(spec.ResponseHeaders),
+		ResponseHeaders: config.ResponseHeaders(spec.ResponseHeaders),
 		Salt:            string(p.UID),
 	}
 	if out.Salt == "" {
@@ -107,7 +107,7 @@ func rule(spec *v1alpha1.RateLimitPolicySpec, r *v1alpha1.Rule, tiers []string, 
 		out.Exempt = true
 		return out
 	}
-	out.Algorithm = string(r.Algorithm)
+	out.Algorithm = config.Algorithm(r.Algorithm)
 	out.Cost = int64(r.Cost)
 	// A tier no limit names resolves like the empty tier: untiered limits,
 	// else the default tier's.
@@ -146,7 +146,7 @@ func identity(id v1alpha1.Identity) config.Identity {
 		out.Sources = append(out.Sources, source(s))
 	}
 	for _, k := range id.PartitionBy {
-		out.PartitionBy = append(out.PartitionBy, string(k))
+		out.PartitionBy = append(out.PartitionBy, config.PartitionKey(k))
 	}
 	return out
 }

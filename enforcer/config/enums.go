@@ -1,0 +1,124 @@
+package config
+
+// The enumerations of the wire format. The compiler writes them from the API
+// types, Parse refuses any other value, and the data plane switches on these
+// constants instead of spelling the strings again.
+
+// Mode says whether a policy refuses requests over a limit.
+type Mode string
+
+const (
+	// ModeEnforce answers 429 to requests over a limit.
+	ModeEnforce Mode = "Enforce"
+	// ModeDryRun forwards every request and counts the ones it would refuse.
+	ModeDryRun Mode = "DryRun"
+)
+
+// Modes lists every Mode.
+var Modes = []Mode{ModeEnforce, ModeDryRun}
+
+// FailureMode is what a policy decides when Redis cannot answer in time.
+type FailureMode string
+
+const (
+	// FailOpen admits every request while Redis is unavailable.
+	FailOpen FailureMode = "Open"
+	// FailClosed refuses every request while Redis is unavailable.
+	FailClosed FailureMode = "Closed"
+	// FailLocal limits in-process while Redis is unavailable, each replica
+	// enforcing its share (limit / replicas) of the limit.
+	FailLocal FailureMode = "LocalFallback"
+)
+
+// FailureModes lists every FailureMode.
+var FailureModes = []FailureMode{FailOpen, FailClosed, FailLocal}
+
+// ResponseHeaders says which rate limit headers responses carry.
+type ResponseHeaders string
+
+const (
+	// HeadersXRateLimit sends X-RateLimit-Limit, -Remaining and -Reset.
+	HeadersXRateLimit ResponseHeaders = "XRateLimit"
+	// HeadersIETF sends the RateLimit-Policy and RateLimit fields.
+	HeadersIETF ResponseHeaders = "IETF"
+	// HeadersBoth sends both sets.
+	HeadersBoth ResponseHeaders = "Both"
+	// HeadersNone sends no rate limit headers; a 429 still carries Retry-After.
+	HeadersNone ResponseHeaders = "None"
+)
+
+// ResponseHeaderSets lists every ResponseHeaders.
+var ResponseHeaderSets = []ResponseHeaders{HeadersXRateLimit, HeadersIETF, HeadersBoth, HeadersNone}
+
+// XRateLimit reports whether responses carry the X-RateLimit-* headers.
+func (h ResponseHeaders) XRateLimit() bool { return h == HeadersXRateLimit || h == HeadersBoth }
+
+// IETF reports whether responses carry the IETF RateLimit fields.
+func (h ResponseHeaders) IETF() bool { return h == HeadersIETF || h == HeadersBoth }
+
+// PartitionKey is a request attribute added to the tenant, so each value
+// gets a budget of its own.
+type PartitionKey string
+
+const (
+	PartitionByMethod PartitionKey = "Method"
+	PartitionByPath   PartitionKey = "Path"
+	PartitionByHost   PartitionKey = "Host"
+)
+
+// PartitionKeys lists every PartitionKey.
+var PartitionKeys = []PartitionKey{PartitionByMethod, PartitionByPath, PartitionByHost}
+
+// Algorithm is how a rule counts requests. The limiter implements each; the
+// wire format only names them and knows which use a burst.
+type Algorithm string
+
+const (
+	TokenBucket          Algorithm = "TokenBucket"
+	SlidingWindowLog     Algorithm = "SlidingWindowLog"
+	SlidingWindowCounter Algorithm = "SlidingWindowCounter"
+	FixedWindow          Algorithm = "FixedWindow"
+)
+
+// Algorithms lists every Algorithm.
+var Algorithms = []Algorithm{TokenBucket, SlidingWindowLog, SlidingWindowCounter, FixedWindow}
+
+// Capacity is the most a window of algorithm a can ever admit at once: a
+// token bucket's Burst when set, else Requests.
+func (a Algorithm) Capacity(l Limit) int64 {
+	if a == TokenBucket && l.Burst > 0 {
+		return l.Burst
+	}
+	return l.Requests
+}
+
+// SourceKind names the member a Source sets.
+type SourceKind string
+
+const (
+	SourceHeader   SourceKind = "header"
+	SourceAPIKey   SourceKind = "apiKey"
+	SourceJWTClaim SourceKind = "jwtClaim"
+	SourceClientIP SourceKind = "clientIP"
+	SourceShared   SourceKind = "shared"
+)
+
+// Kind is the member s sets, or "" unless it sets exactly one.
+func (s *Source) Kind() SourceKind {
+	kind, n := SourceKind(""), 0
+	for _, m := range [...]struct {
+		set  bool
+		kind SourceKind
+	}{
+		{s.Header != nil, SourceHeader}, {s.APIKey != nil, SourceAPIKey}, {s.JWTClaim != nil, SourceJWTClaim},
+		{s.ClientIP != nil, SourceClientIP}, {s.Shared != nil, SourceShared},
+	} {
+		if m.set {
+			kind, n = m.kind, n+1
+		}
+	}
+	if n != 1 {
+		return ""
+	}
+	return kind
+}
