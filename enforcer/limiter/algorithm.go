@@ -39,7 +39,7 @@ type algorithm struct {
 }
 
 // algorithms is the one table of algorithms, in the order of the API's enum.
-var algorithms = []*algorithm{&tokenBucket, &slidingWindowLog, &slidingWindowCounter, &fixedWindow}
+var algorithms = []*algorithm{&tokenBucket, &slidingWindowLog, &slidingWindowCounter, &fixedWindow, &gcra}
 
 var algorithmsByName = func() map[Algorithm]*algorithm {
 	m := make(map[Algorithm]*algorithm, len(algorithms))
@@ -74,6 +74,14 @@ func (a Algorithm) code() string {
 		return d.code
 	}
 	return "unknown"
+}
+
+// burstCapacity is the capacity of a window of an algorithm with a burst.
+func burstCapacity(w Window) int64 {
+	if w.Burst > 0 {
+		return w.Burst
+	}
+	return w.Requests
 }
 
 // windowArgs is the usual ARGV of one window: requests, period in ms.

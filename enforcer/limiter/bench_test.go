@@ -20,6 +20,7 @@ func BenchmarkRedisDecision(b *testing.B) {
 		SlidingWindowLog:     {{Requests: 1 << 40, Period: time.Second}},
 		SlidingWindowCounter: {{Requests: 1 << 40, Period: time.Minute}},
 		FixedWindow:          {{Requests: 1 << 40, Period: time.Minute}},
+		GCRA:                 {{Requests: 1 << 40, Period: time.Minute}},
 	}
 	for _, a := range Algorithms {
 		for _, concurrency := range []int{1, 16, 64} {
@@ -65,6 +66,7 @@ func BenchmarkKeyMemory(b *testing.B) {
 		{"TokenBucket", TokenBucket, 1},
 		{"FixedWindow", FixedWindow, 1},
 		{"SlidingWindowCounter", SlidingWindowCounter, 1},
+		{"GCRA", GCRA, 1},
 		{"SlidingWindowLog/100", SlidingWindowLog, 100},
 		{"SlidingWindowLog/1000", SlidingWindowLog, 1000},
 	}

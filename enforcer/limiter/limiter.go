@@ -19,15 +19,16 @@ import (
 type Window struct {
 	Requests int64
 	Period   time.Duration
-	// Burst is the capacity of the algorithms that have one (TokenBucket);
+	// Burst is the capacity of the algorithms that have one (TokenBucket,
+	// GCRA);
 	// zero means Requests. Other algorithms ignore it.
 	Burst int64
 }
 
 // capacity is the most a window can ever admit at once.
 func (w Window) capacity(a Algorithm) int64 {
-	if d := a.descriptor(); d != nil && d.burst && w.Burst > 0 {
-		return w.Burst
+	if d := a.descriptor(); d != nil && d.burst {
+		return burstCapacity(w)
 	}
 	return w.Requests
 }

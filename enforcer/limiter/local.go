@@ -104,7 +104,8 @@ type localKey struct {
 // localEntry is one window's state, the scripts' hash or sorted set.
 type localEntry struct {
 	expires int64 // µs since the epoch: the key's TTL in the scripts
-	// TokenBucket: tokens at time last (µs).
+	// TokenBucket: tokens at time last (µs). GCRA: last is the theoretical
+	// arrival time (µs).
 	tokens float64
 	last   int64
 	// FixedWindow: window number and its count. SlidingWindowCounter: also
@@ -124,6 +125,7 @@ type localWindow struct {
 	win                        int64   // FixedWindow, SlidingWindowCounter
 	count, prev                int64   // count: FixedWindow, SlidingWindowLog, SlidingWindowCounter's current
 	tokens, estimate           float64 // TokenBucket, SlidingWindowCounter
+	tat, interval, tolerance   int64   // GCRA, in µs
 }
 
 // Check runs the algorithm for req (already validated) at the local clock and

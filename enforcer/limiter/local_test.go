@@ -324,7 +324,7 @@ func TestLocalRetryAndResetHold(t *testing.T) {
 				allowed, _, results := l.Check(&req)
 				return allowed, results[0]
 			}
-			exact := a == FixedWindow || a == SlidingWindowLog
+			exact := a == FixedWindow || a == SlidingWindowLog || a == GCRA
 			for i := range 3000 {
 				clock.set(clock.elapsed() + time.Duration(rng.Int64N(int64(w.Period/8))).Truncate(time.Microsecond))
 				cost := 1 + rng.Int64N(min(capacity, 4))

@@ -18,11 +18,7 @@ var tokenBucket = algorithm{
 
 // tokenBucketArgs is a window's ARGV: requests, period in ms, capacity.
 func tokenBucketArgs(dst []any, w Window) []any {
-	capacity := w.Requests
-	if w.Burst > 0 {
-		capacity = w.Burst
-	}
-	return append(windowArgs(dst, w), capacity)
+	return append(windowArgs(dst, w), burstCapacity(w))
 }
 
 func (p *localWindow) readTokenBucket(now, cost int64) bool {

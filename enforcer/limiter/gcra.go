@@ -1,0 +1,65 @@
+package limiter
+
+// GCRA is the generic cell rate algorithm: one timestamp per window, the
+// theoretical arrival time, spaced Period/Requests per unit of cost, with
+// Burst (default Requests) units of tolerance. It admits what a TokenBucket
+// of the same Requests, Period and Burst admits, in less memory, and its
+// Retry-After is exact to the microsecond.
+const GCRA Algorithm = "GCRA"
+
+var gcra = algorithm{
+	name:   GCRA,
+	code:   "gcra",
+	script: newScript("gcra.lua"),
+	burst:  true,
+	args:   gcraArgs,
+	read:   (*localWindow).readGCRA,
+	answer: (*localWindow).answerGCRA,
+}
+
+// gcraMaxTolerance bounds a window's tolerance (about 35 years of µs) so
+// that every TAT stays an exact integer in the script's doubles.
+const gcraMaxTolerance = 1 << 50
+
+// gcraSpacing is a window's emission interval, period (µs) / requests
+// rounded up to a whole microsecond, and its tolerance, capacity intervals.
+func gcraSpacing(requests, period, capacity int64) (interval, tolerance int64) {
+	interval = ceilDiv(period, requests)
+	if capacity > gcraMaxTolerance/interval {
+		return interval, gcraMaxTolerance
+	}
+	return interval, capacity * interval
+}
+
+// gcraArgs is a window's ARGV: emission interval and tolerance, in µs.
+func gcraArgs(dst []any, w Window) []any {
+	interval, tolerance := gcraSpacing(w.Requests, w.Period.Microseconds(), burstCapacity(w))
+	return append(dst, interval, tolerance)
+}
+
+func (p *localWindow) readGCRA(now, cost int64) bool {
+	p.interval, p.tolerance = gcraSpacing(p.requests, p.period, p.capacity)
+	p.tat = now
+	if !p.fresh {
+		p.tat = max(now, p.entry.last)
+	}
+	return p.tat+cost*p.interval-now <= p.tolerance
+}
+
+func (p *localWindow) answerGCRA(now, cost int64, allowed bool) (remaining, reset, retry int64) {
+	tat := p.tat
+	if allowed {
+		if cost > 0 {
+			tat += cost * p.interval
+			if e := p.entry; e != nil {
+				// once reached, the TAT equals no state: let it expire then
+				e.last = tat
+				e.expires = now + expiryMs(float64(ceilDiv(tat-now, 1000)))
+			}
+		}
+	} else if due := tat + cost*p.interval - p.tolerance; due > now {
+		retry = due - now
+	}
+	// a lowered limit can leave the TAT beyond the tolerance
+	return max(0, (p.tolerance-(tat-now))/p.interval), tat, retry
+}

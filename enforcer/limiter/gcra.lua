@@ -1,0 +1,80 @@
+-- GCRA, the generic cell rate algorithm: one timestamp per window, its
+-- theoretical arrival time (TAT), the time at which the window is whole
+-- again. Each unit of cost moves the TAT one emission interval (period /
+-- requests) later; a request of cost n is admitted while the TAT it leaves
+-- stays within the tolerance (capacity emission intervals) of now, so the
+-- capacity (burst) can be spent at once and comes back one unit per
+-- interval. Every window is checked before any is moved, so a refusal
+-- consumes nothing. All arithmetic is on whole microseconds: exact.
+--
+-- KEYS[i]   string: the TAT of window i in µs, expiring when it is reached
+-- ARGV[1]   cost: units this request takes (0 reads without taking); -n
+--           refunds the n units an admitted decision took, up to whole
+-- ARGV[2+2(i-1)] emission interval in µs (period / requests, rounded up),
+--           ARGV[3+2(i-1)] tolerance in µs (capacity * interval) of window i
+-- Reply     {allowed (0|1), now_µs, then per window i: remaining, reset_µs, retry_µs}
+--           remaining: whole units that fit now; reset_µs: the TAT, when the
+--           window is whole again; retry_µs: exact wait until cost fits (0 if
+--           it does). A refund replies the number of windows it gave back to.
+
+local time = redis.call('TIME')
+local now = tonumber(time[1]) * 1000000 + tonumber(time[2])
+local cost = tonumber(ARGV[1])
+
+-- stores a TAT, living until it is reached: from then on no state is whole state
+local function store(key, tat)
+  redis.call('SET', key, string.format('%d', tat), 'PX', math.max(1, math.ceil((tat - now) / 1000)))
+end
+
+if cost < 0 then
+  local refunded = 0
+  for i = 1, #KEYS do
+    local tat = redis.call('GET', KEYS[i])
+    if tat then
+      local back = tonumber(tat) + cost * tonumber(ARGV[2 + 2 * (i - 1)])
+      if back > now then
+        store(KEYS[i], back)
+      else
+        redis.call('DEL', KEYS[i])
+      end
+      refunded = refunded + 1
+    end
+  end
+  return refunded
+end
+
+local tats, intervals, tolerances = {}, {}, {}
+local allowed = 1
+for i = 1, #KEYS do
+  local a = 2 + 2 * (i - 1)
+  intervals[i] = tonumber(ARGV[a])
+  tolerances[i] = tonumber(ARGV[a + 1])
+  local tat = now
+  local stored = redis.call('GET', KEYS[i])
+  if stored then
+    tat = math.max(now, tonumber(stored))
+  end
+  tats[i] = tat
+  if tat + cost * intervals[i] - now > tolerances[i] then
+    allowed = 0
+  end
+end
+
+local reply = {allowed, now}
+for i = 1, #KEYS do
+  local tat, interval, tolerance = tats[i], intervals[i], tolerances[i]
+  local retry = 0
+  if allowed == 1 then
+    if cost > 0 then
+      tat = tat + cost * interval
+      store(KEYS[i], tat)
+    end
+  elseif tat + cost * interval - now > tolerance then
+    retry = tat + cost * interval - tolerance - now
+  end
+  -- a lowered limit can leave the TAT beyond the tolerance
+  reply[#reply + 1] = math.max(0, math.floor((tolerance - (tat - now)) / interval))
+  reply[#reply + 1] = tat
+  reply[#reply + 1] = retry
+end
+return reply
