@@ -44,11 +44,11 @@ type selectedPod struct {
 
 // setEnforcerStatus computes the part of the status the status controller
 // owns, enforcers, decisions and Ready, and returns the Event of a Ready
-// transition, or nil. published is the hash of the namespace's published
-// configuration ("" when unknown): an enforcer running the policy's
-// generation from an older configuration (one with another pod count, for
-// LocalFallback's shares) is not up to date yet.
-func setEnforcerStatus(p *v1alpha1.RateLimitPolicy, pods []selectedPod, published string, now metav1.Time) *statusEvent {
+// transition, or nil. published is what the namespace's configurations
+// hold for the policy: an enforcer running the policy's generation from a
+// configuration whose entry for it differs (another pod count, for
+// LocalFallback's share) is not up to date yet.
+func setEnforcerStatus(p *v1alpha1.RateLimitPolicy, pods []selectedPod, published publishedEntries, now metav1.Time) *statusEvent {
 	var before *metav1.Condition
 	if c := apimeta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionReady); c != nil {
 		before = c.DeepCopy()
@@ -83,7 +83,8 @@ type enforcerCheck struct {
 	// loaded are the generations that stale enforcers run.
 	loaded []int64
 	// outdated enforcers run the current generation from an older
-	// configuration of the namespace than the one published.
+	// configuration of the namespace, whose entry for the policy differs
+	// from the published one.
 	outdated []selectedPod
 }
 
@@ -93,7 +94,7 @@ type degradedEnforcer struct {
 	failureMode string
 }
 
-func checkEnforcers(p *v1alpha1.RateLimitPolicy, pods []selectedPod, published string) enforcerCheck {
+func checkEnforcers(p *v1alpha1.RateLimitPolicy, pods []selectedPod, published publishedEntries) enforcerCheck {
 	var c enforcerCheck
 	for _, sp := range pods {
 		c.counts.Selected++
@@ -124,7 +125,7 @@ func checkEnforcers(p *v1alpha1.RateLimitPolicy, pods []selectedPod, published s
 			if !slices.Contains(c.loaded, loaded.Generation) {
 				c.loaded = append(c.loaded, loaded.Generation)
 			}
-		case published != "" && st.Config.Hash != published:
+		case !published.runsCurrentEntry(st.Config.Hash):
 			c.outdated = append(c.outdated, sp)
 		default:
 			c.counts.UpToDate++
@@ -209,7 +210,7 @@ func readyCondition(p *v1alpha1.RateLimitPolicy, c enforcerCheck) metav1.Conditi
 	}
 	if len(c.outdated) > 0 {
 		setReason(v1alpha1.ReasonEnforcersStale)
-		problems = append(problems, fmt.Sprintf("%s %s not loaded the namespace's latest %s yet (the kubelet refreshes ConfigMap volumes within about a minute)",
+		problems = append(problems, fmt.Sprintf("%s %s not loaded this policy's latest entry of %s yet, with its LocalFallback share for the current pod count (the kubelet refreshes ConfigMap volumes within about a minute)",
 			podNames(c.outdated), plural(int32(len(c.outdated)), "has", "have"), ConfigMapName))
 	}
 	if msg := degradedMessage(c.degraded); msg != "" {

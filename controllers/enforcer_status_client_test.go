@@ -83,7 +83,7 @@ func TestRefusedCredentialIsExplained(t *testing.T) {
 	refused := answered("api-0", nil)
 	refused.Polled = polledEnforcer{Address: "10.0.0.3:15081", Refused: true,
 		Err: "enforcer refused the status credential: 401 Unauthorized: wrong bearer token"}
-	setEnforcerStatus(p, []selectedPod{refused}, "abc", t0)
+	setEnforcerStatus(p, []selectedPod{refused}, publishedEntries{}, t0)
 	ready := apimeta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionReady)
 	g.Expect(ready).NotTo(BeNil())
 	g.Expect(ready.Status).To(Equal(metav1.ConditionFalse))

@@ -87,6 +87,8 @@ type EnforcerStatusReconciler struct {
 	Sidecar EnforcerSidecar
 	// Now is the clock of condition transitions; nil means time.Now.
 	Now func() time.Time
+	// history is what each namespace's configurations held for its policies.
+	history configHistory
 }
 
 // Reconcile polls the enforcers of the namespace's selected pods and
@@ -103,6 +105,7 @@ func (r *EnforcerStatusReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 		}
 	}
 	if len(policies) == 0 {
+		r.history.forget(req.Namespace)
 		return ctrl.Result{}, nil
 	}
 	patch := newStatusPatch(policies, statusEventAction)
@@ -117,26 +120,27 @@ func (r *EnforcerStatusReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	published, err := r.publishedHash(ctx, req.Namespace)
+	history, err := r.publishedConfigs(ctx, req.Namespace)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	r.reconcileStatus(patch, pods, published)
+	r.reconcileStatus(patch, pods, history)
 	return ctrl.Result{RequeueAfter: r.interval()}, nil
 }
 
-// publishedHash is the hash of the configuration the policy controller
-// published for the namespace, or "" when there is none yet.
-func (r *EnforcerStatusReconciler) publishedHash(ctx context.Context, namespace string) (string, error) {
+// publishedConfigs records the configuration the policy controller
+// published for the namespace and returns the ones seen, the published
+// one last; none when nothing is published yet.
+func (r *EnforcerStatusReconciler) publishedConfigs(ctx context.Context, namespace string) ([]seenConfig, error) {
 	var cm corev1.ConfigMap
 	err := r.Get(ctx, client.ObjectKey{Namespace: namespace, Name: ConfigMapName}, &cm)
 	if apierrors.IsNotFound(err) {
-		return "", nil
+		return nil, nil
 	}
 	if err != nil {
-		return "", fmt.Errorf("get ConfigMap %s/%s: %w", namespace, ConfigMapName, err)
+		return nil, fmt.Errorf("get ConfigMap %s/%s: %w", namespace, ConfigMapName, err)
 	}
-	return cm.Annotations[ConfigHashAnnotation], nil
+	return r.history.observe(namespace, cm.Annotations[ConfigHashAnnotation], cm.Data[ConfigKey]), nil
 }
 
 // collectPods finds the active pods that some policy selects, with the
@@ -213,10 +217,10 @@ func podsSelectedBy(p *v1alpha1.RateLimitPolicy, pods []selectedPod) []selectedP
 // reconcileStatus sets the enforcer status of every policy from the pods
 // it selects; the deferred patch saves it and records the Events of Ready
 // transitions.
-func (r *EnforcerStatusReconciler) reconcileStatus(patch *statusPatch, pods []selectedPod, published string) {
+func (r *EnforcerStatusReconciler) reconcileStatus(patch *statusPatch, pods []selectedPod, history []seenConfig) {
 	now := metav1.NewTime(r.now())
 	for _, p := range patch.policies {
-		patch.recordOnSave(p, setEnforcerStatus(p, podsSelectedBy(p, pods), published, now))
+		patch.recordOnSave(p, setEnforcerStatus(p, podsSelectedBy(p, pods), entriesFor(history, string(p.UID)), now))
 	}
 }
 

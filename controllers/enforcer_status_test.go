@@ -18,7 +18,9 @@ package controllers
 
 import (
 	"encoding/json"
+	"fmt"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
@@ -28,6 +30,7 @@ import (
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/enforcer/admin"
+	"github.com/sluice-dev/sluice/internal/compile"
 )
 
 const policyUID = "7d0b2f64-8f1e-4a55-a1de-0c1e2f3a4b5c"
@@ -223,7 +226,7 @@ func TestSetEnforcerStatus(t *testing.T) {
 				newP = tt.policy
 			}
 			p := newP()
-			event := setEnforcerStatus(p, tt.pods, "", t0)
+			event := setEnforcerStatus(p, tt.pods, publishedEntries{}, t0)
 
 			ready := apimeta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionReady)
 			g.Expect(ready).NotTo(BeNil())
@@ -242,7 +245,7 @@ func TestSetEnforcerStatus(t *testing.T) {
 			g.Expect(event).To(Equal(&statusEvent{Type: wantType, Reason: tt.reason, Note: tt.message}))
 
 			again := p.DeepCopy()
-			g.Expect(setEnforcerStatus(again, tt.pods, "", t1)).To(BeNil(), "no Event without a transition")
+			g.Expect(setEnforcerStatus(again, tt.pods, publishedEntries{}, t1)).To(BeNil(), "no Event without a transition")
 			g.Expect(again.Status).To(Equal(p.Status), "a second pass changes nothing")
 		})
 	}
@@ -252,18 +255,18 @@ func TestReadyFollowsGenerations(t *testing.T) {
 	g := NewWithT(t)
 	p := acceptedPolicy()
 	pods := []selectedPod{answered("api-0", healthy(4, 0, 0))}
-	setEnforcerStatus(p, pods, "", t0)
+	setEnforcerStatus(p, pods, publishedEntries{}, t0)
 	g.Expect(conditionsOf(p)).To(HaveKeyWithValue(v1alpha1.ConditionReady, wantCondition{metav1.ConditionTrue, v1alpha1.ReasonEnforcersReady}))
 
 	p.Generation = 5 // edited; the enforcers still run 4
-	event := setEnforcerStatus(p, pods, "", t1)
+	event := setEnforcerStatus(p, pods, publishedEntries{}, t1)
 	g.Expect(event).To(HaveField("Reason", v1alpha1.ReasonEnforcersStale))
 	ready := apimeta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionReady)
 	g.Expect(ready.Status).To(Equal(metav1.ConditionFalse))
 	g.Expect(ready.LastTransitionTime).To(Equal(t1))
 	g.Expect(ready.ObservedGeneration).To(BeEquivalentTo(5))
 
-	event = setEnforcerStatus(p, []selectedPod{answered("api-0", healthy(5, 0, 0))}, "", t1)
+	event = setEnforcerStatus(p, []selectedPod{answered("api-0", healthy(5, 0, 0))}, publishedEntries{}, t1)
 	g.Expect(event).To(HaveField("Reason", v1alpha1.ReasonEnforcersReady))
 }
 
@@ -290,33 +293,91 @@ func TestPolicyControllerLeavesReadyToTheStatusController(t *testing.T) {
 	g.Expect(conditionsOf(p)).To(HaveKeyWithValue(v1alpha1.ConditionReady, wantCondition{metav1.ConditionUnknown, v1alpha1.ReasonEnforcersNotReported}),
 		"Ready is present before the status controller's first pass")
 
-	setEnforcerStatus(p, []selectedPod{answered("api-0", healthy(4, 0, 0))}, "", t1)
+	setEnforcerStatus(p, []selectedPod{answered("api-0", healthy(4, 0, 0))}, publishedEntries{}, t1)
 	setPolicyStatus(p, compileOutcome{Selected: 1, ReadyFromEnforcers: true}, t1)
 	g.Expect(conditionsOf(p)).To(HaveKeyWithValue(v1alpha1.ConditionReady, wantCondition{metav1.ConditionTrue, v1alpha1.ReasonEnforcersReady}),
 		"a pass of the policy controller does not undo the status controller's Ready")
 }
 
-// An enforcer can run the policy's current generation from an older
-// configuration of the namespace, e.g. one counting fewer pods, which gives
-// LocalFallback the wrong share: it is not up to date until it loads the
-// published one.
-func TestReadyWaitsForThePublishedConfiguration(t *testing.T) {
+// An enforcer on an older configuration of the namespace runs the
+// policy's current entry when only another policy changed since: the
+// policy stays Ready. Under LocalFallback, an older configuration counting
+// other pods gives the wrong share, and one the controller never saw may:
+// the enforcer is not up to date until it loads the published one.
+func TestReadyFollowsThePolicysOwnEntry(t *testing.T) {
+	entry := publishedEntry{Generation: 4, Replicas: 2, FailureMode: "Open"}
+	fallback := publishedEntry{Generation: 4, Replicas: 2, FailureMode: "LocalFallback"}
+	tests := []struct {
+		name      string
+		published publishedEntries
+		wantReady bool
+	}{
+		{"another policy changed", publishedEntries{Hash: "abc", Current: &entry, Earlier: map[string]publishedEntry{"old": entry}}, true},
+		{"pod count changed, failing open", publishedEntries{Hash: "abc", Current: &entry,
+			Earlier: map[string]publishedEntry{"old": {Generation: 4, Replicas: 1, FailureMode: "Open"}}}, true},
+		{"another policy changed, LocalFallback", publishedEntries{Hash: "abc", Current: &fallback, Earlier: map[string]publishedEntry{"old": fallback}}, true},
+		{"pod count changed, LocalFallback", publishedEntries{Hash: "abc", Current: &fallback,
+			Earlier: map[string]publishedEntry{"old": {Generation: 4, Replicas: 1, FailureMode: "LocalFallback"}}}, false},
+		{"configuration never seen, LocalFallback", publishedEntries{Hash: "abc", Current: &fallback}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			p := acceptedPolicy()
+			pods := []selectedPod{answered("api-0", healthy(4, 0, 0)), answered("api-1", healthy(4, 0, 0))}
+			pods[1].Polled.Status.Config.Hash = "old"
+
+			setEnforcerStatus(p, pods, tt.published, t0)
+			ready := apimeta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionReady)
+			if tt.wantReady {
+				g.Expect(ready.Status).To(Equal(metav1.ConditionTrue), ready.Message)
+				g.Expect(p.Status.Enforcers.UpToDate).To(BeEquivalentTo(2))
+				return
+			}
+			g.Expect(ready.Status).To(Equal(metav1.ConditionFalse))
+			g.Expect(ready.Reason).To(Equal(v1alpha1.ReasonEnforcersStale))
+			g.Expect(ready.Message).To(ContainSubstring("pod api-1 has not loaded this policy's latest entry of sluice-enforcer-config yet"))
+			g.Expect(p.Status.Enforcers.UpToDate).To(BeEquivalentTo(1))
+
+			pods[1].Polled.Status.Config.Hash = "abc"
+			setEnforcerStatus(p, pods, tt.published, t1)
+			g.Expect(conditionsOf(p)).To(HaveKeyWithValue(v1alpha1.ConditionReady, wantCondition{metav1.ConditionTrue, v1alpha1.ReasonEnforcersReady}))
+		})
+	}
+}
+
+// TestConfigHistory: the history keeps each configuration's entries by
+// hash, the published one last, and a bounded number of them.
+func TestConfigHistory(t *testing.T) {
 	g := NewWithT(t)
-	p := acceptedPolicy()
-	pods := []selectedPod{answered("api-0", healthy(4, 0, 0)), answered("api-1", healthy(4, 0, 0))}
-	pods[1].Polled.Status.Config.Hash = "old"
+	doc := func(replicas int32) string {
+		p := acceptedPolicy()
+		p.Spec.FailureMode = v1alpha1.FailureModeLocalFallback
+		p.Spec.Tiers, p.Spec.Overrides = nil, nil
+		p.Spec.Rules = []v1alpha1.Rule{{Name: "api", Algorithm: v1alpha1.AlgorithmTokenBucket,
+			Limits: []v1alpha1.Limit{{Requests: 10, Period: metav1.Duration{Duration: time.Minute}}}}}
+		res, err := compile.Namespace("shop", []v1alpha1.RateLimitPolicy{*p}, compile.Options{Replicas: map[string]int32{"api": replicas}})
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(res.Errors).To(BeEmpty())
+		return string(res.JSON)
+	}
+	var h configHistory
+	h.observe("shop", "one", doc(1))
+	e := entriesFor(h.observe("shop", "two", doc(2)), policyUID)
+	g.Expect(e.Hash).To(Equal("two"))
+	g.Expect(e.Current).To(HaveValue(Equal(publishedEntry{Generation: 4, Replicas: 2, FailureMode: "LocalFallback"})))
+	g.Expect(e.Earlier).To(HaveKeyWithValue("one", publishedEntry{Generation: 4, Replicas: 1, FailureMode: "LocalFallback"}))
 
-	setEnforcerStatus(p, pods, "abc", t0)
-	ready := apimeta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionReady)
-	g.Expect(ready.Status).To(Equal(metav1.ConditionFalse))
-	g.Expect(ready.Reason).To(Equal(v1alpha1.ReasonEnforcersStale))
-	g.Expect(ready.Message).To(ContainSubstring("pod api-1 has not loaded the namespace's latest sluice-enforcer-config yet"))
-	g.Expect(p.Status.Enforcers.UpToDate).To(BeEquivalentTo(1))
+	for i := range configsRemembered {
+		h.observe("shop", fmt.Sprint(i), doc(int32(i)))
+	}
+	e = entriesFor(h.observe("shop", "two", doc(2)), policyUID)
+	g.Expect(e.Hash).To(Equal("two"))
+	g.Expect(e.Earlier).NotTo(HaveKey("one"))
+	g.Expect(e.Earlier).To(HaveLen(configsRemembered - 1))
 
-	pods[1].Polled.Status.Config.Hash = "abc"
-	setEnforcerStatus(p, pods, "abc", t1)
-	g.Expect(conditionsOf(p)).To(HaveKeyWithValue(v1alpha1.ConditionReady, wantCondition{metav1.ConditionTrue, v1alpha1.ReasonEnforcersReady}))
-	g.Expect(p.Status.Enforcers.UpToDate).To(BeEquivalentTo(2))
+	h.forget("shop")
+	g.Expect(entriesFor(h.observe("shop", "", ""), policyUID)).To(Equal(publishedEntries{}))
 }
 
 // TestEnforcerStatusWireFormat: what the status controller decodes is what

@@ -190,6 +190,23 @@ var _ = Describe("Policy status from running enforcers", Ordered, func() {
 			"Ready transitions are Events")
 	})
 
+	It("stays Ready while another policy of the namespace changes", func(ctx SpecContext) {
+		cm := &corev1.ConfigMap{}
+		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: controllers.ConfigMapName}, cm)).To(Succeed())
+		before := cm.Annotations[controllers.ConfigHashAnnotation]
+
+		By("creating another policy, which the enforcers do not load: the kubelet has not refreshed their volume")
+		other := newPolicy(ns, "other", "other", policy.Spec.UpstreamPort)
+		createPolicy(ctx, other)
+		Eventually(func(g Gomega) string {
+			g.Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: controllers.ConfigMapName}, cm)).To(Succeed())
+			return cm.Annotations[controllers.ConfigHashAnnotation]
+		}).ShouldNot(Equal(before))
+		Consistently(func() *metav1.Condition { return condition(ctx, policy, v1alpha1.ConditionReady) }, "3s").
+			Should(haveReady(metav1.ConditionTrue, v1alpha1.ReasonEnforcersReady, 2), "the enforcers run this policy's current entry")
+		Expect(k8sClient.Delete(ctx, other)).To(Succeed())
+	})
+
 	It("says when the enforcers cannot reach Redis, and what they do meanwhile", func(ctx SpecContext) {
 		redis.Stop()
 		DeferCleanup(func() { Expect(redis.Restart()).To(Succeed()) })
