@@ -48,9 +48,7 @@ func newEnforcer(o *options, lookupEnv func(string) (string, bool), log *slog.Lo
 	e.backends = proxy.NewBackends(o.redisURL, lookupEnv, limiter.ClientOptions{PoolSize: o.redisPoolSize})
 	e.handler = proxy.New(proxy.Options{Upstream: o.upstream, Recorder: metrics, ErrorLog: stdLogger(log, "proxy"),
 		Limits: o.limits.requests, MaxRequestBody: o.limits.maxRequestBody, ResponseHeaderTimeout: o.limits.responseHeaderTimeout})
-	source := &reload.Source{ConfigPath: o.configPath, PolicyPaths: o.policyPaths, Compile: compilePolicies,
-		Namespace: o.podNS, LabelsPath: o.labelsPath}
-	e.reloader = reload.NewReloader(source, e.apply, metrics, log)
+	e.reloader = reload.NewReloader(configSource(o), e.apply, metrics, log)
 	if err := e.reloader.Start(); err != nil {
 		e.backends.Close()
 		return nil, &configError{err}

@@ -69,7 +69,7 @@ func NewReloader(source *Source, apply ApplyFunc, observer Observer, log *slog.L
 func (r *Reloader) Start() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	l, err := r.source.Load()
+	l, err := r.source.Read()
 	if err != nil && r.source.ConfigPath != "" && errors.Is(err, fs.ErrNotExist) && dirExists(r.source.ConfigPath) {
 		r.state.LastError, r.state.LastErrorAt = "waiting for the configuration: "+err.Error(), time.Now()
 		r.log.Warn("no configuration yet; waiting for it", "error", err)
@@ -90,7 +90,7 @@ func (r *Reloader) Start() error {
 func (r *Reloader) Reload() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	l, err := r.source.Load()
+	l, err := r.source.Read()
 	if err == nil && l.Same(r.current) {
 		r.state.LastError = "" // an earlier bad file was put back as it was
 		return nil

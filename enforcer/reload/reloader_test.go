@@ -133,7 +133,7 @@ func TestStartFailsOnBadConfig(t *testing.T) {
 	writeFile(t, path, `{"schema": "sluice.dev/enforcer-config/v9"}`)
 	r := NewReloader(&Source{ConfigPath: path}, (&recorder{}).apply, nil, quietLog())
 	g.Expect(r.Start()).To(MatchError(ContainSubstring(`schema "sluice.dev/enforcer-config/v9" is not supported`)))
-	g.Expect(NewReloader(&Source{}, nil, nil, quietLog()).Start()).To(MatchError(ContainSubstring("one of --config or --policy-file is required")))
+	g.Expect(NewReloader(&Source{}, nil, nil, quietLog()).Start()).To(MatchError(ContainSubstring("a Source needs a ConfigPath or a Load function")))
 }
 
 // TestWatchReloads changes the file in the three ways files change in

@@ -1,32 +1,29 @@
 // Package reload reads the enforcer's configuration from its files (the
-// compiled config, or RateLimitPolicy YAML, and the pod's labels), watches
+// compiled config, or others through a LoadFunc, and the pod's labels), watches
 // them, and applies each valid change atomically while keeping the last
 // good configuration when a change is invalid.
 package reload
 
 import (
 	"errors"
-	"fmt"
 	"maps"
 
-	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/enforcer/config"
 )
 
-// CompileFunc compiles RateLimitPolicy objects of one namespace (defaults
-// already applied) into the enforcer configuration.
-type CompileFunc func(namespace string, policies []v1alpha1.RateLimitPolicy) (*config.Config, error)
+// LoadFunc reads and validates the configuration from the files of a
+// Source. cmd/enforcer gives one that compiles RateLimitPolicy YAML
+// (--policy-file), so that this package knows nothing of the API.
+type LoadFunc func() (*config.Config, error)
 
 // Source says where the configuration comes from: exactly one of
-// ConfigPath (the compiled JSON the operator writes) or PolicyPaths
-// (RateLimitPolicy YAML, compiled in-process with Compile), and optionally
-// the pod's labels.
+// ConfigPath (the compiled JSON the operator writes) or Load (any other
+// way, reading Files), and optionally the pod's labels.
 type Source struct {
-	ConfigPath  string
-	PolicyPaths []string
-	Compile     CompileFunc
-	// Namespace is the namespace of policies whose metadata names none.
-	Namespace string
+	ConfigPath string
+	// Load reads the configuration from Files, which are watched.
+	Load  LoadFunc
+	Files []string
 	// LabelsPath is a downward API labels file; empty means the pod has no
 	// known labels and every policy applies.
 	LabelsPath string
@@ -59,19 +56,17 @@ func (l *Loaded) Same(other *Loaded) bool {
 // Validate reports a Source that names no or both kinds of configuration.
 func (s *Source) Validate() error {
 	switch {
-	case s.ConfigPath == "" && len(s.PolicyPaths) == 0:
-		return errors.New("one of --config or --policy-file is required")
-	case s.ConfigPath != "" && len(s.PolicyPaths) > 0:
-		return errors.New("--config and --policy-file cannot be used together")
-	case len(s.PolicyPaths) > 0 && s.Compile == nil:
-		return errors.New("--policy-file is not supported by this build: no policy compiler")
+	case s.ConfigPath == "" && s.Load == nil:
+		return errors.New("no configuration: a Source needs a ConfigPath or a Load function")
+	case s.ConfigPath != "" && s.Load != nil:
+		return errors.New("a Source takes a ConfigPath or a Load function, not both")
 	}
 	return nil
 }
 
 // Paths are the files the Source reads, for watching.
 func (s *Source) Paths() []string {
-	paths := append([]string(nil), s.PolicyPaths...)
+	paths := append([]string(nil), s.Files...)
 	if s.ConfigPath != "" {
 		paths = append(paths, s.ConfigPath)
 	}
@@ -81,8 +76,8 @@ func (s *Source) Paths() []string {
 	return paths
 }
 
-// Load reads, compiles where needed, and validates every file of s.
-func (s *Source) Load() (*Loaded, error) {
+// Read reads and validates every file of s.
+func (s *Source) Read() (*Loaded, error) {
 	if err := s.Validate(); err != nil {
 		return nil, err
 	}
@@ -91,7 +86,7 @@ func (s *Source) Load() (*Loaded, error) {
 	if s.ConfigPath != "" {
 		l.Config, err = config.Load(s.ConfigPath)
 	} else {
-		l.Config, err = s.loadPolicies()
+		l.Config, err = s.Load()
 	}
 	if err != nil {
 		return nil, err
@@ -102,21 +97,4 @@ func (s *Source) Load() (*Loaded, error) {
 		}
 	}
 	return &l, nil
-}
-
-func (s *Source) loadPolicies() (*config.Config, error) {
-	namespace, policies, err := LoadPolicies(s.Namespace, s.PolicyPaths...)
-	if err != nil {
-		return nil, err
-	}
-	c, err := s.Compile(namespace, policies)
-	if err != nil {
-		return nil, fmt.Errorf("compile policies: %w", err)
-	}
-	// The compiler's output is the same contract as the operator's
-	// ConfigMap: hold it to the same validation.
-	if err := c.Validate(); err != nil {
-		return nil, fmt.Errorf("compiled policies: %w", err)
-	}
-	return c, nil
 }
