@@ -21,13 +21,15 @@ all: build
 ##@ Build
 
 .PHONY: build
-build: ## Build every binary into ./bin.
-	go build -o $(BIN)/ ./cmd/...
+build: ## Build bin/sluice-manager, bin/sluice-enforcer and bin/sluice-load.
+	go build -o $(BIN)/sluice-manager ./cmd/manager
+	go build -o $(BIN)/sluice-enforcer ./cmd/enforcer
+	go build -o $(BIN)/sluice-load ./cmd/sluice-load
 
 ##@ Test
 
 .PHONY: test
-test: deps ## Run every test suite against real Redis and a real kube-apiserver, then fuzz briefly.
+test: lint deps ## Lint (import rules included), run every test suite against real Redis and a real kube-apiserver, then fuzz briefly.
 	go test $(GO_TEST_FLAGS) ./...
 	FUZZTIME=$(FUZZTIME) hack/fuzz.sh
 

@@ -47,6 +47,15 @@ func buildBinaries(root, dir string, progress io.Writer) (manager, enforcer stri
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", "", fmt.Errorf("go build ./cmd/manager ./cmd/enforcer: %w\n%s", err, out)
 	}
+	// go build -o DIR/ names each binary after its directory; the processes
+	// carry the names the docs and images use.
+	manager, enforcer = filepath.Join(dir, "sluice-manager"), filepath.Join(dir, "sluice-enforcer")
+	if err := os.Rename(filepath.Join(dir, "manager"), manager); err != nil {
+		return "", "", err
+	}
+	if err := os.Rename(filepath.Join(dir, "enforcer"), enforcer); err != nil {
+		return "", "", err
+	}
 	fmt.Fprintf(progress, "built in %s\n", time.Since(start).Round(100*time.Millisecond))
-	return filepath.Join(dir, "manager"), filepath.Join(dir, "enforcer"), nil
+	return manager, enforcer, nil
 }
