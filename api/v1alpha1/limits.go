@@ -74,7 +74,7 @@ func (s *RateLimitPolicySpec) TierNames() []string {
 // order of the Algorithm enum, comma-separated: the value of status.algorithms.
 func (s *RateLimitPolicySpec) Algorithms() string {
 	var used []string
-	for _, algorithm := range []Algorithm{AlgorithmTokenBucket, AlgorithmSlidingWindowLog, AlgorithmSlidingWindowCounter, AlgorithmFixedWindow} {
+	for _, algorithm := range []Algorithm{AlgorithmTokenBucket, AlgorithmSlidingWindowLog, AlgorithmSlidingWindowCounter, AlgorithmFixedWindow, AlgorithmGCRA} {
 		for _, rule := range s.Rules {
 			if !rule.Exempt && effectiveAlgorithm(rule.Algorithm) == algorithm {
 				used = append(used, string(algorithm))

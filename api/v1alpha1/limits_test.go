@@ -96,6 +96,7 @@ func TestSpecAlgorithms(t *testing.T) {
 			{Name: "api", Algorithm: AlgorithmSlidingWindowCounter},
 		}, "SlidingWindowCounter"},
 		{"only exempt rules", []Rule{{Name: "health", Exempt: true}}, ""},
+		{"GCRA comes last", []Rule{{Name: "a", Algorithm: AlgorithmGCRA}, {Name: "b"}}, "TokenBucket,GCRA"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

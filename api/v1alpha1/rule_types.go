@@ -21,7 +21,7 @@ import (
 )
 
 // Algorithm is the way a rule counts requests.
-// +kubebuilder:validation:Enum=TokenBucket;SlidingWindowLog;SlidingWindowCounter;FixedWindow
+// +kubebuilder:validation:Enum=TokenBucket;SlidingWindowLog;SlidingWindowCounter;FixedWindow;GCRA
 type Algorithm string
 
 const (
@@ -38,6 +38,11 @@ const (
 	// (every full minute for 1m); up to twice the limit can pass around a
 	// window boundary.
 	AlgorithmFixedWindow Algorithm = "FixedWindow"
+	// AlgorithmGCRA (generic cell rate algorithm) spaces requests period /
+	// requests apart and tolerates a burst: it admits what a token bucket of
+	// the same limit admits, storing one timestamp per tenant, and its
+	// Retry-After is exact.
+	AlgorithmGCRA Algorithm = "GCRA"
 )
 
 // MaxSlidingWindowLogRequests bounds the requests of a SlidingWindowLog limit,
@@ -55,7 +60,7 @@ const MaxSlidingWindowLogRequests = 100000
 // +kubebuilder:validation:XValidation:rule="!(has(self.exempt) && self.exempt) || !has(self.limits)",messageExpression="'rule ' + self.name + ' is exempt, so it cannot have limits: remove limits, or set exempt to false'"
 // +kubebuilder:validation:XValidation:rule="!(has(self.exempt) && self.exempt) || ((!has(self.algorithm) || self.algorithm == 'TokenBucket') && (!has(self.cost) || self.cost == 1) && !has(self.identity))",messageExpression="'rule ' + self.name + ' is exempt: the requests it matches are never limited, so algorithm, cost and identity have no effect; remove them'"
 // +kubebuilder:validation:XValidation:rule="(has(self.exempt) && self.exempt) || has(self.limits)",messageExpression="'rule ' + self.name + ' has no limits: add at least one limit, or set exempt to true to let its requests through unlimited'"
-// +kubebuilder:validation:XValidation:rule="self.algorithm == 'TokenBucket' || !has(self.limits) || self.limits.all(l, !has(l.burst))",messageExpression="'rule ' + self.name + ' uses ' + self.algorithm + ', which has no burst: remove burst from its limits, or use algorithm TokenBucket'"
+// +kubebuilder:validation:XValidation:rule="self.algorithm in ['TokenBucket', 'GCRA'] || !has(self.limits) || self.limits.all(l, !has(l.burst))",messageExpression="'rule ' + self.name + ' uses ' + self.algorithm + ', which has no burst: remove burst from its limits, or use algorithm TokenBucket or GCRA'"
 // +kubebuilder:validation:XValidation:rule="!has(self.limits) || self.limits.all(l, self.cost <= (has(l.burst) ? l.burst : l.requests))",messageExpression="'rule ' + self.name + ' has a cost higher than one of its limits allows per period (burst, or requests when burst is unset), so no request could ever pass: lower cost or raise that limit'"
 // +kubebuilder:validation:XValidation:rule="!has(self.limits) || !self.limits.all(l, l.period.matches('^([0-9]+([.][0-9]+)?(ns|us|µs|ms|s|m|h))+$')) || self.limits.all(a, self.limits.exists_one(b, has(a.tier) == has(b.tier) && (!has(a.tier) || a.tier == b.tier) && duration(a.period) == duration(b.period)))",messageExpression="'rule ' + self.name + ' has two limits for the same tier and period: keep one, or change the period of the other'"
 // +kubebuilder:validation:XValidation:rule="self.algorithm != 'SlidingWindowLog' || !has(self.limits) || self.limits.all(l, l.requests <= 100000)",messageExpression="'rule ' + self.name + ' uses SlidingWindowLog, which stores one entry per request: keep each limit at or below 100000 requests per period, or use SlidingWindowCounter'"
@@ -78,6 +83,7 @@ type Rule struct {
 	Exempt bool `json:"exempt,omitempty"`
 
 	// Algorithm counts the requests: TokenBucket (smooth rate with bursts),
+	// GCRA (the token bucket's behaviour in one timestamp per tenant),
 	// SlidingWindowLog (exact, one stored entry per request),
 	// SlidingWindowCounter (close to exact, constant memory) or FixedWindow
 	// (cheapest; up to twice the limit around a window boundary).
@@ -136,8 +142,8 @@ type Limit struct {
 	Period metav1.Duration `json:"period"`
 
 	// Burst is the size of the token bucket: how many requests a tenant may
-	// make at once after being idle. TokenBucket rules only; it defaults to
-	// requests.
+	// make at once after being idle. TokenBucket and GCRA rules only; it
+	// defaults to requests.
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=1000000000000
 	// +optional

@@ -143,8 +143,8 @@ type Tiers struct {
 	Default string `json:"default"`
 }
 
-// Limit is Requests per Period; Burst is a token bucket's capacity (zero
-// means Requests).
+// Limit is Requests per Period; Burst is the capacity of a token bucket or
+// GCRA (zero means Requests).
 type Limit struct {
 	Requests int64    `json:"requests"`
 	Period   Duration `json:"period"`

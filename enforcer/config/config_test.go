@@ -160,3 +160,20 @@ func rule(c map[string]any, i int) map[string]any {
 func limit(c map[string]any, r, i int) map[string]any {
 	return rule(c, r)["limits"].([]any)[i].(map[string]any)
 }
+
+func TestGCRAIsAcceptedWithItsBurst(t *testing.T) {
+	g := NewWithT(t)
+	doc := exampleDoc(t)
+	rule(doc, 1)["algorithm"] = "GCRA"
+	limit(doc, 1, 0)["burst"] = 5
+	rule(doc, 1)["cost"] = 6
+	_, err := Parse(marshal(t, doc))
+	g.Expect(err).To(MatchError(ContainSubstring("rules[1](api).limits[0]: cost 6 exceeds its capacity 5")),
+		"a GCRA window's capacity is its burst")
+
+	rule(doc, 1)["cost"] = 5
+	c, err := Parse(marshal(t, doc))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(c.Policies[0].Rules[1].Algorithm).To(Equal(GCRA))
+	g.Expect(c.Policies[0].Rules[1].Limits[0].Burst).To(Equal(int64(5)))
+}

@@ -78,15 +78,16 @@ const (
 	SlidingWindowLog     Algorithm = "SlidingWindowLog"
 	SlidingWindowCounter Algorithm = "SlidingWindowCounter"
 	FixedWindow          Algorithm = "FixedWindow"
+	GCRA                 Algorithm = "GCRA"
 )
 
 // Algorithms lists every Algorithm.
-var Algorithms = []Algorithm{TokenBucket, SlidingWindowLog, SlidingWindowCounter, FixedWindow}
+var Algorithms = []Algorithm{TokenBucket, SlidingWindowLog, SlidingWindowCounter, FixedWindow, GCRA}
 
-// Capacity is the most a window of algorithm a can ever admit at once: a
-// token bucket's Burst when set, else Requests.
+// Capacity is the most a window of algorithm a can ever admit at once: the
+// Burst of a token bucket or GCRA when set, else Requests.
 func (a Algorithm) Capacity(l Limit) int64 {
-	if a == TokenBucket && l.Burst > 0 {
+	if (a == TokenBucket || a == GCRA) && l.Burst > 0 {
 		return l.Burst
 	}
 	return l.Requests

@@ -471,3 +471,21 @@ func TestEmptyNamespace(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(string(res.JSON)).To(Equal(`{"schema":"sluice.dev/enforcer-config/v1","namespace":"shop","policies":[]}`))
 }
+
+func TestGCRARuleCompiles(t *testing.T) {
+	g := NewWithT(t)
+	p := sample(t, "public-api")
+	i := slices.IndexFunc(p.Spec.Rules, func(r v1alpha1.Rule) bool { return r.Name == "api" })
+	g.Expect(i).NotTo(Equal(-1))
+	burst := int64(20)
+	p.Spec.Rules[i].Algorithm = v1alpha1.AlgorithmGCRA
+	p.Spec.Rules[i].Limits = []v1alpha1.Limit{{Requests: 60, Period: metav1.Duration{Duration: time.Minute}, Burst: &burst}}
+	res, err := Namespace(ns, []v1alpha1.RateLimitPolicy{p}, Options{})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(res.Errors).To(BeEmpty())
+	parsed, err := config.Parse(res.JSON)
+	g.Expect(err).NotTo(HaveOccurred(), "the enforcer accepts what the compiler writes")
+	api := compiledRule(g, parsed.Policies[0], "api")
+	g.Expect(api.Algorithm).To(Equal(config.GCRA))
+	g.Expect(api.Limits).To(Equal([]config.Limit{{Requests: 60, Period: config.Duration{Duration: time.Minute}, Burst: 20}}))
+}

@@ -118,7 +118,7 @@ var _ = Describe("RateLimitPolicy validation", func() {
 			"rule api has no limits: add at least one limit, or set exempt to true"),
 		Entry("burst on a window rule",
 			`{rules: [{name: api, algorithm: SlidingWindowCounter, limits: [{requests: 60, period: 1m, burst: 10}]}]}`,
-			"rule api uses SlidingWindowCounter, which has no burst: remove burst from its limits, or use algorithm TokenBucket"),
+			"rule api uses SlidingWindowCounter, which has no burst: remove burst from its limits, or use algorithm TokenBucket or GCRA"),
 		Entry("cost above a token bucket's burst",
 			`{rules: [{name: export, cost: 20, limits: [{requests: 100, period: 1m, burst: 10}]}]}`,
 			"rule export has a cost higher than one of its limits allows per period (burst, or requests when burst is unset), so no request could ever pass: lower cost or raise that limit"),
@@ -189,7 +189,7 @@ var _ = Describe("RateLimitPolicy validation", func() {
 		Entry("override with burst on a window rule",
 			`{rules: [{name: api, algorithm: FixedWindow, limits: [{requests: 60, period: 1m}]}],
 			  overrides: [{tenant: acme, rule: api, limits: [{requests: 600, period: 1m, burst: 100}]}]}`,
-			"an override of rule api sets burst, which only applies to TokenBucket rules: remove burst from its limits"),
+			"an override of rule api sets burst, which only applies to TokenBucket and GCRA rules: remove burst from its limits"),
 		Entry("override too large for a sliding window log",
 			`{rules: [{name: api, algorithm: SlidingWindowLog, limits: [{requests: 60, period: 1m}]}],
 			  overrides: [{tenant: acme, rule: api, limits: [{requests: 1000000, period: 1m}]}]}`,
@@ -231,6 +231,9 @@ var _ = Describe("RateLimitPolicy validation", func() {
 		Entry("longest period", `{rules: [{name: api, limits: [{requests: 1000000, period: 744h}]}]}`),
 		Entry("override of a token bucket rule with burst",
 			`{rules: [`+apiRule+`], overrides: [{tenant: acme, rule: api, limits: [{requests: 600, period: 1m, burst: 100}, {requests: 10000, period: 24h}]}, {tenant: globex, rule: api, limits: [{requests: 1, period: 1m}]}]}`),
+		Entry("GCRA with a burst, and an override with a burst",
+			`{rules: [{name: api, algorithm: GCRA, cost: 5, limits: [{requests: 600, period: 1m, burst: 20}, {requests: 10000, period: 24h}]}],
+			  overrides: [{tenant: acme, rule: api, limits: [{requests: 6000, period: 1m, burst: 200}]}]}`),
 		Entry("storage secret", `{storage: {secretRef: {name: redis}}, rules: [`+apiRule+`]}`),
 	)
 })
