@@ -112,7 +112,8 @@ func (e *UnknownFieldsError) Error() string {
 	for i, p := range e.Paths {
 		msgs[i] = fmt.Sprintf("unknown field %q", p)
 	}
-	return "strict decoding error: " + strings.Join(msgs, ", ")
+	return fmt.Sprintf("RateLimitPolicy in version %q cannot be handled as a RateLimitPolicy: strict decoding error: %s",
+		v1alpha1.GroupVersion.Version, strings.Join(msgs, ", "))
 }
 
 // InvalidError is a policy the API server would refuse, with every problem
