@@ -24,6 +24,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 )
@@ -69,6 +70,9 @@ type enforcerCheck struct {
 	decisions v1alpha1.DecisionCounts
 	// notInjected pods run without an enforcer.
 	notInjected []selectedPod
+	// optedOut pods run without an enforcer by the user's choice: they are
+	// reported, not counted, and do not hold Ready.
+	optedOut []selectedPod
 	// unreachable enforcers did not answer /status (or the pod has no IP).
 	unreachable []selectedPod
 	// notReady enforcers answered but are not ready for another reason
@@ -97,6 +101,10 @@ type degradedEnforcer struct {
 func checkEnforcers(p *v1alpha1.RateLimitPolicy, pods []selectedPod, published publishedEntries) enforcerCheck {
 	var c enforcerCheck
 	for _, sp := range pods {
+		if !hasEnforcer(sp.Pod) && sp.Decision.Reason == ReasonOptedOut {
+			c.optedOut = append(c.optedOut, sp)
+			continue
+		}
 		c.counts.Selected++
 		if !hasEnforcer(sp.Pod) {
 			c.notInjected = append(c.notInjected, sp)
@@ -175,7 +183,11 @@ func readyCondition(p *v1alpha1.RateLimitPolicy, c enforcerCheck) metav1.Conditi
 		return notAcceptedReady(p.Generation)
 	}
 	if c.counts.Selected == 0 {
-		return noPodsReady(p.Generation)
+		cond := noPodsReady(p.Generation)
+		if len(c.optedOut) > 0 {
+			cond.Message = fmt.Sprintf("%s; no other running pod matches spec.selector", optedOutNote(c.optedOut))
+		}
+		return cond
 	}
 	cond := metav1.Condition{Type: v1alpha1.ConditionReady, ObservedGeneration: p.Generation, Status: metav1.ConditionFalse}
 	var problems []string
@@ -222,9 +234,15 @@ func readyCondition(p *v1alpha1.RateLimitPolicy, c enforcerCheck) metav1.Conditi
 		cond.Reason = v1alpha1.ReasonEnforcersReady
 		cond.Message = fmt.Sprintf("%d of %d %s generation %d and %s Redis", c.counts.UpToDate, c.counts.Selected,
 			plural(c.counts.Selected, "enforcer runs", "enforcers run"), p.Generation, plural(c.counts.Selected, "reaches", "reach"))
+		if len(c.optedOut) > 0 {
+			cond.Message += "; " + optedOutNote(c.optedOut)
+		}
 		return cond
 	}
-	cond.Message = limitMessage(strings.Join(capped(problems, 2*podsNamedInMessage), "; "))
+	if len(c.optedOut) > 0 {
+		problems = append(capped(problems, 2*podsNamedInMessage), optedOutNote(c.optedOut))
+	}
+	cond.Message = limitMessage(strings.Join(capped(problems, 2*podsNamedInMessage+1), "; "))
 	return cond
 }
 
@@ -250,14 +268,21 @@ func notInjectedMessage(c enforcerCheck) string {
 	n, selected := int32(len(c.notInjected)), c.counts.Selected
 	head := fmt.Sprintf("%d of %d selected %s no enforcer", n, selected, plural(n, "pods has", "pods have"))
 	if len(disabled) > 0 {
-		parts = append([]string{fmt.Sprintf("namespace %s is not labelled %s=%s: label it, then restart %s",
-			disabled[0].Pod.Namespace, InjectionNamespaceLabel, InjectionEnabled, workloadsOf(disabled))}, parts...)
+		parts = append([]string{fmt.Sprintf("namespace %s is not labelled %s=%s: label it, then %s",
+			disabled[0].Pod.Namespace, InjectionNamespaceLabel, InjectionEnabled, recreateAdvice(disabled))}, parts...)
 	}
 	if len(restart) > 0 {
-		parts = append([]string{fmt.Sprintf("%s %s the policy or %s created while the injection webhook was unavailable: restart %s",
-			podNames(restart), plural(int32(len(restart)), "predates", "predate"), plural(int32(len(restart)), "was", "were"), workloadsOf(restart))}, parts...)
+		parts = append([]string{fmt.Sprintf("%s %s the policy or %s created while the injection webhook was unavailable: %s",
+			podNames(restart), plural(int32(len(restart)), "predates", "predate"), plural(int32(len(restart)), "was", "were"), recreateAdvice(restart))}, parts...)
 	}
 	return head + ": " + strings.Join(capped(parts, podsNamedInMessage), "; ")
+}
+
+// optedOutNote says which selected pods opt out of injection: the policy
+// is not enforced on them, by the user's choice.
+func optedOutNote(pods []selectedPod) string {
+	return fmt.Sprintf("%s %s out with %s=false and %s not limited", podNames(pods),
+		plural(int32(len(pods)), "opts", "opt"), InjectAnnotation, plural(int32(len(pods)), "is", "are"))
 }
 
 // reasonNamespaceNotEnabled is the decision the status controller gives a
@@ -368,31 +393,54 @@ func capped(items []string, n int) []string {
 	return out
 }
 
-// workloadsOf names the workloads to restart so that their pods are
-// created again, injected: "deployment/api", or "pod/api-0" for a pod
-// without a controller.
-func workloadsOf(pods []selectedPod) string {
-	var names []string
+// recreateAdvice says how to have the pods created again, injected: a
+// rollout restart of the Deployments, StatefulSets and DaemonSets that own
+// them, and deleting the others (a bare pod is then created again by the
+// user, one of another owner by that owner).
+func recreateAdvice(pods []selectedPod) string {
+	var workloads, bare, owned []string
 	for _, sp := range pods {
-		if w := workloadOf(sp.Pod); !slices.Contains(names, w) {
-			names = append(names, w)
+		switch w, rollout := workloadOf(sp.Pod); {
+		case rollout:
+			if !slices.Contains(workloads, w) {
+				workloads = append(workloads, w)
+			}
+		case w == "":
+			bare = append(bare, sp.Pod.Name)
+		default:
+			owned = append(owned, fmt.Sprintf("%s (its %s creates it again)", sp.Pod.Name, w))
 		}
 	}
-	return strings.Join(capped(names, podsNamedInMessage), ", ")
+	var advice []string
+	if len(workloads) > 0 {
+		advice = append(advice, "restart "+strings.Join(capped(workloads, podsNamedInMessage), ", "))
+	}
+	if len(bare) > 0 {
+		advice = append(advice, fmt.Sprintf("delete and create again %s, which no controller owns", podNameList(bare)))
+	}
+	if len(owned) > 0 {
+		advice = append(advice, "delete "+podNameList(owned))
+	}
+	return strings.Join(advice, "; ")
 }
 
-func workloadOf(pod *corev1.Pod) string {
+// workloadOf names the controller of the pod, "deployment/api" for the
+// pods of a Deployment's ReplicaSets, and says whether kubectl rollout
+// restart can recreate its pods; "" for a pod without a controller.
+func workloadOf(pod *corev1.Pod) (string, bool) {
 	owner := metav1.GetControllerOf(pod)
 	if owner == nil {
-		return "pod/" + pod.Name
+		return "", false
 	}
 	if owner.Kind == "ReplicaSet" {
 		// A Deployment names its ReplicaSets <deployment>-<pod-template-hash>.
 		if hash := pod.Labels["pod-template-hash"]; hash != "" && strings.HasSuffix(owner.Name, "-"+hash) {
-			return "deployment/" + strings.TrimSuffix(owner.Name, "-"+hash)
+			return "deployment/" + strings.TrimSuffix(owner.Name, "-"+hash), true
 		}
 	}
-	return strings.ToLower(owner.Kind) + "/" + owner.Name
+	name := strings.ToLower(owner.Kind) + "/" + owner.Name
+	gv, _ := schema.ParseGroupVersion(owner.APIVersion)
+	return name, gv.Group == "apps" && (owner.Kind == "StatefulSet" || owner.Kind == "DaemonSet")
 }
 
 // maxConditionMessage is far below the API's 32768 bytes: a message is read

@@ -168,7 +168,7 @@ func (r *EnforcerStatusReconciler) collectPods(ctx context.Context, namespace st
 		if len(d.Selected) == 0 {
 			continue
 		}
-		if !enabled && !hasEnforcer(pod) {
+		if !enabled && !hasEnforcer(pod) && d.Reason != ReasonOptedOut {
 			d = injectDecision{Reason: reasonNamespaceNotEnabled, Selected: d.Selected}
 		}
 		selected = append(selected, selectedPod{Pod: pod, Decision: d})

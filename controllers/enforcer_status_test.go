@@ -146,10 +146,30 @@ func TestSetEnforcerStatus(t *testing.T) {
 		name: "a pod opts out",
 		pods: []selectedPod{answered("api-0", healthy(4, 0, 0)), {Pod: deploymentPod("api-debug", false),
 			Decision: injectDecision{Reason: ReasonOptedOut, Message: `the pod opts out with sluice.dev/inject: "false", so policy api is not enforced on it`}}},
-		status:  metav1.ConditionFalse,
-		reason:  v1alpha1.ReasonEnforcersNotReady,
-		message: `1 of 2 selected pods has no enforcer: pod api-debug is not injected (OptedOut): the pod opts out with sluice.dev/inject: "false", so policy api is not enforced on it`,
-		counts:  v1alpha1.EnforcerCounts{Selected: 2, Injected: 1, Ready: 1, UpToDate: 1, Summary: "1/2"},
+		status:  metav1.ConditionTrue,
+		reason:  v1alpha1.ReasonEnforcersReady,
+		message: "1 of 1 enforcer runs generation 4 and reaches Redis; pod api-debug opts out with sluice.dev/inject=false and is not limited",
+		counts:  v1alpha1.EnforcerCounts{Selected: 1, Injected: 1, Ready: 1, UpToDate: 1, Summary: "1/1"},
+		kstatus: kstatus.CurrentStatus,
+	}, {
+		name:    "every selected pod opts out",
+		pods:    []selectedPod{{Pod: deploymentPod("api-debug", false), Decision: injectDecision{Reason: ReasonOptedOut}}},
+		status:  metav1.ConditionTrue,
+		reason:  v1alpha1.ReasonNoPodsSelected,
+		message: "pod api-debug opts out with sluice.dev/inject=false and is not limited; no other running pod matches spec.selector",
+		counts:  v1alpha1.EnforcerCounts{Summary: "0/0"},
+		kstatus: kstatus.CurrentStatus,
+	}, {
+		name: "a bare pod and a pod of a Job predate the policy",
+		pods: []selectedPod{answered("api-0", healthy(4, 0, 0)),
+			{Pod: &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "late-0", Namespace: "shop"}}, Decision: injectDecision{Inject: true, Reason: ReasonInjected}},
+			{Pod: &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "report-x1", Namespace: "shop", OwnerReferences: []metav1.OwnerReference{
+				{APIVersion: "batch/v1", Kind: "Job", Name: "report", Controller: new(true)}}}}, Decision: injectDecision{Inject: true, Reason: ReasonInjected}}},
+		status: metav1.ConditionFalse,
+		reason: v1alpha1.ReasonEnforcersNotReady,
+		message: "2 of 3 selected pods have no enforcer: pods late-0, report-x1 predate the policy or were created while the injection webhook was unavailable: " +
+			"delete and create again pod late-0, which no controller owns; delete pod report-x1 (its job/report creates it again)",
+		counts:  v1alpha1.EnforcerCounts{Selected: 3, Injected: 1, Ready: 1, UpToDate: 1, Summary: "1/3"},
 		kstatus: kstatus.InProgressStatus,
 	}, {
 		name: "an enforcer does not answer, a pod has no IP yet",
@@ -279,11 +299,20 @@ func TestPodNameList(t *testing.T) {
 
 func TestWorkloadOf(t *testing.T) {
 	g := NewWithT(t)
-	g.Expect(workloadOf(deploymentPod("api-7c9d8f6b5-x2k4p", false))).To(Equal("deployment/api"))
-	sts := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "db-0", OwnerReferences: []metav1.OwnerReference{
-		{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "db", Controller: new(true)}}}}
-	g.Expect(workloadOf(sts)).To(Equal("statefulset/db"))
-	g.Expect(workloadOf(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "debug"}})).To(Equal("pod/debug"))
+	workload := func(pod *corev1.Pod) []any {
+		name, rollout := workloadOf(pod)
+		return []any{name, rollout}
+	}
+	g.Expect(workload(deploymentPod("api-7c9d8f6b5-x2k4p", false))).To(Equal([]any{"deployment/api", true}))
+	owned := func(apiVersion, kind, name string) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", OwnerReferences: []metav1.OwnerReference{
+			{APIVersion: apiVersion, Kind: kind, Name: name, Controller: new(true)}}}}
+	}
+	g.Expect(workload(owned("apps/v1", "StatefulSet", "db"))).To(Equal([]any{"statefulset/db", true}))
+	g.Expect(workload(owned("apps/v1", "DaemonSet", "agent"))).To(Equal([]any{"daemonset/agent", true}))
+	g.Expect(workload(owned("apps/v1", "ReplicaSet", "loose"))).To(Equal([]any{"replicaset/loose", false}))
+	g.Expect(workload(owned("batch/v1", "Job", "report"))).To(Equal([]any{"job/report", false}))
+	g.Expect(workload(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "debug"}})).To(Equal([]any{"", false}))
 }
 
 func TestPolicyControllerLeavesReadyToTheStatusController(t *testing.T) {

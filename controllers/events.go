@@ -14,7 +14,15 @@ const maxEventNote = 1024
 // recordEvent records an Event on obj, its note cut to what the API
 // accepts. Every controller's Events go through it.
 func recordEvent(rec recorder.EventRecorder, obj runtime.Object, eventType, reason, action, note string) {
-	rec.Eventf(obj, nil, eventType, reason, action, "%s", truncate(note, maxEventNote))
+	recordEventAbout(rec, obj, nil, eventType, reason, action, note)
+}
+
+// recordEventAbout records an Event on obj about related. The recorder
+// merges the Events of one object, reason and action into one series that
+// keeps the first note; a related object of its own keeps apart the Events
+// about two objects (two pods injected at once), each with its note.
+func recordEventAbout(rec recorder.EventRecorder, obj, related runtime.Object, eventType, reason, action, note string) {
+	rec.Eventf(obj, related, eventType, reason, action, "%s", truncate(note, maxEventNote))
 }
 
 // truncate cuts s to at most n bytes, on a character boundary, marking

@@ -125,8 +125,19 @@ func (i *PodInjector) record(pod *corev1.Pod, d injectDecision) {
 	}
 	note := fmt.Sprintf("pod %s: %s", podDisplayName(pod), d.Message)
 	for _, p := range d.Selected {
-		recordEvent(i.Recorder, p, eventType, d.Reason, injectEventAction, note)
+		recordEventAbout(i.Recorder, p, podReference(pod, p.Namespace), eventType, d.Reason, injectEventAction, note)
 	}
+}
+
+// podReference is the pod under admission as the related object of its
+// Events: by name when it has one (it has no UID yet), by generateName
+// otherwise, so that pods of one owner share a series.
+func podReference(pod *corev1.Pod, namespace string) *corev1.ObjectReference {
+	name := pod.Name
+	if name == "" {
+		name = pod.GenerateName
+	}
+	return &corev1.ObjectReference{APIVersion: "v1", Kind: "Pod", Namespace: namespace, Name: name}
 }
 
 // podDisplayName names a pod under admission: its name, or its

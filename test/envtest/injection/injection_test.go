@@ -86,6 +86,16 @@ var _ = Describe("The injection webhook", func() {
 		Consistently(func() []string { return eventNotes(ctx, policy, controllers.ReasonInjected) }).Should(HaveLen(1))
 	})
 
+	It("records one Event per pod when pods are injected at once", func(ctx SpecContext) {
+		policy := newPolicy(ns, "public-api", "api", 8080)
+		createPolicy(ctx, policy)
+		for _, name := range []string{"api-0", "api-1", "api-2"} {
+			Expect(k8sClient.Create(ctx, newPod(ns, name, map[string]string{"app": "api"}))).To(Succeed())
+		}
+		Eventually(func() []string { return eventNotes(ctx, policy, controllers.ReasonInjected) }).Should(ConsistOf(
+			HavePrefix("pod api-0: injected"), HavePrefix("pod api-1: injected"), HavePrefix("pod api-2: injected")))
+	})
+
 	It("leaves pods it must not inject untouched, with an Event on the policy that selects them", func(ctx SpecContext) {
 		policy := newPolicy(ns, "public-api", "api", 8080)
 		createPolicy(ctx, policy)

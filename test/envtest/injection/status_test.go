@@ -226,6 +226,16 @@ var _ = Describe("Policy status from running enforcers", Ordered, func() {
 			Should(haveReady(metav1.ConditionTrue, v1alpha1.ReasonEnforcersReady, 2))
 	})
 
+	It("reports a pod that opts out without holding Ready on it", func(ctx SpecContext) {
+		pod := newPod(ns, "api-debug", map[string]string{"app": "api", controllers.InjectAnnotation: "false"})
+		Expect(k8sClient.Create(ctx, pod)).To(Succeed())
+		Eventually(func() string { return condition(ctx, policy, v1alpha1.ConditionReady).Message }).Should(Equal(
+			"2 of 2 enforcers run generation 2 and reach Redis; pod api-debug opts out with sluice.dev/inject=false and is not limited"))
+		Expect(condition(ctx, policy, v1alpha1.ConditionReady)).To(haveReady(metav1.ConditionTrue, v1alpha1.ReasonEnforcersReady, 2))
+		Expect(enforcers(ctx, policy)).To(HaveField("Summary", "2/2"))
+		Expect(k8sClient.Delete(ctx, pod, client.GracePeriodSeconds(0))).To(Succeed())
+	})
+
 	It("counts a stopped enforcer out", func(ctx SpecContext) {
 		procs[1].stop()
 		Eventually(func() v1alpha1.EnforcerCounts { return enforcers(ctx, policy) }).Should(
