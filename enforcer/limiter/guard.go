@@ -77,15 +77,6 @@ func (g *Guard) sweep() {
 	}
 }
 
-// Allow decides req with Redis, or by its failure mode when Redis fails; in
-// that case the error says why and the decision is Degraded. It is AllowAll
-// for one request.
-func (g *Guard) Allow(ctx context.Context, req Request) (Decision, error) {
-	var buf [1]Outcome
-	o := g.AllowAll(ctx, []Request{req}, buf[:0])[0]
-	return o.Decision, o.Err
-}
-
 // Outcome is the answer to one request of AllowAll.
 type Outcome struct {
 	Decision Decision

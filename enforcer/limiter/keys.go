@@ -62,16 +62,8 @@ func (b Bucket) String() string {
 	return b.Namespace + "/" + b.Policy + "/" + b.Rule + "/" + string(b.Tenant)
 }
 
-// Key is the Redis key of one window of the bucket:
+// appendKey appends the Redis key of one window of b to dst:
 // sl:{<namespace>/<policy>/<rule>/<tenant>}:<algorithm>:<period>.
-// It is built in a stack buffer for usual sizes: the returned string is the
-// only allocation.
-func (b Bucket) Key(a Algorithm, period time.Duration) string {
-	var stack [192]byte
-	return string(b.appendKey(stack[:0], a, period))
-}
-
-// appendKey appends b.Key(a, period) to dst.
 func (b Bucket) appendKey(dst []byte, a Algorithm, period time.Duration) []byte {
 	return appendPeriodLabel(b.appendKeyPrefix(dst, a), period)
 }

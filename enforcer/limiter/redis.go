@@ -31,15 +31,6 @@ func NewRedis(client redis.UniversalClient) (*Redis, error) {
 // Close stops the autopipeliner after it has flushed what it holds.
 func (r *Redis) Close() error { return r.pipe.Close() }
 
-// Allow decides req against Redis; a Redis failure is returned as an error
-// with a zero Decision.
-func (r *Redis) Allow(ctx context.Context, req Request) (Decision, error) {
-	if err := req.Validate(); err != nil {
-		return Decision{}, err
-	}
-	return r.check(ctx, &req, req.Cost)
-}
-
 // Peek reports the state of req's bucket as Allow would see it, without
 // consuming anything: Remaining and Reset of the deciding window, and
 // whether req.Cost would fit now.

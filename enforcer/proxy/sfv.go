@@ -22,13 +22,6 @@ func appendSFName(b []byte, policy, rule string) []byte {
 	return append(b, '"')
 }
 
-// appendSFString appends s as a Structured Field String.
-func appendSFString(b []byte, s string) []byte {
-	b = append(b, '"')
-	b = appendSFChars(b, s)
-	return append(b, '"')
-}
-
 // appendSFChars appends s escaped for a Structured Field String: '"' and
 // '\' are escaped. A String may only hold printable ASCII; any other byte
 // (a rule name is free text) is written as '?', since a field that fails to
