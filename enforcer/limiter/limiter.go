@@ -80,12 +80,13 @@ func (req *Request) Validate() error {
 	if err := req.Bucket.validate(); err != nil {
 		return err
 	}
-	return ValidateWindows(req.Algorithm, req.Windows, req.Cost)
+	return validateWindows(req.Algorithm, req.Windows, req.Cost)
 }
 
-// ValidateWindows reports why a rule of algorithm a with these windows and
-// cost could never be decided.
-func ValidateWindows(a Algorithm, windows []Window, cost int64) error {
+// validateWindows reports why a rule of algorithm a with these windows and
+// cost could never be decided. Configurations are checked, with field
+// paths, by config.Parse; this only guards Requests built otherwise.
+func validateWindows(a Algorithm, windows []Window, cost int64) error {
 	if !a.Valid() {
 		return fmt.Errorf("%w: unknown algorithm %q", ErrInvalidRequest, a)
 	}
