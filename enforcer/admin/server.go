@@ -14,6 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/sluice-dev/sluice/enforcer/config"
 	"github.com/sluice-dev/sluice/enforcer/proxy"
 	"github.com/sluice-dev/sluice/enforcer/reload"
 )
@@ -121,10 +122,14 @@ func (s *Server) Status() Status {
 	}
 	out.Config.Namespace = snap.Config.Namespace
 	byBackend := map[*proxy.Backend][]string{}
-	for i, p := range snap.Table.Policies() {
+	for _, p := range snap.Table.Policies() {
 		be := snap.BackendOf(p)
+		mode := config.ModeEnforce
+		if p.DryRun {
+			mode = config.ModeDryRun
+		}
 		out.Policies = append(out.Policies, PolicyStatus{Name: p.Name, UID: p.UID, Generation: p.Generation,
-			Mode: string(snap.Config.Policies[i].Mode), FailureMode: string(p.Failure.Mode), Redis: be.Name})
+			Mode: string(mode), FailureMode: string(p.Failure.Mode), Redis: be.Name})
 		byBackend[be] = append(byBackend[be], p.Name)
 	}
 	for _, be := range snap.Backends() {
