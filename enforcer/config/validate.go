@@ -99,6 +99,17 @@ func (c *Config) Validate() error {
 
 type addFunc func(path string, format string, args ...any)
 
+// Problems reports every problem of p on its own, each prefixed with its
+// path under at: the compiler passes "spec", so that messages name the
+// fields as the user wrote them (spec.rules[1](api).limits[0].period).
+func (p *Policy) Problems(at string) []error {
+	var errs []error
+	p.validate(at, func(path string, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", path, fmt.Sprintf(format, args...)))
+	})
+	return errs
+}
+
 func (p *Policy) validate(path string, add addFunc) {
 	if _, err := metav1.LabelSelectorAsSelector(&p.Selector); err != nil {
 		add(path+".selector", "%v", err)

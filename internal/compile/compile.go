@@ -156,16 +156,13 @@ func Policy(p *v1alpha1.RateLimitPolicy, opts Options) (config.Policy, error) {
 
 	// The CRD's rules catch what they can at admission; this catches what only
 	// the resolved limits show (a tier's limits, an override, the cost).
-	single := config.Config{Schema: config.Schema, Namespace: p.Namespace, Policies: []config.Policy{compiled}}
-	if single.Namespace == "" {
-		single.Namespace = "default"
-	}
-	if err := single.Validate(); err != nil {
-		prefix := fmt.Sprintf("policies[0](%s).", p.Name)
-		msg := strings.ReplaceAll(err.Error(), prefix, "spec.")
-		msg = strings.ReplaceAll(msg, "\n", "; ")
+	if errs := compiled.Problems("spec"); len(errs) > 0 {
+		msgs := make([]string, len(errs))
+		for i, err := range errs {
+			msgs[i] = err.Error()
+		}
 		return config.Policy{}, &PolicyError{Policy: p.Name, Reason: v1alpha1.ReasonInvalidSpec,
-			Message: "the spec cannot be enforced as written: " + msg}
+			Message: "the spec cannot be enforced as written: " + strings.Join(msgs, "; ")}
 	}
 	return compiled, nil
 }

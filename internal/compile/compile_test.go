@@ -489,3 +489,18 @@ func TestGCRARuleCompiles(t *testing.T) {
 	g.Expect(api.Algorithm).To(Equal(config.GCRA))
 	g.Expect(api.Limits).To(Equal([]config.Limit{{Requests: 60, Period: config.Duration{Duration: time.Minute}, Burst: 20}}))
 }
+
+func TestEveryProblemIsNamedByItsSpecPath(t *testing.T) {
+	g := NewWithT(t)
+	login := sample(t, "login")
+	login.Spec.Rules[0].Algorithm = v1alpha1.AlgorithmFixedWindow
+	login.Spec.Rules[0].Limits = []v1alpha1.Limit{{Requests: 5, Period: metav1.Duration{Duration: time.Minute}},
+		{Requests: 10, Period: metav1.Duration{Duration: 60 * time.Second}}}
+	login.Spec.Rules[0].Cost = 6
+	_, err := Policy(&login, Options{})
+	var perr *PolicyError
+	g.Expect(errors.As(err, &perr)).To(BeTrue())
+	g.Expect(perr.Message).To(Equal("the spec cannot be enforced as written: " +
+		"spec.rules[0](login).limits[0]: cost 6 exceeds its capacity 5, so no request could ever pass; "+
+		"spec.rules[0](login).limits[1].period: 1m0s is also the period of spec.rules[0](login).limits[0]: one limit per period"))
+}
