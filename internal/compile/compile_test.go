@@ -501,6 +501,6 @@ func TestEveryProblemIsNamedByItsSpecPath(t *testing.T) {
 	var perr *PolicyError
 	g.Expect(errors.As(err, &perr)).To(BeTrue())
 	g.Expect(perr.Message).To(Equal("the spec cannot be enforced as written: " +
-		"spec.rules[0](login).limits[0]: cost 6 exceeds its capacity 5, so no request could ever pass; "+
+		"spec.rules[0](login).limits[0]: cost 6 exceeds its capacity 5, so no request could ever pass; " +
 		"spec.rules[0](login).limits[1].period: 1m0s is also the period of spec.rules[0](login).limits[0]: one limit per period"))
 }
