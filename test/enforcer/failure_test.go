@@ -15,7 +15,7 @@ apiVersion: sluice.dev/v1alpha1
 kind: RateLimitPolicy
 metadata: {name: open}
 spec:
-  selector: {}
+  selector: {matchLabels: {app: api}}
   upstreamPort: 8080
   failureMode: Open
   timeout: 50ms
@@ -26,7 +26,7 @@ apiVersion: sluice.dev/v1alpha1
 kind: RateLimitPolicy
 metadata: {name: closed}
 spec:
-  selector: {}
+  selector: {matchLabels: {app: api}}
   upstreamPort: 8080
   failureMode: Closed
   timeout: 50ms
@@ -37,7 +37,7 @@ apiVersion: sluice.dev/v1alpha1
 kind: RateLimitPolicy
 metadata: {name: local}
 spec:
-  selector: {}
+  selector: {matchLabels: {app: api}}
   upstreamPort: 8080
   failureMode: LocalFallback
   timeout: 50ms

@@ -3,6 +3,8 @@ package enforcer
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"net"
@@ -20,9 +22,16 @@ import (
 )
 
 // namespace is a namespace of the test's own.
+// It is a DNS label, as the API server requires: a test name too long for
+// one is cut and given a hash of the whole, so that it stays the test's own.
 func namespace(t testing.TB) string {
 	s := strings.ToLower(regexp.MustCompile(`[^a-zA-Z0-9]+`).ReplaceAllString(t.Name(), "-"))
-	return strings.Trim(s, "-")
+	s = strings.Trim(s, "-")
+	if len(s) > 63 {
+		sum := sha256.Sum256([]byte(s))
+		s = strings.Trim(s[:54], "-") + "-" + hex.EncodeToString(sum[:4])
+	}
+	return s
 }
 
 // setup says how to run one enforcer.
@@ -222,7 +231,8 @@ func limitHeaders(r response) [5]string {
 		r.header.Get("RateLimit-Policy"), r.header.Get("RateLimit"), r.header.Get("Retry-After")}
 }
 
-// policy is a RateLimitPolicy selecting every pod, with the given spec
+// policy is a RateLimitPolicy selecting pods labelled app=api (without
+// --labels-file every policy applies), with the given spec
 // lines after selector and upstreamPort (indented two spaces). Its Redis
 // timeout is the longest allowed, 1s, unless spec sets one: tests that
 // check Redis' answers must not see a failure mode decide because a busy
@@ -231,5 +241,5 @@ func policy(name, spec string) string {
 	if !strings.Contains(spec, "timeout:") {
 		spec = "  timeout: 1s\n" + spec
 	}
-	return fmt.Sprintf("apiVersion: sluice.dev/v1alpha1\nkind: RateLimitPolicy\nmetadata: {name: %s}\nspec:\n  selector: {}\n  upstreamPort: 8080\n%s\n", name, spec)
+	return fmt.Sprintf("apiVersion: sluice.dev/v1alpha1\nkind: RateLimitPolicy\nmetadata: {name: %s}\nspec:\n  selector: {matchLabels: {app: api}}\n  upstreamPort: 8080\n%s\n", name, spec)
 }
