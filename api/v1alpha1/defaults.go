@@ -28,8 +28,9 @@ import (
 const DefaultFailureMode = FailureModeOpen
 
 // Defaults the CRD schema applies. ApplyDefaults applies the same values to
-// policies that never went through an API server (the enforcer's
-// --policy-file, tests); the envtest suite checks that both agree.
+// policies that never went through an API server (the compiler's input in
+// tests); the envtest suite checks that both agree. The enforcer's
+// --policy-file applies the CRD's own defaults (internal/policyfile).
 const (
 	DefaultMode             = ModeEnforce
 	DefaultTimeout          = 50 * time.Millisecond

@@ -95,7 +95,7 @@ var _ = Describe("Samples", func() {
 			}
 
 			// The Go defaults (used where no API server is, as in the
-			// enforcer's --policy-file) agree with the CRD's.
+			// compiler's tests) agree with the CRD's.
 			want := readSample(file)
 			want.ApplyDefaults()
 			Expect(spec).To(Equal(want.Spec))
