@@ -166,12 +166,13 @@ func injectionDecision(pod *corev1.Pod, policies []v1alpha1.RateLimitPolicy, sid
 
 // selectingPolicies are the policies, not being deleted, whose selector
 // matches the pod's labels. An empty or invalid selector selects nothing,
-// as the policy controller reports.
+// as the policy controller reports; so does a policy it refused for its
+// upstream port, which no enforcer applies.
 func selectingPolicies(pod *corev1.Pod, policies []v1alpha1.RateLimitPolicy) []*v1alpha1.RateLimitPolicy {
 	var out []*v1alpha1.RateLimitPolicy
 	for i := range policies {
 		p := &policies[i]
-		if !p.DeletionTimestamp.IsZero() || !selects(p, pod) {
+		if !p.DeletionTimestamp.IsZero() || refusedForUpstreamPort(p) || !selects(p, pod) {
 			continue
 		}
 		out = append(out, p)

@@ -134,13 +134,21 @@ func (r *PolicyReconciler) listPolicies(ctx context.Context, namespace string) (
 // namespace. A configuration too large for a ConfigMap is reported on every
 // policy that compiled, and not published.
 func (r *PolicyReconciler) compile(ctx context.Context, namespace string, policies []*v1alpha1.RateLimitPolicy) (*compile.Result, map[string]compileOutcome, error) {
-	opts, err := r.compileOptions(ctx, namespace, policies)
+	opts, pods, err := r.compileOptions(ctx, namespace, policies)
 	if err != nil {
 		return nil, nil, err
 	}
-	items := make([]v1alpha1.RateLimitPolicy, len(policies))
-	for i, p := range policies {
-		items[i] = *p
+	// A policy refused for its upstream port is left out: its pods' enforcers
+	// forward to the older policy's port and apply that policy only.
+	conflicts := upstreamPortConflicts(policies, pods, func(p *v1alpha1.RateLimitPolicy) bool {
+		_, ok := publishedGeneration(opts.Previous, p)
+		return ok
+	})
+	items := make([]v1alpha1.RateLimitPolicy, 0, len(policies))
+	for _, p := range policies {
+		if conflicts[p.Name] == nil {
+			items = append(items, *p)
+		}
 	}
 	compiled, err := compile.Namespace(namespace, items, opts)
 	var tooLarge *compile.TooLargeError
@@ -150,6 +158,10 @@ func (r *PolicyReconciler) compile(ctx context.Context, namespace string, polici
 	outcomes := make(map[string]compileOutcome, len(policies))
 	for _, p := range policies {
 		o := compileOutcome{Err: compiled.Errors[p.Name], Selected: opts.Replicas[p.Name]}
+		if conflict := conflicts[p.Name]; conflict != nil {
+			outcomes[p.Name] = compileOutcome{Err: conflict, Selected: o.Selected}
+			continue
+		}
 		if o.Err == nil && tooLarge != nil {
 			o.Err = &compile.PolicyError{Policy: p.Name, Reason: v1alpha1.ReasonConfigTooLarge, Message: tooLarge.Error()}
 		}
@@ -165,8 +177,9 @@ func (r *PolicyReconciler) compile(ctx context.Context, namespace string, polici
 }
 
 // compileOptions reads the pods each policy selects, the keys of the Secrets
-// policies name, and the configuration published so far.
-func (r *PolicyReconciler) compileOptions(ctx context.Context, namespace string, policies []*v1alpha1.RateLimitPolicy) (compile.Options, error) {
+// policies name, and the configuration published so far; it returns the
+// namespace's pods too.
+func (r *PolicyReconciler) compileOptions(ctx context.Context, namespace string, policies []*v1alpha1.RateLimitPolicy) (compile.Options, []corev1.Pod, error) {
 	opts := compile.Options{
 		Replicas:           make(map[string]int32, len(policies)),
 		Secrets:            map[string][]string{},
@@ -174,7 +187,7 @@ func (r *PolicyReconciler) compileOptions(ctx context.Context, namespace string,
 	}
 	var pods corev1.PodList
 	if err := r.List(ctx, &pods, client.InNamespace(namespace)); err != nil {
-		return opts, fmt.Errorf("list pods in %s: %w", namespace, err)
+		return opts, nil, fmt.Errorf("list pods in %s: %w", namespace, err)
 	}
 	for _, p := range policies {
 		opts.Replicas[p.Name] = countSelected(p, pods.Items)
@@ -187,7 +200,7 @@ func (r *PolicyReconciler) compileOptions(ctx context.Context, namespace string,
 		}
 		keys, err := r.secretKeys(ctx, namespace, name)
 		if err != nil {
-			return opts, err
+			return opts, nil, err
 		}
 		if keys != nil {
 			opts.Secrets[name] = keys
@@ -195,10 +208,10 @@ func (r *PolicyReconciler) compileOptions(ctx context.Context, namespace string,
 	}
 	previous, err := r.publishedConfig(ctx, namespace)
 	if err != nil {
-		return opts, err
+		return opts, nil, err
 	}
 	opts.Previous = previous
-	return opts, nil
+	return opts, pods.Items, nil
 }
 
 // countSelected counts the pods the policy selects that run or are about to:

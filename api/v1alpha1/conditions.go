@@ -44,6 +44,10 @@ const (
 	// ReasonConfigTooLarge: the namespace's compiled configuration does not
 	// fit in one ConfigMap.
 	ReasonConfigTooLarge = "ConfigTooLarge"
+	// ReasonConflictingUpstreamPorts: an older policy with another
+	// upstreamPort can select the same pods, whose one enforcer forwards to
+	// one port.
+	ReasonConflictingUpstreamPorts = "ConflictingUpstreamPorts"
 )
 
 // Reasons of the Ready condition.

@@ -21,9 +21,11 @@ import (
 	. "github.com/onsi/gomega"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/controllers"
 )
 
@@ -140,15 +142,23 @@ var _ = Describe("The injection webhook", func() {
 		Expect(injectionEvents(ctx, disabledPolicy)).To(BeEmpty(), "the webhook is not called outside enabled namespaces")
 	})
 
-	It("leaves a pod selected by policies with different upstream ports untouched", func(ctx SpecContext) {
+	It("refuses the newer of two policies with different upstream ports, and injects for the older", func(ctx SpecContext) {
 		createPolicy(ctx, newPolicy(ns, "public-api", "api", 8080))
 		second := newPolicy(ns, "api-v2", "api", 9090)
 		createPolicy(ctx, second)
+		accepted := condition(ctx, second, v1alpha1.ConditionAccepted)
+		Expect(accepted.Status).To(Equal(metav1.ConditionFalse))
+		Expect(accepted.Reason).To(Equal(v1alpha1.ReasonConflictingUpstreamPorts))
+		Expect(accepted.Message).To(HavePrefix("policy public-api, created before, forwards to upstreamPort 8080 and this one to 9090"))
+
 		pod := newPod(ns, "api-0", map[string]string{"app": "api"})
+		Eventually(func() *corev1.Container {
+			dry := pod.DeepCopy()
+			Expect(k8sClient.Create(ctx, dry, client.DryRunAll)).To(Succeed())
+			return enforcerOf(dry)
+		}).ShouldNot(BeNil(), "once the webhook's cache has the refusal")
 		Expect(k8sClient.Create(ctx, pod)).To(Succeed())
-		Expect(enforcerOf(pod)).To(BeNil())
-		Eventually(func() []string { return eventNotes(ctx, second, controllers.ReasonConflictingUpstreamPorts) }).Should(
-			ConsistOf(ContainSubstring("select the pod with different upstream ports")))
+		Expect(enforcerOf(pod).Args).To(ContainElement("--upstream=http://127.0.0.1:8080"))
 	})
 
 	It("runs with the failure policy and timeout of the manager's flags", func(ctx SpecContext) {
