@@ -178,8 +178,11 @@ func redisOf(st *enforcerStatus, name string) *enforcerRedisStatus {
 // the one that most needs the user: pods without a working enforcer, then
 // stale enforcers, then enforcers in their failure mode.
 func readyCondition(p *v1alpha1.RateLimitPolicy, c enforcerCheck) metav1.Condition {
-	if accepted := apimeta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionAccepted); accepted != nil &&
-		accepted.Status == metav1.ConditionFalse && accepted.ObservedGeneration == p.Generation {
+	accepted := apimeta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionAccepted)
+	switch {
+	case accepted == nil || accepted.ObservedGeneration != p.Generation:
+		return notCompiledReady(p.Generation)
+	case accepted.Status == metav1.ConditionFalse:
 		return notAcceptedReady(p.Generation)
 	}
 	if c.counts.Selected == 0 {
@@ -276,6 +279,14 @@ func notInjectedMessage(c enforcerCheck) string {
 			podNames(restart), plural(int32(len(restart)), "predates", "predate"), plural(int32(len(restart)), "was", "were"), recreateAdvice(restart))}, parts...)
 	}
 	return head + ": " + strings.Join(capped(parts, podsNamedInMessage), "; ")
+}
+
+// notCompiledReady is Ready while the policy controller has not compiled
+// the generation yet: whether it will be accepted is not known.
+func notCompiledReady(generation int64) metav1.Condition {
+	return metav1.Condition{Type: v1alpha1.ConditionReady, ObservedGeneration: generation,
+		Status: metav1.ConditionUnknown, Reason: v1alpha1.ReasonProgressing,
+		Message: fmt.Sprintf("generation %d is not compiled yet; Ready follows once the Accepted condition reports it", generation)}
 }
 
 // optedOutNote says which selected pods opt out of injection: the policy
@@ -452,10 +463,13 @@ func limitMessage(msg string) string {
 }
 
 // readyEvent returns the Event of a change of Ready's status or reason,
-// nil when neither changed.
+// nil when neither changed or while the outcome is Unknown.
 func readyEvent(before, after *metav1.Condition) *statusEvent {
 	if after == nil || (before != nil && before.Status == after.Status && before.Reason == after.Reason) {
 		return nil
+	}
+	if after.Status == metav1.ConditionUnknown {
+		return nil // a generation being compiled: the next transition tells
 	}
 	eventType := corev1.EventTypeWarning
 	if after.Status == metav1.ConditionTrue {

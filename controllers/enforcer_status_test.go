@@ -279,6 +279,10 @@ func TestReadyFollowsGenerations(t *testing.T) {
 	g.Expect(conditionsOf(p)).To(HaveKeyWithValue(v1alpha1.ConditionReady, wantCondition{metav1.ConditionTrue, v1alpha1.ReasonEnforcersReady}))
 
 	p.Generation = 5 // edited; the enforcers still run 4
+	g.Expect(setEnforcerStatus(p, pods, publishedEntries{}, t1)).To(BeNil(), "no Event while generation 5 is being compiled")
+	g.Expect(conditionsOf(p)).To(HaveKeyWithValue(v1alpha1.ConditionReady, wantCondition{metav1.ConditionUnknown, v1alpha1.ReasonProgressing}))
+
+	apimeta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionAccepted).ObservedGeneration = 5
 	event := setEnforcerStatus(p, pods, publishedEntries{}, t1)
 	g.Expect(event).To(HaveField("Reason", v1alpha1.ReasonEnforcersStale))
 	ready := apimeta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionReady)
@@ -315,17 +319,27 @@ func TestWorkloadOf(t *testing.T) {
 	g.Expect(workload(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "debug"}})).To(Equal([]any{"", false}))
 }
 
-func TestPolicyControllerLeavesReadyToTheStatusController(t *testing.T) {
+func TestReadyHasOneWriter(t *testing.T) {
 	g := NewWithT(t)
-	p := acceptedPolicy()
-	setPolicyStatus(p, compileOutcome{Selected: 1, ReadyFromEnforcers: true}, t0)
-	g.Expect(conditionsOf(p)).To(HaveKeyWithValue(v1alpha1.ConditionReady, wantCondition{metav1.ConditionUnknown, v1alpha1.ReasonEnforcersNotReported}),
-		"Ready is present before the status controller's first pass")
+	p := newPolicy(4)
+	p.UID = policyUID
+	setEnforcerStatus(p, []selectedPod{answered("api-0", healthy(4, 0, 0))}, publishedEntries{}, t0)
+	g.Expect(conditionsOf(p)).To(HaveKeyWithValue(v1alpha1.ConditionReady, wantCondition{metav1.ConditionUnknown, v1alpha1.ReasonProgressing}),
+		"before the policy controller compiled the generation, Ready is not known")
 
-	setEnforcerStatus(p, []selectedPod{answered("api-0", healthy(4, 0, 0))}, publishedEntries{}, t1)
 	setPolicyStatus(p, compileOutcome{Selected: 1, ReadyFromEnforcers: true}, t1)
-	g.Expect(conditionsOf(p)).To(HaveKeyWithValue(v1alpha1.ConditionReady, wantCondition{metav1.ConditionTrue, v1alpha1.ReasonEnforcersReady}),
-		"a pass of the policy controller does not undo the status controller's Ready")
+	g.Expect(conditionsOf(p)).To(HaveKeyWithValue(v1alpha1.ConditionReady, wantCondition{metav1.ConditionUnknown, v1alpha1.ReasonProgressing}),
+		"the policy controller does not write Ready")
+	event := setEnforcerStatus(p, []selectedPod{answered("api-0", healthy(4, 0, 0))}, publishedEntries{}, t1)
+	g.Expect(conditionsOf(p)).To(HaveKeyWithValue(v1alpha1.ConditionReady, wantCondition{metav1.ConditionTrue, v1alpha1.ReasonEnforcersReady}))
+	g.Expect(event).To(HaveField("Reason", v1alpha1.ReasonEnforcersReady))
+
+	withoutReady := acceptedPolicy()
+	setPolicyStatus(withoutReady, compileOutcome{Selected: 1, ReadyFromEnforcers: true}, t1)
+	g.Expect(conditionsOf(withoutReady)).NotTo(HaveKey(v1alpha1.ConditionReady), "not even while Ready is absent")
+	setPolicyStatus(withoutReady, compileOutcome{Selected: 1}, t1)
+	g.Expect(conditionsOf(withoutReady)).To(HaveKeyWithValue(v1alpha1.ConditionReady, wantCondition{metav1.ConditionUnknown, v1alpha1.ReasonEnforcersNotReported}),
+		"without a status controller, the policy controller keeps Ready present")
 }
 
 // An enforcer on an older configuration of the namespace runs the

@@ -71,7 +71,8 @@ type PolicyReconciler struct {
 	// DefaultFailureMode applies to policies stored without spec.failureMode.
 	DefaultFailureMode v1alpha1.FailureMode
 	// ReadyFromEnforcers says the status controller runs and owns the Ready
-	// condition: this controller then sets Ready only while it is absent.
+	// condition: this controller then never writes Ready. Each condition
+	// has one writer: Accepted, Stalled and Reconciling are this one's.
 	ReadyFromEnforcers bool
 	// Now is the clock of condition transitions; nil means time.Now.
 	Now func() time.Time

@@ -39,7 +39,7 @@ type compileOutcome struct {
 	PublishErr error
 	// Selected is how many running pods the policy selects.
 	Selected int32
-	// ReadyFromEnforcers leaves a present Ready to the status controller.
+	// ReadyFromEnforcers leaves Ready to the status controller, its owner.
 	ReadyFromEnforcers bool
 }
 
@@ -127,14 +127,15 @@ func setReconcilingCondition(p *v1alpha1.RateLimitPolicy, publishErr error, now 
 	})
 }
 
-// setReadyCondition keeps Ready present, as kstatus wants. Without enforcer
+// setReadyCondition keeps Ready present, as kstatus wants, when no status
+// controller runs (which otherwise owns Ready alone). Without enforcer
 // status it can only be sure of two cases: a policy that was not accepted is
 // not enforced, and a policy that selects no pod has nothing to wait for.
 // With pods selected, whether their enforcers loaded this generation is
 // Unknown until the status controller reports it.
 func setReadyCondition(p *v1alpha1.RateLimitPolicy, o compileOutcome, now metav1.Time) {
-	if o.ReadyFromEnforcers && apimeta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionReady) != nil {
-		return
+	if o.ReadyFromEnforcers {
+		return // the status controller's, its one writer
 	}
 	var cond metav1.Condition
 	switch {

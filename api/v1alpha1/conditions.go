@@ -59,8 +59,9 @@ const (
 	// that is not ready.
 	ReasonEnforcersNotReady = "EnforcersNotReady"
 	// ReasonEnforcersNotReported: pods are selected but no enforcer status
-	// has been collected for them yet. The policy controller sets it until
-	// the status controller, which polls the enforcers, owns Ready.
+	// has been collected for them yet. The policy controller sets it when
+	// no status controller runs; otherwise the status controller, which
+	// polls the enforcers, is Ready's one writer.
 	ReasonEnforcersNotReported = "EnforcersNotReported"
 	// ReasonEnforcersStale: some enforcers still run an older generation.
 	ReasonEnforcersStale = "EnforcersStale"
