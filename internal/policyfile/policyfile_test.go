@@ -144,7 +144,7 @@ func TestParseRefusesWhatTheAPIServerRefuses(t *testing.T) {
 func TestParseRefusesUnknownFieldsAsStrictValidationDoes(t *testing.T) {
 	g := NewWithT(t)
 	_, err := Parse([]byte(policy("p", `{`+selector+`, spek: 1, rules: [{name: api, limitz: [], limits: [{requests: 60, period: 1m}]}]}`)))
-	g.Expect(err).To(MatchError(`document 1: RateLimitPolicy in version "v1alpha1" cannot be handled as a RateLimitPolicy: `+
+	g.Expect(err).To(MatchError(`document 1: RateLimitPolicy in version "v1alpha1" cannot be handled as a RateLimitPolicy: ` +
 		`strict decoding error: unknown field "spec.rules[0].limitz", unknown field "spec.spek"`))
 
 	_, err = Parse([]byte(policy("p", `{`+selector+`, rules: [`+apiRule+`], rules: []}`)))
