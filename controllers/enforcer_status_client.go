@@ -162,21 +162,12 @@ func pollEnforcers(ctx context.Context, c *http.Client, pods []*corev1.Pod, toke
 	var wg sync.WaitGroup
 	slots := make(chan struct{}, max(limit, 1))
 	for _, pod := range pods {
-		addr, why := adminAddress(pod)
-		if addr == "" {
-			out[pod] = polledEnforcer{Err: why}
-			continue
-		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			slots <- struct{}{}
 			defer func() { <-slots }()
-			st, err := fetchEnforcerStatus(ctx, c, addr, token)
-			res := polledEnforcer{Address: addr, Status: st, Refused: errors.Is(err, errCredentialRefused)}
-			if err != nil {
-				res.Err = err.Error()
-			}
+			res := pollEnforcer(ctx, c, pod, token)
 			mu.Lock()
 			out[pod] = res
 			mu.Unlock()
@@ -184,6 +175,21 @@ func pollEnforcers(ctx context.Context, c *http.Client, pods []*corev1.Pod, toke
 	}
 	wg.Wait()
 	return out
+}
+
+// pollEnforcer reads the /status of the pod's enforcer with token; a pod
+// without an admin address gets its reason as error.
+func pollEnforcer(ctx context.Context, c *http.Client, pod *corev1.Pod, token string) polledEnforcer {
+	addr, why := adminAddress(pod)
+	if addr == "" {
+		return polledEnforcer{Err: why}
+	}
+	st, err := fetchEnforcerStatus(ctx, c, addr, token)
+	res := polledEnforcer{Address: addr, Status: st, Refused: errors.Is(err, errCredentialRefused)}
+	if err != nil {
+		res.Err = err.Error()
+	}
+	return res
 }
 
 // polledEnforcer is what polling one pod's enforcer found: its status, or

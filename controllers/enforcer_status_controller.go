@@ -89,10 +89,13 @@ type EnforcerStatusReconciler struct {
 	Now func() time.Time
 	// history is what each namespace's configurations held for its policies.
 	history configHistory
+	// poller polls the enforcers outside Reconcile (SetupWithManager adds it).
+	poller *enforcerPoller
 }
 
-// Reconcile polls the enforcers of the namespace's selected pods and
-// patches the status of each of its policies once, in a deferred step.
+// Reconcile reads the latest /status of the enforcers of the namespace's
+// selected pods, which the poller keeps, and patches the status of each
+// of its policies once, in a deferred step.
 func (r *EnforcerStatusReconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {
 	var list v1alpha1.RateLimitPolicyList
 	if err := r.List(ctx, &list, client.InNamespace(req.Namespace)); err != nil {
@@ -125,6 +128,9 @@ func (r *EnforcerStatusReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 		return ctrl.Result{}, err
 	}
 	r.reconcileStatus(patch, pods, history)
+	if r.poller != nil {
+		return ctrl.Result{}, nil // the poller enqueues the namespace when its enforcers' answers change
+	}
 	return ctrl.Result{RequeueAfter: r.interval()}, nil
 }
 
@@ -176,15 +182,45 @@ func (r *EnforcerStatusReconciler) collectPods(ctx context.Context, namespace st
 			injected = append(injected, pod)
 		}
 	}
-	token, err := adminToken(ctx, r.Secrets, namespace)
+	polled, err := r.polledEnforcers(ctx, namespace, injected)
 	if err != nil {
 		return nil, err
 	}
-	polled := pollEnforcers(ctx, r.httpClient(), injected, token, pollConcurrency)
 	for i := range selected {
 		selected[i].Polled = polled[selected[i].Pod]
 	}
 	return selected, nil
+}
+
+// polledEnforcers is the latest /status of each pod's enforcer: the
+// poller's answer, or for a pod it has not reached yet (just started, or
+// with a new IP), one fetched now.
+func (r *EnforcerStatusReconciler) polledEnforcers(ctx context.Context, namespace string, pods []*corev1.Pod) (map[*corev1.Pod]polledEnforcer, error) {
+	out := make(map[*corev1.Pod]polledEnforcer, len(pods))
+	var missing []*corev1.Pod
+	for _, pod := range pods {
+		if r.poller != nil {
+			if res, ok := r.poller.polled(pod); ok {
+				out[pod] = res
+				continue
+			}
+		}
+		missing = append(missing, pod)
+	}
+	if len(missing) == 0 {
+		return out, nil
+	}
+	token, err := adminToken(ctx, r.Secrets, namespace)
+	if err != nil {
+		return nil, err
+	}
+	for pod, res := range pollEnforcers(ctx, r.httpClient(), missing, token, pollConcurrency) {
+		out[pod] = res
+		if r.poller != nil {
+			r.poller.remember(pod, res)
+		}
+	}
+	return out, nil
 }
 
 func (r *EnforcerStatusReconciler) injectionEnabled(ctx context.Context, namespace string) (bool, error) {

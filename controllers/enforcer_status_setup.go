@@ -17,6 +17,8 @@ limitations under the License.
 package controllers
 
 import (
+	"fmt"
+
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -25,20 +27,27 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 )
 
-// SetupWithManager registers the status controller. Besides its interval,
-// it checks a namespace at once when a policy is created, deleted, changes
+// SetupWithManager registers the status controller and its poller, which
+// enqueues a namespace when its enforcers' answers change. Besides, it
+// checks a namespace at once when a policy is created, deleted, changes
 // its spec or its Accepted condition, and when a selected pod starts,
 // stops, gets its IP or changes labels.
 func (r *EnforcerStatusReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Secrets == nil {
 		r.Secrets = mgr.GetAPIReader()
 	}
+	r.poller = newEnforcerPoller(mgr.GetClient(), r.Secrets, r.httpClient, r.interval(), pollConcurrency)
+	if err := mgr.Add(r.poller); err != nil {
+		return fmt.Errorf("add the enforcer poller: %w", err)
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("enforcerstatus").
+		WatchesRawSource(source.Channel(r.poller.changed, &handler.EnqueueRequestForObject{})).
 		Watches(&v1alpha1.RateLimitPolicy{}, handler.EnqueueRequestsFromMapFunc(namespaceOf),
 			builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, acceptedChanged()))).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(namespaceWithPolicies(r)),
