@@ -128,7 +128,10 @@ func (f *forwarder) serve(w http.ResponseWriter, r *http.Request, onError func(h
 	ctx := r.Context()
 	resp, c, stop, err := f.roundTrip(ctx, w, r, body)
 	if err != nil {
-		if ctx.Err() != nil {
+		// net/http cancels the context when the client's side fails, a
+		// broken body included: that must be answered, not taken for a
+		// client gone away.
+		if ctx.Err() != nil && !errors.As(err, new(*requestBodyError)) {
 			err = context.Cause(ctx)
 		}
 		onError(w, r, err)

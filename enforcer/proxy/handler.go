@@ -125,23 +125,32 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request) {
 // forwardError answers a failed exchange with the application: 408 when
 // the client's body was too slow, else as upstreamError does.
 func (h *Handler) forwardError(w http.ResponseWriter, r *http.Request, err error) {
-	if bodyTimedOut(r, err) {
+	switch {
+	case bodyTimedOut(r, err):
 		h.bodyError(w, r, errBodyTimeout)
+		return
+	case errors.As(err, new(*requestBodyError)) && !errors.As(err, new(*http.MaxBytesError)):
+		h.bodyError(w, r, err)
 		return
 	}
 	h.upstreamError(w, r, err)
 }
 
 // bodyError answers a request whose body could not be read: 408 when it
-// was too slow, nothing when the client went away.
+// was too slow, 400 when it broke off or broke its framing. Never nothing:
+// net/http would then send 200 for the enforcer, with an empty body. A
+// client that hung up does not read the answer, which costs nothing.
 func (h *Handler) bodyError(w http.ResponseWriter, _ *http.Request, err error) {
-	if !errors.Is(err, errBodyTimeout) {
-		return // the client hung up or broke its framing: nobody to answer
-	}
-	h.rec.Refused("body-timeout")
 	w.Header()["Connection"] = []string{"close"}
-	writeProblem(w, &Problem{Type: ProblemRequestLimit, Title: "Request Timeout", Status: http.StatusRequestTimeout,
-		Detail: "The request body did not arrive in time."})
+	if errors.Is(err, errBodyTimeout) {
+		h.rec.Refused("body-timeout")
+		writeProblem(w, &Problem{Type: ProblemRequestLimit, Title: "Request Timeout", Status: http.StatusRequestTimeout,
+			Detail: "The request body did not arrive in time."})
+		return
+	}
+	h.rec.Refused("body-malformed")
+	writeProblem(w, &Problem{Type: ProblemBadRequest, Title: "Bad Request", Status: http.StatusBadRequest,
+		Detail: "The request body ended early or its framing is malformed."})
 }
 
 // Swap puts s into service; requests already being decided finish with the

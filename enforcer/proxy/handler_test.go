@@ -1,10 +1,12 @@
 package proxy
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -326,4 +328,36 @@ func TestAmbiguousRequestRefusedBeforeAnyRule(t *testing.T) {
 	g.Expect(reached.Load()).To(BeZero())
 
 	g.Expect(get(g, f.url+"/v1/exports").header.Get("X-RateLimit-Remaining")).To(Equal("1"), "the refusal took nothing")
+}
+
+// TestBrokenBodyIsNeverAnsweredOK: a body whose framing breaks, or that
+// ends early, gets a 400 problem: answering nothing would have net/http
+// send 200 on the enforcer's behalf.
+func TestBrokenBodyIsNeverAnsweredOK(t *testing.T) {
+	// The application reads the whole body before it answers.
+	f := serve(t, configOf(t, allowAll(t)), redisURL, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, err := io.Copy(io.Discard, r.Body); err == nil {
+			_, _ = io.WriteString(w, "ok")
+		}
+	}))
+	for name, raw := range map[string]string{
+		"bad chunk size":      "POST /x HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\nzz\r\n",
+		"short known length":  "POST /x HTTP/1.1\r\nHost: a\r\nContent-Length: 10\r\n\r\nabc",
+		"short streamed body": "POST /x HTTP/1.1\r\nHost: a\r\nContent-Length: 100000\r\n\r\nabc",
+	} {
+		t.Run(name, func(t *testing.T) {
+			g := NewWithT(t)
+			conn, err := net.Dial("tcp", strings.TrimPrefix(f.url, "http://"))
+			g.Expect(err).NotTo(HaveOccurred())
+			defer conn.Close()
+			_, _ = io.WriteString(conn, raw)
+			_ = conn.(*net.TCPConn).CloseWrite() // the body ends here
+			_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+			resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+			g.Expect(err).NotTo(HaveOccurred())
+			defer resp.Body.Close()
+			g.Expect(resp.StatusCode).To(Equal(http.StatusBadRequest))
+			g.Expect(resp.Header.Get("Content-Type")).To(Equal("application/problem+json"))
+		})
+	}
 }
