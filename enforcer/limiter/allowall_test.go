@@ -26,7 +26,7 @@ func TestRefusedRequestIsRefundedInOtherRules(t *testing.T) {
 				strict.Bucket.Rule = "strict"
 				strict.Windows = []Window{{Requests: 2, Period: time.Hour}}
 
-				reqs := []Request{generous, strict}
+				reqs := []Request{mustCheck(t, generous), mustCheck(t, strict)}
 				var out []Outcome
 				for i := range 4 {
 					out = guard.AllowAll(context.Background(), reqs, out)
@@ -42,7 +42,7 @@ func TestRefusedRequestIsRefundedInOtherRules(t *testing.T) {
 				for _, w := range generous.Windows {
 					alone := generous
 					alone.Windows = []Window{w}
-					d, err := guard.redis.Peek(context.Background(), alone)
+					d, err := guard.redis.Peek(context.Background(), mustCheck(t, alone))
 					g.Expect(err).NotTo(HaveOccurred())
 					g.Expect(d.Remaining).To(Equal(w.Requests-2), "only the admitted request counts in the %s window", w.Period)
 				}
@@ -55,12 +55,11 @@ func TestAllowAllDecidesEachRequestOnItsOwn(t *testing.T) {
 	g := NewWithT(t)
 	server := standalone
 	guard := newGuard(t, server.URL())
-	ok := Request{Bucket: bucketFor(t), Algorithm: FixedWindow, Cost: 1,
+	built := Request{Bucket: bucketFor(t), Algorithm: FixedWindow, Cost: 1,
 		Windows: []Window{{Requests: 5, Period: time.Hour}}}
-	bad := ok
-	bad.Cost = 0
-	out := guard.AllowAll(context.Background(), []Request{bad, ok, ok}, nil)
-	g.Expect(out[0].Err).To(MatchError(ErrInvalidRequest))
+	ok := mustCheck(t, built)
+	out := guard.AllowAll(context.Background(), []Request{built, ok, ok}, nil)
+	g.Expect(out[0].Err).To(MatchError(ErrInvalidRequest), "a Request no Rule built is refused")
 	g.Expect(out[0].Decision.Allowed).To(BeFalse())
 	g.Expect(out[1].Decision.Remaining).To(Equal(int64(4)))
 	g.Expect(out[2].Decision.Remaining).To(Equal(int64(3)))

@@ -79,7 +79,7 @@ func TestGCRARefundGivesBackTheUnits(t *testing.T) {
 
 			// a refund never makes a window more than whole
 			g.Expect(r.Refund(context.Background(), req, req, req)).To(Succeed())
-			d, err := r.Peek(context.Background(), req)
+			d, err := r.Peek(context.Background(), mustCheck(t, req))
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(d.Remaining).To(Equal(int64(10)))
 			g.Expect(r.client.Exists(context.Background(), req.Bucket.Key(GCRA, time.Minute)).Val()).To(BeZero(),

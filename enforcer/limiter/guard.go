@@ -81,9 +81,17 @@ func (g *Guard) sweep() {
 type Outcome struct {
 	Decision Decision
 	// Err is nil, a Redis failure (Decision is then the failure mode's,
-	// Degraded), or an invalid request (Decision is then zero and refuses).
+	// Degraded), or ErrInvalidRequest (Decision is then zero and refuses).
 	Err error
 }
+
+// errUncheckedRequest answers a Request that Rule.Request did not build, or
+// built for an empty tenant: a bug, never a configuration (config.Parse and
+// NewRule check those once). The check costs one field read; the guard does
+// not guess a decision: it asks neither Redis nor a failure mode, and the
+// proxy counts the outcome as a check error (sluice_enforcer_check_errors_total), so
+// a bug that lifts a limit is never silent.
+var errUncheckedRequest = fmt.Errorf("%w: not built from a checked rule", ErrInvalidRequest)
 
 // AllowAll decides every rule an HTTP request must pass. All of them go to
 // Redis together, in one pipelined round trip, and each waits no longer than
@@ -95,9 +103,9 @@ func (g *Guard) AllowAll(ctx context.Context, reqs []Request, out []Outcome) []O
 	pending := buf[:0]
 	for i := range reqs {
 		req := &reqs[i]
-		switch err := req.Validate(); {
-		case err != nil:
-			out[i] = Outcome{Err: err}
+		switch {
+		case !req.checked:
+			out[i] = Outcome{Err: errUncheckedRequest}
 		case skip:
 			out[i] = Outcome{Decision: g.fallback(req), Err: ErrRedisUnavailable}
 		default:

@@ -18,7 +18,8 @@ type Tenant string
 const tenantHashBytes = 12
 
 // HashTenant returns the Tenant for identity under a policy's salt. An empty
-// identity has no tenant and yields "", which Request.Validate refuses.
+// identity has no tenant and yields "", for which Rule.Request builds a
+// Request the guard refuses.
 func HashTenant(salt, identity string) Tenant {
 	if identity == "" {
 		return ""

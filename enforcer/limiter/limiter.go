@@ -33,7 +33,9 @@ func (w Window) capacity(a Algorithm) int64 {
 	return w.Requests
 }
 
-// Request asks whether Cost more requests of Bucket fit its Windows.
+// Request asks whether Cost more requests of Bucket fit its Windows. The
+// request path uses only Requests that Rule.Request built, from a rule
+// NewRule checked; their fields are read, never changed.
 type Request struct {
 	Bucket    Bucket
 	Algorithm Algorithm
@@ -42,6 +44,46 @@ type Request struct {
 	Cost int64
 	// Failure says what to decide when Redis cannot answer.
 	Failure FailurePolicy
+
+	// checked is set by Rule.Request: the request's rule passed NewRule and
+	// its tenant is not empty. Guard.AllowAll refuses any other Request.
+	checked bool
+}
+
+// Rule is a rule of a policy as the limiter decides it: its bucket's
+// namespace, policy and rule names, its algorithm, windows and cost, and its
+// failure mode. NewRule checks it once, when a configuration is compiled;
+// the zero Rule builds Requests the guard refuses.
+type Rule struct {
+	req Request
+}
+
+// NewRule checks a rule of algorithm a with these windows and cost, for the
+// buckets named by b (whose Tenant is ignored), and returns it. Configurations
+// are checked with field paths by config.Parse; an error here is a bug in
+// how the rule was compiled. NewRule keeps windows: do not modify them.
+func NewRule(b Bucket, a Algorithm, windows []Window, cost int64, f FailurePolicy) (Rule, error) {
+	req := Request{Bucket: b, Algorithm: a, Windows: windows, Cost: cost, Failure: f}
+	req.Bucket.Tenant = "-" // any tenant Rule.Request accepts; checked there
+	if err := req.validate(); err != nil {
+		return Rule{}, err
+	}
+	req.Bucket.Tenant = ""
+	req.checked = true
+	return Rule{req: req}, nil
+}
+
+// Windows are the rule's windows, shared by every Request it builds: do not
+// modify them.
+func (r Rule) Windows() []Window { return r.req.Windows }
+
+// Request is the rule's Request for tenant. A Request with an empty tenant
+// (HashTenant of an empty identity) is one the guard refuses.
+func (r Rule) Request(tenant Tenant) Request {
+	req := r.req
+	req.Bucket.Tenant = tenant
+	req.checked = req.checked && tenant != ""
+	return req
 }
 
 // Decision is the outcome of a Request, described by its deciding window:
@@ -75,8 +117,9 @@ var ErrInvalidRequest = errors.New("invalid rate limit request")
 // maxWindows bounds the windows of one rule; the API allows 8.
 const maxWindows = 8
 
-// Validate reports why req cannot be decided, without touching Redis.
-func (req *Request) Validate() error {
+// validate reports why req cannot be decided. It runs once per rule, in
+// NewRule, never per request.
+func (req *Request) validate() error {
 	if err := req.Bucket.validate(); err != nil {
 		return err
 	}
@@ -84,8 +127,7 @@ func (req *Request) Validate() error {
 }
 
 // validateWindows reports why a rule of algorithm a with these windows and
-// cost could never be decided. Configurations are checked, with field
-// paths, by config.Parse; this only guards Requests built otherwise.
+// cost could never be decided.
 func validateWindows(a Algorithm, windows []Window, cost int64) error {
 	if !a.Valid() {
 		return fmt.Errorf("%w: unknown algorithm %q", ErrInvalidRequest, a)

@@ -35,8 +35,8 @@ func (r *Redis) Close() error { return r.pipe.Close() }
 // consuming anything: Remaining and Reset of the deciding window, and
 // whether req.Cost would fit now.
 func (r *Redis) Peek(ctx context.Context, req Request) (Decision, error) {
-	if err := req.Validate(); err != nil {
-		return Decision{}, err
+	if !req.checked {
+		return Decision{}, errUncheckedRequest
 	}
 	d, err := r.check(ctx, &req, 0)
 	if err != nil {

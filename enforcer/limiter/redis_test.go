@@ -210,7 +210,7 @@ func TestMultiWindowRefusalConsumesNothing(t *testing.T) {
 				// The minute window saw only the three admitted requests.
 				alone := req
 				alone.Windows = []Window{minute}
-				d, err := r.Peek(context.Background(), alone)
+				d, err := r.Peek(context.Background(), mustCheck(t, alone))
 				g.Expect(err).NotTo(HaveOccurred())
 				g.Expect(d.Remaining).To(Equal(int64(7)))
 			})

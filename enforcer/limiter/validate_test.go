@@ -2,6 +2,7 @@ package limiter
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -51,12 +52,17 @@ func TestInvalidRequestsFailBeforeRedis(t *testing.T) {
 			_, err := r.Allow(context.Background(), req)
 			g.Expect(err).To(MatchError(ErrInvalidRequest))
 			g.Expect(err).To(MatchError(ContainSubstring(c.want)))
+			_, err = NewRule(req.Bucket, req.Algorithm, req.Windows, req.Cost, req.Failure)
+			if !strings.Contains(c.want, "tenant") {
+				g.Expect(err).To(MatchError(ContainSubstring(c.want)), "NewRule refuses it, once, at compile")
+			}
 			_, err = guard.Allow(context.Background(), req)
 			g.Expect(err).To(MatchError(ErrInvalidRequest), "the guard refuses it too, without a failure-mode decision")
 		})
 	}
 	g := NewWithT(t)
 	ok := valid()
-	g.Expect(ok.Validate()).To(Succeed())
+	_, err := NewRule(ok.Bucket, ok.Algorithm, ok.Windows, ok.Cost, ok.Failure)
+	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(guard.Health().ConsecutiveFailures).To(BeZero(), "no invalid request reached Redis")
 }

@@ -83,7 +83,7 @@ func New(cfg *config.Config) (*Table, error) {
 	}
 	t := &Table{namespace: cfg.Namespace}
 	for i := range cfg.Policies {
-		p, err := compilePolicy(&cfg.Policies[i])
+		p, err := compilePolicy(cfg.Namespace, &cfg.Policies[i])
 		if err != nil {
 			return nil, fmt.Errorf("compile routes: policy %s: %w", cfg.Policies[i].Name, err)
 		}
@@ -158,26 +158,15 @@ func (t *Table) Checks(r *request.Request, dst []Check) []Check {
 				tier = p.tiers.Tier(r)
 			}
 			id, tenant := ids.resolve(r, p.salt, rule.identity)
-			windows, _ := rule.windows(tier, id.Name())
-			dst = append(dst, t.check(p, rule, tier, tenant, windows))
+			limits, _ := rule.windows(tier, id.Name())
+			dst = append(dst, t.check(p, rule, tier, tenant, limits))
 		}
 	}
 	return dst
 }
 
-func (t *Table) check(p *Policy, rule *Rule, tier string, tenant limiter.Tenant, windows []limiter.Window) Check {
-	return Check{
-		Policy: p,
-		Rule:   rule,
-		Tier:   tier,
-		Request: limiter.Request{
-			Bucket:    limiter.Bucket{Namespace: t.namespace, Policy: p.Name, Rule: rule.Name, Tenant: tenant},
-			Algorithm: rule.Algorithm,
-			Windows:   windows,
-			Cost:      rule.Cost,
-			Failure:   p.Failure,
-		},
-	}
+func (t *Table) check(p *Policy, rule *Rule, tier string, tenant limiter.Tenant, limits limiter.Rule) Check {
+	return Check{Policy: p, Rule: rule, Tier: tier, Request: limits.Request(tenant)}
 }
 
 // TenantQuery names one tenant's bucket under one limited rule, as
@@ -210,8 +199,8 @@ func (t *Table) TenantCheck(q TenantQuery) (c Check, override, ok bool) {
 			tier := p.tiers.Named(q.Tier)
 			req := request.Known(q.Method, q.Host, q.Path, nil)
 			id := rule.identity.Identify(q.Tenant, q.Method, req.PartitionPath(), q.Host)
-			windows, override := rule.windows(tier, id.Name())
-			return t.check(p, rule, tier, limiter.HashTenant(p.salt, id.Key), windows), override, true
+			limits, override := rule.windows(tier, id.Name())
+			return t.check(p, rule, tier, limiter.HashTenant(p.salt, id.Key), limits), override, true
 		}
 	}
 	return Check{}, false, false
@@ -243,7 +232,7 @@ type Policy struct {
 	limited []*Rule
 }
 
-func compilePolicy(cp *config.Policy) (*Policy, error) {
+func compilePolicy(namespace string, cp *config.Policy) (*Policy, error) {
 	p := &Policy{
 		Name:              cp.Name,
 		UID:               cp.UID,
@@ -260,10 +249,11 @@ func compilePolicy(cp *config.Policy) (*Policy, error) {
 		},
 		salt: cp.Salt,
 	}
+	b := bucketOf{namespace: namespace, policy: p.Name, failure: p.Failure}
 	var resolvers []compiledIdentity
 	var tiers []string
 	for j := range cp.Rules {
-		r, err := compileRule(&cp.Rules[j], &resolvers)
+		r, err := compileRule(b, &cp.Rules[j], &resolvers)
 		if err != nil {
 			return nil, fmt.Errorf("rule %s: %w", cp.Rules[j].Name, err)
 		}
@@ -332,10 +322,11 @@ type Rule struct {
 
 	match    matcher
 	identity *identity.Resolver
-	// Windows, converted once: the untiered limits, per tier, per tenant.
-	limits    []limiter.Window
-	perTier   map[string][]limiter.Window
-	overrides map[string][]limiter.Window
+	// The limiter's rules, built and checked once: the untiered limits,
+	// per tier, per tenant.
+	limits    limiter.Rule
+	perTier   map[string]limiter.Rule
+	overrides map[string]limiter.Rule
 }
 
 // compiledIdentity lets the rules of a policy that share an identity share
@@ -345,7 +336,7 @@ type compiledIdentity struct {
 	resolver *identity.Resolver
 }
 
-func compileRule(cr *config.Rule, resolvers *[]compiledIdentity) (*Rule, error) {
+func compileRule(b bucketOf, cr *config.Rule, resolvers *[]compiledIdentity) (*Rule, error) {
 	m, err := compileMatch(cr.Match, !cr.Exempt)
 	if err != nil {
 		return nil, err
@@ -366,17 +357,24 @@ func compileRule(cr *config.Rule, resolvers *[]compiledIdentity) (*Rule, error) 
 		}
 		*resolvers = append(*resolvers, compiledIdentity{cfg: cr.Identity, resolver: r.identity})
 	}
-	r.limits = limiterWindows(cr.Limits)
+	if r.limits, err = b.rule(cr.Limits, r); err != nil {
+		return nil, fmt.Errorf("limits: %w", err)
+	}
 	if len(cr.TierLimits) > 0 {
-		r.perTier = make(map[string][]limiter.Window, len(cr.TierLimits))
+		r.perTier = make(map[string]limiter.Rule, len(cr.TierLimits))
 		for tier, limits := range cr.TierLimits {
-			r.perTier[tier] = limiterWindows(limits)
+			if r.perTier[tier], err = b.rule(limits, r); err != nil {
+				return nil, fmt.Errorf("tier %s: %w", tier, err)
+			}
 		}
 	}
 	if len(cr.Overrides) > 0 {
-		r.overrides = make(map[string][]limiter.Window, len(cr.Overrides))
+		r.overrides = make(map[string]limiter.Rule, len(cr.Overrides))
 		for _, o := range cr.Overrides {
-			w := limiterWindows(o.Limits)
+			w, err := b.rule(o.Limits, r)
+			if err != nil {
+				return nil, fmt.Errorf("override %s: %w", o.Tenant, err)
+			}
 			r.overrides[o.Tenant] = w
 			if canonical := canonicalTenant(o.Tenant); canonical != o.Tenant {
 				if _, ok := r.overrides[canonical]; !ok {
@@ -388,18 +386,26 @@ func compileRule(cr *config.Rule, resolvers *[]compiledIdentity) (*Rule, error) 
 	return r, nil
 }
 
-// limiterWindows converts limits to the limiter's windows, once per rule.
-func limiterWindows(limits []config.Limit) []limiter.Window {
+// bucketOf names the buckets of one policy's rules and their failure mode.
+type bucketOf struct {
+	namespace, policy string
+	failure           limiter.FailurePolicy
+}
+
+// rule converts limits of r to the limiter's rule, once per configuration;
+// NewRule checks what config.Parse already did, off the request path.
+func (b bucketOf) rule(limits []config.Limit, r *Rule) (limiter.Rule, error) {
 	ws := make([]limiter.Window, len(limits))
 	for i, l := range limits {
 		ws[i] = limiter.Window{Requests: l.Requests, Period: l.Period.Duration, Burst: l.Burst}
 	}
-	return ws
+	return limiter.NewRule(limiter.Bucket{Namespace: b.namespace, Policy: b.policy, Rule: r.Name},
+		r.Algorithm, ws, r.Cost, b.failure)
 }
 
 // windows are the rule's windows for a tenant (as overrides name it) of a
 // tier, and whether they are the tenant's override.
-func (r *Rule) windows(tier, tenant string) ([]limiter.Window, bool) {
+func (r *Rule) windows(tier, tenant string) (limiter.Rule, bool) {
 	if w, ok := r.overrides[tenant]; ok {
 		return w, true
 	}
