@@ -27,6 +27,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	enforcerstatus "github.com/sluice-dev/sluice/enforcer/status"
 )
 
 // podsNamedInMessage is how many pods a Ready message names before it says
@@ -154,7 +155,7 @@ func checkEnforcers(p *v1alpha1.RateLimitPolicy, pods []selectedPod, published p
 
 // loadedPolicy is the enforcer's entry for p, matched by UID so that a
 // policy deleted and created again under its name is not taken for it.
-func loadedPolicy(st *enforcerStatus, p *v1alpha1.RateLimitPolicy) *enforcerPolicyStatus {
+func loadedPolicy(st *enforcerstatus.Document, p *v1alpha1.RateLimitPolicy) *enforcerstatus.Policy {
 	for i := range st.Policies {
 		if st.Policies[i].UID == string(p.UID) && st.Policies[i].Name == p.Name {
 			return &st.Policies[i]
@@ -163,7 +164,7 @@ func loadedPolicy(st *enforcerStatus, p *v1alpha1.RateLimitPolicy) *enforcerPoli
 	return nil
 }
 
-func redisOf(st *enforcerStatus, name string) *enforcerRedisStatus {
+func redisOf(st *enforcerstatus.Document, name string) *enforcerstatus.Redis {
 	for i := range st.Redis {
 		if st.Redis[i].Name == name {
 			return &st.Redis[i]

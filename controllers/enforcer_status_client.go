@@ -29,40 +29,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/sluice-dev/sluice/api/v1alpha1"
+	enforcerstatus "github.com/sluice-dev/sluice/enforcer/status"
 )
-
-// enforcerStatus is the part of an enforcer's /status document (see
-// enforcer/admin.Status) that policy status is made of. Decoding ignores the
-// rest, so enforcers may add fields.
-type enforcerStatus struct {
-	Ready    bool                   `json:"ready"`
-	Config   enforcerConfigStatus   `json:"config"`
-	Policies []enforcerPolicyStatus `json:"policies"`
-	Redis    []enforcerRedisStatus  `json:"redis"`
-	// Decisions are per policy name, since the enforcer started.
-	Decisions map[string]v1alpha1.DecisionCounts `json:"decisions"`
-}
-
-type enforcerConfigStatus struct {
-	Hash            string `json:"hash"`
-	LastReloadError string `json:"lastReloadError,omitempty"`
-}
-
-type enforcerPolicyStatus struct {
-	Name        string `json:"name"`
-	UID         string `json:"uid"`
-	Generation  int64  `json:"generation"`
-	FailureMode string `json:"failureMode"`
-	// Redis names the backend in enforcerStatus.Redis.
-	Redis string `json:"redis"`
-}
-
-type enforcerRedisStatus struct {
-	Name      string `json:"name"`
-	Reachable bool   `json:"reachable"`
-	LastError string `json:"lastError,omitempty"`
-}
 
 // maxStatusBytes bounds the /status document read from a pod.
 const maxStatusBytes = 1 << 20
@@ -100,8 +68,8 @@ var errCredentialRefused = errors.New("enforcer refused the status credential")
 
 // fetchEnforcerStatus reads the /status document of the enforcer at addr,
 // presenting token (the namespace's admin Secret) as a bearer token.
-func fetchEnforcerStatus(ctx context.Context, c *http.Client, addr, token string) (*enforcerStatus, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/status", nil)
+func fetchEnforcerStatus(ctx context.Context, c *http.Client, addr, token string) (*enforcerstatus.Document, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+enforcerstatus.Path, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -124,7 +92,7 @@ func fetchEnforcerStatus(ctx context.Context, c *http.Client, addr, token string
 	default:
 		return nil, fmt.Errorf("/status answered %s", refusalReason(resp))
 	}
-	var st enforcerStatus
+	var st enforcerstatus.Document
 	if err := json.NewDecoder(io.LimitReader(resp.Body, maxStatusBytes)).Decode(&st); err != nil {
 		return nil, fmt.Errorf("/status is not an enforcer status document: %w", err)
 	}
@@ -197,7 +165,7 @@ func pollEnforcer(ctx context.Context, c *http.Client, pod *corev1.Pod, token st
 // asked ("has no IP yet (Pending)"); with one, why it did not answer.
 type polledEnforcer struct {
 	Address string
-	Status  *enforcerStatus
+	Status  *enforcerstatus.Document
 	Err     string
 	// Refused is set when the enforcer refused the status credential.
 	Refused bool

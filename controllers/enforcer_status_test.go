@@ -17,7 +17,6 @@ limitations under the License.
 package controllers
 
 import (
-	"encoding/json"
 	"fmt"
 	"testing"
 	"time"
@@ -29,7 +28,7 @@ import (
 	kstatus "sigs.k8s.io/cli-utils/pkg/kstatus/status"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
-	"github.com/sluice-dev/sluice/enforcer/admin"
+	enforcerstatus "github.com/sluice-dev/sluice/enforcer/status"
 	"github.com/sluice-dev/sluice/internal/compile"
 )
 
@@ -61,24 +60,24 @@ func deploymentPod(name string, injected bool) *corev1.Pod {
 
 // healthy is the /status of an enforcer that runs generation gen of the
 // policy and reaches its Redis.
-func healthy(gen int64, allowed, denied int64) *enforcerStatus {
-	return &enforcerStatus{
+func healthy(gen int64, allowed, denied int64) *enforcerstatus.Document {
+	return &enforcerstatus.Document{
 		Ready:     true,
-		Config:    enforcerConfigStatus{Hash: "abc"},
-		Policies:  []enforcerPolicyStatus{{Name: "api", UID: policyUID, Generation: gen, FailureMode: "Open", Redis: "default"}},
-		Redis:     []enforcerRedisStatus{{Name: "default", Reachable: true}},
-		Decisions: map[string]v1alpha1.DecisionCounts{"api": {Allowed: allowed, Denied: denied}, "other": {Allowed: 1000}},
+		Config:    enforcerstatus.Config{Hash: "abc"},
+		Policies:  []enforcerstatus.Policy{{Name: "api", UID: policyUID, Generation: gen, FailureMode: "Open", Redis: "default"}},
+		Redis:     []enforcerstatus.Redis{{Name: "default", Reachable: true}},
+		Decisions: map[string]enforcerstatus.DecisionCounts{"api": {Allowed: allowed, Denied: denied}, "other": {Allowed: 1000}},
 	}
 }
 
-func redisDown(st *enforcerStatus, mode string) *enforcerStatus {
+func redisDown(st *enforcerstatus.Document, mode string) *enforcerstatus.Document {
 	st.Policies[0].FailureMode = mode
 	st.Redis[0].Reachable = false
 	st.Redis[0].LastError = "dial tcp 10.0.0.9:6379: connect: connection refused"
 	return st
 }
 
-func answered(name string, st *enforcerStatus) selectedPod {
+func answered(name string, st *enforcerstatus.Document) selectedPod {
 	return selectedPod{Pod: deploymentPod(name, true), Decision: injectDecision{Reason: ReasonAlreadyInjected},
 		Polled: polledEnforcer{Address: "10.0.0.3:15081", Status: st}}
 }
@@ -193,12 +192,12 @@ func TestSetEnforcerStatus(t *testing.T) {
 	}, {
 		name: "an enforcer refused the new configuration, another has not loaded the policy",
 		pods: []selectedPod{
-			answered("api-0", func() *enforcerStatus {
+			answered("api-0", func() *enforcerstatus.Document {
 				st := healthy(3, 0, 0)
 				st.Config.LastReloadError = "policy api: environment variable SLUICE_REDIS_URL_API, which holds its Redis URL, is not set"
 				return st
 			}()),
-			answered("api-1", &enforcerStatus{Ready: true, Config: enforcerConfigStatus{Hash: "old"}}),
+			answered("api-1", &enforcerstatus.Document{Ready: true, Config: enforcerstatus.Config{Hash: "old"}}),
 		},
 		status: metav1.ConditionFalse,
 		reason: v1alpha1.ReasonEnforcersStale,
@@ -216,7 +215,7 @@ func TestSetEnforcerStatus(t *testing.T) {
 		kstatus: kstatus.InProgressStatus,
 	}, {
 		name: "a fail-closed enforcer without Redis is not ready, and says why",
-		pods: []selectedPod{answered("api-7c9", func() *enforcerStatus {
+		pods: []selectedPod{answered("api-7c9", func() *enforcerstatus.Document {
 			st := redisDown(healthy(4, 0, 0), "Closed")
 			st.Ready = false
 			return st
@@ -421,31 +420,4 @@ func TestConfigHistory(t *testing.T) {
 
 	h.forget("shop")
 	g.Expect(entriesFor(h.observe("shop", "", ""), policyUID)).To(Equal(publishedEntries{}))
-}
-
-// TestEnforcerStatusWireFormat: what the status controller decodes is what
-// an enforcer's /status encodes. The two sides declare the document
-// separately (the controller need not link the data plane); a field
-// renamed on one side alone would decode as zero and silently turn every
-// policy's status wrong.
-func TestEnforcerStatusWireFormat(t *testing.T) {
-	g := NewWithT(t)
-	sent := admin.Status{
-		Ready:     true,
-		Config:    admin.ConfigStatus{Hash: "abc123", LastReloadError: "bad file"},
-		Policies:  []admin.PolicyStatus{{Name: "api", UID: "u-1", Generation: 7, FailureMode: "Closed", Redis: "default"}},
-		Redis:     []admin.RedisStatus{{Name: "default", Reachable: true, LastError: "earlier"}},
-		Decisions: map[string]admin.DecisionCounts{"api": {Allowed: 5, Denied: 2, WouldDeny: 1}},
-	}
-	data, err := json.Marshal(sent)
-	g.Expect(err).NotTo(HaveOccurred())
-	var got enforcerStatus
-	g.Expect(json.Unmarshal(data, &got)).To(Succeed())
-	g.Expect(got).To(Equal(enforcerStatus{
-		Ready:     true,
-		Config:    enforcerConfigStatus{Hash: "abc123", LastReloadError: "bad file"},
-		Policies:  []enforcerPolicyStatus{{Name: "api", UID: "u-1", Generation: 7, FailureMode: "Closed", Redis: "default"}},
-		Redis:     []enforcerRedisStatus{{Name: "default", Reachable: true, LastError: "earlier"}},
-		Decisions: map[string]v1alpha1.DecisionCounts{"api": {Allowed: 5, Denied: 2, WouldDeny: 1}},
-	}))
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/sluice-dev/sluice/enforcer/limiter"
 	"github.com/sluice-dev/sluice/enforcer/proxy"
 	"github.com/sluice-dev/sluice/enforcer/reload"
+	"github.com/sluice-dev/sluice/enforcer/status"
 )
 
 // configError is a configuration that cannot be loaded at start (exit 3).
@@ -54,7 +55,7 @@ func newEnforcer(o *options, lookupEnv func(string) (string, bool), log *slog.Lo
 		return nil, &configError{err}
 	}
 	adminOpts := admin.Options{
-		Pod: admin.Pod{Name: o.podName, Namespace: o.podNS}, Version: buildVersion(), StartedAt: time.Now().UTC(),
+		Pod: status.Pod{Name: o.podName, Namespace: o.podNS}, Version: buildVersion(), StartedAt: time.Now().UTC(),
 		Snapshots: e.handler, Reloads: e.reloader, Metrics: metrics, Pprof: o.pprof,
 	}
 	if o.statusTokenFile != "" {

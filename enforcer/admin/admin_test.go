@@ -18,6 +18,7 @@ import (
 	"github.com/sluice-dev/sluice/enforcer/limiter"
 	"github.com/sluice-dev/sluice/enforcer/proxy"
 	"github.com/sluice-dev/sluice/enforcer/reload"
+	"github.com/sluice-dev/sluice/enforcer/status"
 	"github.com/sluice-dev/sluice/internal/redistest"
 )
 
@@ -87,7 +88,7 @@ func startWith(t *testing.T, cfg *config.Config, redisURL string, token TokenSou
 	px := httptest.NewServer(h)
 	t.Cleanup(px.Close)
 	srv := New(Options{
-		Pod: Pod{Name: "api-0", Namespace: cfg.Namespace}, Version: "test", StartedAt: time.Unix(1_800_000_000, 0).UTC(),
+		Pod: status.Pod{Name: "api-0", Namespace: cfg.Namespace}, Version: "test", StartedAt: time.Unix(1_800_000_000, 0).UTC(),
 		Snapshots: h, Reloads: fixedState{Hash: cfg.Hash(), LoadedAt: time.Unix(1_800_000_001, 0).UTC()}, Metrics: m,
 		StatusToken: token,
 	})
@@ -127,20 +128,20 @@ func TestStatusAndMetrics(t *testing.T) {
 
 	code, body := fetch(g, f.admin+"/status")
 	g.Expect(code).To(Equal(200))
-	var st Status
+	var st status.Document
 	g.Expect(json.Unmarshal([]byte(body), &st)).To(Succeed())
 	g.Expect(st.Ready).To(BeTrue())
-	g.Expect(st.Pod).To(Equal(Pod{Name: "api-0", Namespace: cfg.Namespace}))
+	g.Expect(st.Pod).To(Equal(status.Pod{Name: "api-0", Namespace: cfg.Namespace}))
 	g.Expect(st.Config.Hash).To(Equal(cfg.Hash()))
 	g.Expect(st.Config.LastReloadError).To(BeEmpty())
-	g.Expect(st.Policies).To(Equal([]PolicyStatus{
+	g.Expect(st.Policies).To(Equal([]status.Policy{
 		{Name: "api", UID: "u-api", Generation: 3, Mode: "Enforce", FailureMode: "Open", Redis: "default"},
 		{Name: "guard", UID: "u-guard", Generation: 1, Mode: "DryRun", FailureMode: "Closed", Redis: "default"},
 	}))
 	g.Expect(st.Redis).To(HaveLen(1))
 	g.Expect(st.Redis[0].Reachable).To(BeTrue())
 	g.Expect(st.Redis[0].Policies).To(Equal([]string{"api", "guard"}))
-	g.Expect(st.Decisions).To(Equal(map[string]DecisionCounts{
+	g.Expect(st.Decisions).To(Equal(map[string]status.DecisionCounts{
 		"api":   {Allowed: 7, Denied: 2},
 		"guard": {Allowed: 2, WouldDeny: 1},
 	}))

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluice-dev/sluice/enforcer/proxy"
 	"github.com/sluice-dev/sluice/enforcer/route"
+	"github.com/sluice-dev/sluice/enforcer/status"
 )
 
 // Metrics are the enforcer's Prometheus metrics, in a registry of their own,
@@ -195,22 +196,13 @@ func (m *Metrics) ReloadFailed() {
 	m.reloadOK.Set(0)
 }
 
-// DecisionCounts are a policy's decisions since the enforcer started.
-type DecisionCounts struct {
-	Allowed   int64 `json:"allowed"`
-	Denied    int64 `json:"denied"`
-	WouldDeny int64 `json:"wouldDeny"`
-	// FailureMode counts rule decisions its failure mode made.
-	FailureMode int64 `json:"failureMode"`
-}
-
 // Decisions are the decision counts of every policy that decided a request.
-func (m *Metrics) Decisions() map[string]DecisionCounts {
+func (m *Metrics) Decisions() map[string]status.DecisionCounts {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	out := make(map[string]DecisionCounts, len(m.byPolicy))
+	out := make(map[string]status.DecisionCounts, len(m.byPolicy))
 	for name, c := range m.byPolicy {
-		out[name] = DecisionCounts{
+		out[name] = status.DecisionCounts{
 			Allowed:     c.verdicts[proxy.Allowed].Load(),
 			Denied:      c.verdicts[proxy.Denied].Load(),
 			WouldDeny:   c.verdicts[proxy.WouldDeny].Load(),

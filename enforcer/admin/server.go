@@ -17,6 +17,7 @@ import (
 	"github.com/sluice-dev/sluice/enforcer/config"
 	"github.com/sluice-dev/sluice/enforcer/proxy"
 	"github.com/sluice-dev/sluice/enforcer/reload"
+	"github.com/sluice-dev/sluice/enforcer/status"
 )
 
 // SnapshotSource gives the configuration in service (a *proxy.Handler).
@@ -31,7 +32,7 @@ type ReloadSource interface {
 
 // Options are what the admin listener reports on.
 type Options struct {
-	Pod       Pod
+	Pod       status.Pod
 	Version   string
 	StartedAt time.Time
 	Snapshots SnapshotSource
@@ -67,7 +68,7 @@ func New(opts Options) *Server {
 		Registry:          opts.Metrics.Registry,
 		EnableOpenMetrics: true,
 	}))
-	s.mux.HandleFunc("GET /status", s.status)
+	s.mux.HandleFunc("GET "+status.Path, s.status)
 
 	debug := http.NewServeMux()
 	debug.HandleFunc("GET /debug/tenant", s.debugTenant)
@@ -99,17 +100,17 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 }
 
 // Status is the current /status document.
-func (s *Server) Status() Status {
+func (s *Server) Status() status.Document {
 	snap := s.opts.Snapshots.Snapshot()
 	st := s.opts.Reloads.State()
-	out := Status{
+	out := status.Document{
 		Pod:       s.opts.Pod,
 		Version:   s.opts.Version,
 		StartedAt: s.opts.StartedAt,
-		Config: ConfigStatus{Hash: st.Hash, LoadedAt: st.LoadedAt, Reloads: st.Reloads,
+		Config: status.Config{Hash: st.Hash, LoadedAt: st.LoadedAt, Reloads: st.Reloads,
 			ReloadErrors: st.Errors, LastReloadError: st.LastError},
-		Policies:  []PolicyStatus{},
-		Redis:     []RedisStatus{},
+		Policies:  []status.Policy{},
+		Redis:     []status.Redis{},
 		Decisions: s.opts.Metrics.Decisions(),
 	}
 	out.Ready, _ = readiness(snap)
@@ -128,7 +129,7 @@ func (s *Server) Status() Status {
 		if p.DryRun {
 			mode = config.ModeDryRun
 		}
-		out.Policies = append(out.Policies, PolicyStatus{Name: p.Name, UID: p.UID, Generation: p.Generation,
+		out.Policies = append(out.Policies, status.Policy{Name: p.Name, UID: p.UID, Generation: p.Generation,
 			Mode: string(mode), FailureMode: string(p.Failure.Mode), Redis: be.Name})
 		byBackend[be] = append(byBackend[be], p.Name)
 	}

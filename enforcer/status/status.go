@@ -1,0 +1,101 @@
+/*
+Copyright 2026 The Sluice Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package status is the enforcer's /status document: what an enforcer
+// serves and what the operator's status controller decodes. It is the one
+// declaration both sides import, so it imports nothing of the data plane
+// and the manager links no Redis client through it. Fields are only ever
+// added; readers ignore what they do not know.
+package status
+
+import "time"
+
+// Path is where the enforcer's admin listener serves the document.
+const Path = "/status"
+
+// Document is the JSON document /status serves: what the operator reads to
+// write each policy's status.
+type Document struct {
+	Pod       Pod       `json:"pod"`
+	Version   string    `json:"version"`
+	StartedAt time.Time `json:"startedAt"`
+	// Ready is what /readyz answers.
+	Ready    bool     `json:"ready"`
+	Config   Config   `json:"config"`
+	Policies []Policy `json:"policies"`
+	Redis    []Redis  `json:"redis"`
+	// Decisions are per policy name, since the enforcer started: a policy
+	// counts once per request it applies to (denied when one of its rules
+	// refused it, wouldDeny for a DryRun policy, else allowed).
+	Decisions map[string]DecisionCounts `json:"decisions"`
+}
+
+// Pod names the pod the enforcer runs in (empty outside Kubernetes).
+type Pod struct {
+	Name      string `json:"name,omitempty"`
+	Namespace string `json:"namespace,omitempty"`
+}
+
+// Config describes the configuration in service.
+type Config struct {
+	// Hash is config.Config.Hash of the whole configuration read (every
+	// policy of the namespace, before selection by this pod's labels).
+	Hash      string    `json:"hash"`
+	Namespace string    `json:"namespace"`
+	LoadedAt  time.Time `json:"loadedAt"`
+	// Reloads counts configurations put into service after the first.
+	Reloads      int64 `json:"reloads"`
+	ReloadErrors int64 `json:"reloadErrors"`
+	// LastReloadError is why the latest change was refused; empty when the
+	// files on disk are the configuration in service.
+	LastReloadError   string     `json:"lastReloadError,omitempty"`
+	LastReloadErrorAt *time.Time `json:"lastReloadErrorAt,omitempty"`
+}
+
+// Policy is one policy this enforcer applies.
+type Policy struct {
+	Name        string `json:"name"`
+	UID         string `json:"uid"`
+	Generation  int64  `json:"generation"`
+	Mode        string `json:"mode"`
+	FailureMode string `json:"failureMode"`
+	// Redis names the backend the policy decides with, an entry of
+	// Document.Redis.
+	Redis string `json:"redis"`
+}
+
+// Redis is the health of one Redis backend, as the latest decisions and
+// pings saw it.
+type Redis struct {
+	// Name is "default" or the environment variable holding the URL.
+	Name string `json:"name"`
+	// URL has its password redacted.
+	URL                 string     `json:"url"`
+	Reachable           bool       `json:"reachable"`
+	ConsecutiveFailures int64      `json:"consecutiveFailures"`
+	LastError           string     `json:"lastError,omitempty"`
+	LastErrorAt         *time.Time `json:"lastErrorAt,omitempty"`
+	Policies            []string   `json:"policies"`
+}
+
+// DecisionCounts are a policy's decisions since the enforcer started.
+type DecisionCounts struct {
+	Allowed   int64 `json:"allowed"`
+	Denied    int64 `json:"denied"`
+	WouldDeny int64 `json:"wouldDeny"`
+	// FailureMode counts rule decisions its failure mode made.
+	FailureMode int64 `json:"failureMode"`
+}
