@@ -46,7 +46,9 @@ type enforcer struct {
 func newEnforcer(o *options, lookupEnv func(string) (string, bool), log *slog.Logger) (*enforcer, error) {
 	e := &enforcer{o: o, log: log}
 	metrics := admin.NewMetrics(buildVersion())
-	e.backends = proxy.NewBackends(o.redisURL, lookupEnv, limiter.ClientOptions{PoolSize: o.redisPoolSize})
+	e.backends = proxy.NewBackends(o.redisURL, lookupEnv, limiter.ClientOptions{PoolSize: o.redisPoolSize},
+		limiter.LocalMaxEntries(o.localFallbackMaxEntries))
+	metrics.WatchLocalFallback(e.backends.All)
 	e.handler = proxy.New(proxy.Options{Upstream: o.upstream, Recorder: metrics, ErrorLog: stdLogger(log, "proxy"),
 		Limits: o.limits.requests, MaxRequestBody: o.limits.maxRequestBody, ResponseHeaderTimeout: o.limits.responseHeaderTimeout})
 	e.reloader = reload.NewReloader(configSource(o), e.apply, metrics, log)

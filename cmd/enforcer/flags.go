@@ -24,15 +24,17 @@ type options struct {
 	upstream            *url.URL
 	redisURL            string
 	redisPoolSize       int
-	configPath          string
-	policyPaths         []string
-	labelsPath          string
-	podName, podNS      string
-	shutdownTimeout     time.Duration
-	logLevel            slog.Level
-	pprof               bool
-	limits              serverLimits
-	version, help       bool
+	// localFallbackMaxEntries bounds each Redis backend's LocalFallback state.
+	localFallbackMaxEntries int
+	configPath              string
+	policyPaths             []string
+	labelsPath              string
+	podName, podNS          string
+	shutdownTimeout         time.Duration
+	logLevel                slog.Level
+	pprof                   bool
+	limits                  serverLimits
+	version, help           bool
 }
 
 // envPrefix starts the environment variable of every flag:
@@ -56,6 +58,7 @@ func newFlagSet(o *options, upstream, logLevel *string) *pflag.FlagSet {
 	fs.StringVar(&o.statusTokenFile, "status-token-file", "", "file holding the bearer token /status requires (the operator's Secret volume); unset: /status serves loopback peers only")
 	fs.StringVar(&o.redisURL, "redis-url", "redis://127.0.0.1:6379", "default Redis: redis://, rediss://, redis+sentinel:// or redis+cluster:// URL")
 	fs.IntVar(&o.redisPoolSize, "redis-pool-size", 0, "connections per Redis node (0: 10 per CPU)")
+	fs.IntVar(&o.localFallbackMaxEntries, "local-fallback-max-entries", limiter.DefaultLocalMaxEntries, "keys each Redis backend's LocalFallback state holds while Redis is down; beyond it new tenants are admitted unlimited (gauge sluice_enforcer_local_fallback_entries)")
 	fs.StringVar(&o.configPath, "config", "", "compiled configuration (JSON, schema sluice.dev/enforcer-config/v1), as the operator writes it")
 	fs.StringArrayVar(&o.policyPaths, "policy-file", nil, "RateLimitPolicy YAML to compile in-process (repeatable; in the environment, comma-separated)")
 	fs.StringVar(&o.labelsPath, "labels-file", "", "the pod's labels (downward API file): only policies selecting them apply; unset: every policy applies")
@@ -138,6 +141,8 @@ func (o *options) validate(upstream, logLevel string) error {
 		return errors.New("--shutdown-timeout must not be negative")
 	case o.redisPoolSize < 0:
 		return errors.New("--redis-pool-size must not be negative")
+	case o.localFallbackMaxEntries < 1:
+		return errors.New("--local-fallback-max-entries must be at least 1")
 	}
 	if err := validateLoopback(o.debugListen); err != nil {
 		return err

@@ -30,13 +30,15 @@ func TestParseFlags(t *testing.T) {
 				g.Expect(o.configPath).To(Equal("c.json"))
 				g.Expect(o.redisURL).To(Equal("redis://127.0.0.1:6379"))
 				g.Expect(o.shutdownTimeout).To(Equal(25 * time.Second))
+				g.Expect(o.localFallbackMaxEntries).To(Equal(100_000))
 			},
 		},
 		{
 			name: "environment fills what the command line leaves unset",
 			args: []string{"--listen", "127.0.0.1:1"},
 			env: map[string]string{"SLUICE_LISTEN": "127.0.0.1:2", "SLUICE_UPSTREAM": "http://app:8080", "SLUICE_POLICY_FILE": "a.yaml, b.yaml",
-				"SLUICE_POD_NAME": "api-0", "SLUICE_SHUTDOWN_TIMEOUT": "3s", "SLUICE_REDIS_URL": "redis://r:6379/2"},
+				"SLUICE_POD_NAME": "api-0", "SLUICE_SHUTDOWN_TIMEOUT": "3s", "SLUICE_REDIS_URL": "redis://r:6379/2",
+				"SLUICE_LOCAL_FALLBACK_MAX_ENTRIES": "5000"},
 			check: func(g Gomega, o *options) {
 				g.Expect(o.listen).To(Equal("127.0.0.1:1"))
 				g.Expect(o.upstream.Host).To(Equal("app:8080"))
@@ -44,6 +46,7 @@ func TestParseFlags(t *testing.T) {
 				g.Expect(o.podName).To(Equal("api-0"))
 				g.Expect(o.shutdownTimeout).To(Equal(3 * time.Second))
 				g.Expect(o.redisURL).To(Equal("redis://r:6379/2"))
+				g.Expect(o.localFallbackMaxEntries).To(Equal(5000))
 			},
 		},
 		{
@@ -60,6 +63,7 @@ func TestParseFlags(t *testing.T) {
 		{name: "stray argument", args: []string{"--upstream", "http://a", "c.json"}, wantErr: `unexpected argument "c.json"`},
 		{name: "bad duration from env", args: []string{"--upstream", "http://a", "--config", "c"}, env: map[string]string{"SLUICE_SHUTDOWN_TIMEOUT": "soon"}, wantErr: `SLUICE_SHUTDOWN_TIMEOUT="soon"`},
 		{name: "bad redis URL", args: []string{"--upstream", "http://a", "--config", "c", "--redis-url", "http://r:6379"}, wantErr: `--redis-url: redis URL http://r:6379: scheme "http"`},
+		{name: "no local fallback room", args: []string{"--upstream", "http://a", "--config", "c", "--local-fallback-max-entries", "0"}, wantErr: "--local-fallback-max-entries must be at least 1"},
 		{name: "bad log level", args: []string{"--upstream", "http://a", "--config", "c", "--log-level", "loud"}, wantErr: `--log-level "loud"`},
 	}
 	for _, tc := range cases {

@@ -34,6 +34,7 @@ func TestInjectionOptions(t *testing.T) {
 		"--enforcer-memory-request", "", "--webhook-failure-policy", "Fail", "--webhook-timeout", "3s",
 		"--default-redis-secret", "redis:address", "--webhook-cert-self-managed=false",
 		"--enforcer-arg", "--body-timeout=10m", "--enforcer-arg=--response-header-timeout=5m",
+		"--enforcer-arg=--local-fallback-max-entries=500000",
 	}, &bytes.Buffer{})
 	g.Expect(err).NotTo(HaveOccurred())
 	s := o.injection.sidecar(o.defaults)
@@ -44,7 +45,7 @@ func TestInjectionOptions(t *testing.T) {
 	g.Expect(s.Resources.Limits).To(Equal(corev1.ResourceList{
 		corev1.ResourceCPU: resource.MustParse("500m"), corev1.ResourceMemory: resource.MustParse("128Mi")}))
 	g.Expect(s.DefaultRedisSecret).To(HaveField("Key", "address"))
-	g.Expect(s.ExtraArgs).To(Equal([]string{"--body-timeout=10m", "--response-header-timeout=5m"}))
+	g.Expect(s.ExtraArgs).To(Equal([]string{"--body-timeout=10m", "--response-header-timeout=5m", "--local-fallback-max-entries=500000"}))
 	g.Expect(o.injection.webhookFailurePolicy).To(Equal(admissionregistrationv1.Fail))
 	g.Expect(o.injection.webhookTimeoutSeconds).To(BeEquivalentTo(3))
 	certs := o.injection.certificates()

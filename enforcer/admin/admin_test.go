@@ -79,6 +79,7 @@ func startWith(t *testing.T, cfg *config.Config, redisURL string, token TokenSou
 	h := proxy.New(proxy.Options{Upstream: target, Recorder: m})
 	backends := proxy.NewBackends(redisURL, func(string) (string, bool) { return "", false }, limiter.ClientOptions{})
 	t.Cleanup(backends.Close)
+	m.WatchLocalFallback(backends.All)
 	snap, err := proxy.NewSnapshot(cfg, backends)
 	if err != nil {
 		t.Fatal(err)
@@ -155,6 +156,8 @@ func TestStatusAndMetrics(t *testing.T) {
 		`sluice_enforcer_config_info{hash="` + cfg.Hash() + `"} 1`,
 		`sluice_enforcer_config_last_reload_successful 1`,
 		`sluice_enforcer_redis_round_trip_seconds_count{redis="default"} 9`,
+		// Redis answered every request: the local fallback holds nothing.
+		`sluice_enforcer_local_fallback_entries{redis="default"} 0`,
 	} {
 		g.Expect(metrics).To(ContainSubstring(line))
 	}

@@ -121,6 +121,29 @@ func NewMetrics(version string) *Metrics {
 	return m
 }
 
+// localFallbackEntries is the sluice_enforcer_local_fallback_entries
+// gauge, read from the backends at each scrape.
+var localFallbackEntries = prometheus.NewDesc("sluice_enforcer_local_fallback_entries",
+	"Keys the LocalFallback state holds, by Redis backend; at --local-fallback-max-entries, new tenants are admitted unlimited while Redis is down.",
+	[]string{"redis"}, nil)
+
+type localFallbackCollector func() []*proxy.Backend
+
+func (c localFallbackCollector) Describe(ch chan<- *prometheus.Desc) { ch <- localFallbackEntries }
+
+func (c localFallbackCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, be := range c() {
+		ch <- prometheus.MustNewConstMetric(localFallbackEntries, prometheus.GaugeValue, float64(be.Guard.LocalEntries()), be.Name)
+	}
+}
+
+// WatchLocalFallback reports the LocalFallback state of the backends that
+// backends lists (proxy.Backends.All) as sluice_enforcer_local_fallback_entries.
+// Call it once.
+func (m *Metrics) WatchLocalFallback(backends func() []*proxy.Backend) {
+	m.Registry.MustRegister(localFallbackCollector(backends))
+}
+
 // cached returns the child of key from cache, making it with newChild once.
 func cached[K comparable, V any](m *Metrics, cache map[K]V, key K, newChild func() V) V {
 	m.mu.RLock()

@@ -50,12 +50,17 @@ type Guard struct {
 	done chan struct{}
 }
 
-// NewGuard wraps r; Close stops the guard's background sweeping of local state.
-func NewGuard(r *Redis) *Guard {
-	g := &Guard{redis: r, local: NewLocal(nil), now: time.Now, stop: make(chan struct{}), done: make(chan struct{})}
+// NewGuard wraps r, with opts for the LocalFallback state; Close stops the
+// guard's background sweeping of that state.
+func NewGuard(r *Redis, opts ...LocalOption) *Guard {
+	g := &Guard{redis: r, local: NewLocal(nil, opts...), now: time.Now, stop: make(chan struct{}), done: make(chan struct{})}
 	go g.sweep()
 	return g
 }
+
+// LocalEntries is how many keys the LocalFallback state holds (Local.Len):
+// reaching its bound means new tenants are admitted unlimited.
+func (g *Guard) LocalEntries() int { return g.local.Len() }
 
 // Close stops background work. It does not close the Redis limiter.
 func (g *Guard) Close() {

@@ -38,6 +38,7 @@ type Backends struct {
 	defaultURL string
 	lookupEnv  func(string) (string, bool)
 	opts       limiter.ClientOptions
+	local      []limiter.LocalOption // each backend's LocalFallback state
 
 	mu    sync.Mutex
 	byURL map[string]*Backend
@@ -47,8 +48,8 @@ type Backends struct {
 // NewBackends decides with defaultURL for policies that name no Redis, and
 // with the URL in the environment variable a policy names otherwise
 // (lookupEnv is os.LookupEnv outside tests).
-func NewBackends(defaultURL string, lookupEnv func(string) (string, bool), opts limiter.ClientOptions) *Backends {
-	return &Backends{defaultURL: defaultURL, lookupEnv: lookupEnv, opts: opts, byURL: map[string]*Backend{}}
+func NewBackends(defaultURL string, lookupEnv func(string) (string, bool), opts limiter.ClientOptions, local ...limiter.LocalOption) *Backends {
+	return &Backends{defaultURL: defaultURL, lookupEnv: lookupEnv, opts: opts, local: local, byURL: map[string]*Backend{}}
 }
 
 // For returns the backend of policy p, connecting on first use. A policy
@@ -79,7 +80,7 @@ func (b *Backends) For(p *route.Policy) (*Backend, error) {
 		_ = client.Close()
 		return nil, fmt.Errorf("policy %s: %w", p.Name, err)
 	}
-	be := &Backend{Name: name, URL: redactURL(rawURL), Guard: limiter.NewGuard(r), client: client, redis: r}
+	be := &Backend{Name: name, URL: redactURL(rawURL), Guard: limiter.NewGuard(r, b.local...), client: client, redis: r}
 	b.byURL[rawURL] = be
 	b.all = append(b.all, be)
 	return be, nil
