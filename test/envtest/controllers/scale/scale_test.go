@@ -74,39 +74,7 @@ var root = filepath.Join("..", "..", "..", "..")
 
 func TestScale(t *testing.T) {
 	ctx := context.Background()
-	assets := os.Getenv("KUBEBUILDER_ASSETS")
-	if assets == "" {
-		assets = filepath.Join(root, "bin", "k8s")
-	}
-	env := &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join(root, "config", "crd", "bases")},
-		ErrorIfCRDPathMissing: true,
-		BinaryAssetsDirectory: assets,
-	}
-	cfg, err := env.Start()
-	if err != nil {
-		t.Fatalf("start envtest from %s: %v", assets, err)
-	}
-	defer func() { _ = env.Stop() }()
-
-	dir := t.TempDir()
-	kubeconfig := filepath.Join(dir, "kubeconfig")
-	must(t, envtestutil.WriteAdminKubeconfig(env, cfg, kubeconfig))
-
-	manager := filepath.Join(dir, "sluice-manager")
-	build := exec.Command("go", "build", "-o", manager, "./cmd/manager")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build sluice-manager: %v\n%s", err, out)
-	}
-
-	scheme := k8sruntime.NewScheme()
-	must(t, clientgoscheme.AddToScheme(scheme))
-	must(t, v1alpha1.AddToScheme(scheme))
-	fast := rest.CopyConfig(cfg)
-	fast.QPS, fast.Burst = 1000, 2000
-	c, err := client.New(fast, client.Options{Scheme: scheme})
-	must(t, err)
+	c, manager, kubeconfig, dir := startScaleEnv(t)
 
 	samples := readSamples(t)
 	t.Logf("machine: %d CPUs, %s; %d namespaces x (%d policies + %d pods)", runtime.NumCPU(), runtime.Version(), namespaces, policiesPerNS, podsPerNS)
@@ -373,4 +341,45 @@ func counters(t *testing.T) string {
 		}
 	}
 	return strings.Join(parts, " ")
+}
+
+// startScaleEnv starts envtest (stopped when t ends), builds sluice-manager
+// and writes a kubeconfig for it in a temporary directory, and returns a
+// client that is not rate limited, the manager binary, the kubeconfig and
+// the directory.
+func startScaleEnv(t *testing.T) (c client.Client, manager, kubeconfig, dir string) {
+	t.Helper()
+	assets := os.Getenv("KUBEBUILDER_ASSETS")
+	if assets == "" {
+		assets = filepath.Join(root, "bin", "k8s")
+	}
+	env := &envtest.Environment{
+		CRDDirectoryPaths:     []string{filepath.Join(root, "config", "crd", "bases")},
+		ErrorIfCRDPathMissing: true,
+		BinaryAssetsDirectory: assets,
+	}
+	cfg, err := env.Start()
+	if err != nil {
+		t.Fatalf("start envtest from %s: %v", assets, err)
+	}
+	t.Cleanup(func() { _ = env.Stop() })
+
+	dir = t.TempDir()
+	kubeconfig = filepath.Join(dir, "kubeconfig")
+	must(t, envtestutil.WriteAdminKubeconfig(env, cfg, kubeconfig))
+	manager = filepath.Join(dir, "sluice-manager")
+	build := exec.Command("go", "build", "-o", manager, "./cmd/manager")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build sluice-manager: %v\n%s", err, out)
+	}
+
+	scheme := k8sruntime.NewScheme()
+	must(t, clientgoscheme.AddToScheme(scheme))
+	must(t, v1alpha1.AddToScheme(scheme))
+	fast := rest.CopyConfig(cfg)
+	fast.QPS, fast.Burst = 1000, 2000
+	c, err = client.New(fast, client.Options{Scheme: scheme})
+	must(t, err)
+	return c, manager, kubeconfig, dir
 }

@@ -25,8 +25,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -35,17 +33,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	k8sruntime "k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/controllers"
 	"github.com/sluice-dev/sluice/enforcer/config"
-	"github.com/sluice-dev/sluice/internal/envtestutil"
 )
 
 // unreachableNamespaces is how many of the namespaces, 10 %, have pods
@@ -69,38 +62,7 @@ func TestStatusAtScale(t *testing.T) {
 
 func measureStatus(t *testing.T, unreachable int) {
 	ctx := context.Background()
-	assets := os.Getenv("KUBEBUILDER_ASSETS")
-	if assets == "" {
-		assets = filepath.Join(root, "bin", "k8s")
-	}
-	env := &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join(root, "config", "crd", "bases")},
-		ErrorIfCRDPathMissing: true,
-		BinaryAssetsDirectory: assets,
-	}
-	cfg, err := env.Start()
-	if err != nil {
-		t.Fatalf("start envtest from %s: %v", assets, err)
-	}
-	defer func() { _ = env.Stop() }()
-
-	dir := t.TempDir()
-	kubeconfig := filepath.Join(dir, "kubeconfig")
-	must(t, envtestutil.WriteAdminKubeconfig(env, cfg, kubeconfig))
-	manager := filepath.Join(dir, "sluice-manager")
-	build := exec.Command("go", "build", "-o", manager, "./cmd/manager")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build sluice-manager: %v\n%s", err, out)
-	}
-
-	scheme := k8sruntime.NewScheme()
-	must(t, clientgoscheme.AddToScheme(scheme))
-	must(t, v1alpha1.AddToScheme(scheme))
-	fast := rest.CopyConfig(cfg)
-	fast.QPS, fast.Burst = 1000, 2000
-	c, err := client.New(fast, client.Options{Scheme: scheme})
-	must(t, err)
+	c, manager, kubeconfig, dir := startScaleEnv(t)
 
 	enforcers := newStandInEnforcers(t, c)
 	defer enforcers.close()
