@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluice-dev/sluice/enforcer/request"
 )
 
 // FuzzUpstreamResponse: whatever the application answers, the forwarder
@@ -91,7 +93,7 @@ func FuzzUpstreamResponse(f *testing.F) {
 			t.Fatal("a connection whose body broke off would be reused")
 		}
 		for k := range w.Header() {
-			if isHopByHop(k) && k != "Trailer" {
+			if request.IsHopByHop(k) && k != "Trailer" {
 				t.Fatalf("hop-by-hop header %s passed on", k)
 			}
 			if strings.ContainsAny(k, "\r\n") {

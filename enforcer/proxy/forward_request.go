@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/sluice-dev/sluice/enforcer/request"
 )
 
 // writeHead writes the head of r as the request the handler decided on:
@@ -38,14 +40,14 @@ func (f *forwarder) writeHead(bw *bufio.Writer, r *http.Request) error {
 	for k, vv := range r.Header {
 		// Content-Length is written below from the body's length; the
 		// client's own would be a duplicate.
-		if isHopByHop(k) || k == "Content-Length" || k == "Expect" || (connection != nil && listedIn(connection, k)) {
+		if request.IsHopByHop(k) || k == "Content-Length" || k == "Expect" || (connection != nil && request.Listed(connection, k)) {
 			continue
 		}
 		for _, v := range vv {
 			writeField(bw, k, v)
 		}
 	}
-	if te := r.Header["Te"]; te != nil && listedIn(te, "trailers") {
+	if te := r.Header["Te"]; te != nil && request.Listed(te, "trailers") {
 		writeField(bw, "Te", "trailers")
 	}
 	switch {

@@ -3,8 +3,9 @@ package proxy
 import (
 	"io"
 	"net/http"
-	"net/textproto"
 	"strings"
+
+	"github.com/sluice-dev/sluice/enforcer/request"
 )
 
 // copyResponse writes resp to w, streaming its body, and reports whether
@@ -75,31 +76,6 @@ func isEventStream(ct []string) bool {
 	return strings.EqualFold(strings.TrimSpace(v), "text/event-stream")
 }
 
-// isHopByHop reports whether the canonical header k concerns one
-// connection only (RFC 9110, section 7.6.1).
-func isHopByHop(k string) bool {
-	switch k {
-	case "Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
-		"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade":
-		return true
-	}
-	return false
-}
-
-// listedIn reports whether the Connection header values name k.
-func listedIn(connection []string, k string) bool {
-	for _, v := range connection {
-		for v != "" {
-			var token string
-			token, v, _ = strings.Cut(v, ",")
-			if strings.EqualFold(textproto.TrimString(token), k) {
-				return true
-			}
-		}
-	}
-	return false
-}
-
 // writeInformational relays a 1xx answer with the application's fields
 // only. The server sends the whole header map with a 1xx, and the map
 // holds the rate limit headers, which belong to the final response: they
@@ -124,7 +100,7 @@ func writeInformational(w http.ResponseWriter, code int, fields http.Header) {
 func copyEndToEnd(dst, src http.Header) {
 	connection := src["Connection"]
 	for k, vv := range src {
-		if isHopByHop(k) || (connection != nil && listedIn(connection, k)) {
+		if request.IsHopByHop(k) || (connection != nil && request.Listed(connection, k)) {
 			continue
 		}
 		if have, ok := dst[k]; ok {

@@ -65,8 +65,8 @@ func IsHopByHop(k string) bool { return kindOf(k) == hopByHop }
 //     spelling with "_".
 func (c *Canonicalizer) canonicalHeaders(h http.Header, trusted bool) error {
 	connection := h["Connection"]
-	websocket := connection != nil && listed(connection, "Upgrade") && listed(h["Upgrade"], "websocket")
-	trailers := h["Te"] != nil && listed(h["Te"], "trailers")
+	websocket := connection != nil && Listed(connection, "Upgrade") && Listed(h["Upgrade"], "websocket")
+	trailers := h["Te"] != nil && Listed(h["Te"], "trailers")
 	for k, vv := range h {
 		switch kindOf(k) {
 		case hopByHop, expect, routing:
@@ -132,9 +132,9 @@ func oneMeaning(k string, vv []string) error {
 	return nil
 }
 
-// listed reports whether the comma-separated values name token, in any
-// case.
-func listed(values []string, token string) bool {
+// Listed reports whether comma-separated header values (Connection, TE)
+// name token, in any case, parameters aside.
+func Listed(values []string, token string) bool {
 	for _, v := range values {
 		for v != "" {
 			var t string
