@@ -163,9 +163,16 @@ func (w *finalHeaders) WriteHeader(code int) {
 // upstreamError answers for a request that could not be forwarded: 413
 // for a body over the limit, 504 when the application sent no response
 // head in time, 502 when it could not be reached or gave no usable
-// answer, and nothing when the client itself went away.
+// answer or the request was cancelled (a client gone reads nothing).
 func (h *Handler) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
 	if r.Context().Err() != nil && errors.Is(err, context.Canceled) {
+		// net/http cancels the context when the client hangs up, and also
+		// when its connection fails otherwise while the client may still
+		// read: answer anyway, or net/http would send 200 for the
+		// enforcer. Not the application's failure, so not counted.
+		w.Header()["Connection"] = []string{"close"}
+		writeProblem(w, &Problem{Type: ProblemUpstreamUnavailable, Title: "Bad Gateway", Status: http.StatusBadGateway,
+			Detail: "The request was cancelled before the application answered."})
 		return
 	}
 	var tooLarge *http.MaxBytesError
