@@ -25,7 +25,6 @@ import (
 	"net"
 	"net/http"
 	"strconv"
-	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -121,32 +120,9 @@ func unwrapURLError(err error) error {
 	return err
 }
 
-// pollEnforcers reads the /status of every pod's enforcer with token, at
-// most limit at once, each within the client's timeout. Pods without an
-// admin address get their reason as error.
-func pollEnforcers(ctx context.Context, c *http.Client, pods []*corev1.Pod, token string, limit int) map[*corev1.Pod]polledEnforcer {
-	out := make(map[*corev1.Pod]polledEnforcer, len(pods))
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	slots := make(chan struct{}, max(limit, 1))
-	for _, pod := range pods {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			slots <- struct{}{}
-			defer func() { <-slots }()
-			res := pollEnforcer(ctx, c, pod, token)
-			mu.Lock()
-			out[pod] = res
-			mu.Unlock()
-		}()
-	}
-	wg.Wait()
-	return out
-}
-
-// pollEnforcer reads the /status of the pod's enforcer with token; a pod
-// without an admin address gets its reason as error.
+// pollEnforcer reads the /status of the pod's enforcer with token, within
+// the client's timeout. A pod without an admin address gets its reason as
+// error.
 func pollEnforcer(ctx context.Context, c *http.Client, pod *corev1.Pod, token string) polledEnforcer {
 	addr, why := adminAddress(pod)
 	if addr == "" {

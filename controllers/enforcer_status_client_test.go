@@ -65,7 +65,7 @@ func TestPollSendsTheNamespaceToken(t *testing.T) {
 		{token: "", refused: true, err: "the namespace has no Secret sluice-enforcer-admin yet"},
 	} {
 		g := NewWithT(t)
-		got := pollEnforcers(context.Background(), http.DefaultClient, []*corev1.Pod{pod}, tc.token, 1)[pod]
+		got := pollEnforcer(context.Background(), http.DefaultClient, pod, tc.token)
 		g.Expect(got.Refused).To(Equal(tc.refused), got.Err)
 		if tc.err == "" {
 			g.Expect(got.Err).To(BeEmpty())

@@ -18,7 +18,6 @@ package controllers
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -95,8 +94,8 @@ type EnforcerStatusReconciler struct {
 
 // Reconcile reads the latest /status of the enforcers of the namespace's
 // selected pods, which the poller keeps, and patches the status of each
-// of its policies once, in a deferred step.
-func (r *EnforcerStatusReconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {
+// of its policies once. It never waits on the network.
+func (r *EnforcerStatusReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	var list v1alpha1.RateLimitPolicyList
 	if err := r.List(ctx, &list, client.InNamespace(req.Namespace)); err != nil {
 		return ctrl.Result{}, fmt.Errorf("list RateLimitPolicies in %s: %w", req.Namespace, err)
@@ -111,15 +110,7 @@ func (r *EnforcerStatusReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 		r.history.forget(req.Namespace)
 		return ctrl.Result{}, nil
 	}
-	patch := newStatusPatch(policies, statusEventAction)
-	defer func() {
-		conflict, err := patch.apply(ctx, r.Client, r.Recorder)
-		retErr = errors.Join(retErr, err)
-		if conflict && retErr == nil {
-			result.RequeueAfter = statusConflictRetry
-		}
-	}()
-	pods, err := r.collectPods(ctx, req.Namespace, list.Items)
+	pods, waiting, err := r.collectPods(ctx, req.Namespace, list.Items)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -127,11 +118,22 @@ func (r *EnforcerStatusReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	r.reconcileStatus(patch, pods, history)
-	if r.poller != nil {
-		return ctrl.Result{}, nil // the poller enqueues the namespace when its enforcers' answers change
+	if waiting {
+		// The poller was asked for the pods it holds no answer for and
+		// enqueues the namespace when they answered; writing now would
+		// report them as unknown for a moment. The requeue is a backstop.
+		return ctrl.Result{RequeueAfter: r.interval()}, nil
 	}
-	return ctrl.Result{RequeueAfter: r.interval()}, nil
+	patch := newStatusPatch(policies, statusEventAction)
+	r.reconcileStatus(patch, pods, history)
+	conflict, err := patch.apply(ctx, r.Client, r.Recorder)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if conflict {
+		return ctrl.Result{RequeueAfter: statusConflictRetry}, nil
+	}
+	return ctrl.Result{}, nil // the poller enqueues the namespace when its enforcers' answers change
 }
 
 // publishedConfigs records the configuration the policy controller
@@ -150,21 +152,21 @@ func (r *EnforcerStatusReconciler) publishedConfigs(ctx context.Context, namespa
 }
 
 // collectPods finds the active pods that some policy selects, with the
-// webhook's decision for each and its enforcer's /status.
-func (r *EnforcerStatusReconciler) collectPods(ctx context.Context, namespace string, policies []v1alpha1.RateLimitPolicy) ([]selectedPod, error) {
+// webhook's decision for each and its enforcer's latest /status. waiting
+// is set when the poller has no answer yet for some injected pod: it was
+// asked for one.
+func (r *EnforcerStatusReconciler) collectPods(ctx context.Context, namespace string, policies []v1alpha1.RateLimitPolicy) (selected []selectedPod, waiting bool, err error) {
 	var podList corev1.PodList
 	if err := r.List(ctx, &podList, client.InNamespace(namespace)); err != nil {
-		return nil, fmt.Errorf("list pods in %s: %w", namespace, err)
+		return nil, false, fmt.Errorf("list pods in %s: %w", namespace, err)
 	}
 	// Sorted, so that messages name pods in a stable order and a pass that
 	// finds nothing new writes nothing.
 	slices.SortFunc(podList.Items, func(a, b corev1.Pod) int { return strings.Compare(a.Name, b.Name) })
 	enabled, err := r.injectionEnabled(ctx, namespace)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	var selected []selectedPod
-	var injected []*corev1.Pod
 	for i := range podList.Items {
 		pod := &podList.Items[i]
 		if !isActive(pod) {
@@ -177,50 +179,17 @@ func (r *EnforcerStatusReconciler) collectPods(ctx context.Context, namespace st
 		if !enabled && !hasEnforcer(pod) && d.Reason != ReasonOptedOut {
 			d = injectDecision{Reason: reasonNamespaceNotEnabled, Selected: d.Selected}
 		}
-		selected = append(selected, selectedPod{Pod: pod, Decision: d})
+		sp := selectedPod{Pod: pod, Decision: d}
 		if hasEnforcer(pod) {
-			injected = append(injected, pod)
-		}
-	}
-	polled, err := r.polledEnforcers(ctx, namespace, injected)
-	if err != nil {
-		return nil, err
-	}
-	for i := range selected {
-		selected[i].Polled = polled[selected[i].Pod]
-	}
-	return selected, nil
-}
-
-// polledEnforcers is the latest /status of each pod's enforcer: the
-// poller's answer, or for a pod it has not reached yet (just started, or
-// with a new IP), one fetched now.
-func (r *EnforcerStatusReconciler) polledEnforcers(ctx context.Context, namespace string, pods []*corev1.Pod) (map[*corev1.Pod]polledEnforcer, error) {
-	out := make(map[*corev1.Pod]polledEnforcer, len(pods))
-	var missing []*corev1.Pod
-	for _, pod := range pods {
-		if r.poller != nil {
-			if res, ok := r.poller.polled(pod); ok {
-				out[pod] = res
-				continue
+			var ok bool
+			if sp.Polled, ok = r.poller.polled(pod); !ok {
+				r.poller.ask(pod)
+				waiting = true
 			}
 		}
-		missing = append(missing, pod)
+		selected = append(selected, sp)
 	}
-	if len(missing) == 0 {
-		return out, nil
-	}
-	token, err := adminToken(ctx, r.Secrets, namespace)
-	if err != nil {
-		return nil, err
-	}
-	for pod, res := range pollEnforcers(ctx, r.httpClient(), missing, token, pollConcurrency) {
-		out[pod] = res
-		if r.poller != nil {
-			r.poller.remember(pod, res)
-		}
-	}
-	return out, nil
+	return selected, waiting, nil
 }
 
 func (r *EnforcerStatusReconciler) injectionEnabled(ctx context.Context, namespace string) (bool, error) {

@@ -35,6 +35,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 )
@@ -52,28 +53,11 @@ func TestPollerEnqueuesWhatChanged(t *testing.T) {
 	silent := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) { <-r.Context().Done() }))
 	defer silent.Close()
 
-	policy := func(namespace string) client.Object {
-		return &v1alpha1.RateLimitPolicy{ObjectMeta: metav1.ObjectMeta{Name: "api", Namespace: namespace},
-			Spec: v1alpha1.RateLimitPolicySpec{Selector: metav1.LabelSelector{MatchLabels: map[string]string{"app": "api"}}}}
-	}
-	pod := func(namespace, name string, srv *httptest.Server) client.Object {
-		host, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
-		p, _ := strconv.Atoi(port)
-		return &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, UID: types.UID(namespace + "/" + name), Labels: map[string]string{"app": "api"}},
-			Spec: corev1.PodSpec{InitContainers: []corev1.Container{{Name: EnforcerContainerName,
-				Ports: []corev1.ContainerPort{{Name: AdminPortName, ContainerPort: int32(p)}}}}},
-			Status: corev1.PodStatus{PodIP: host, Phase: corev1.PodRunning},
-		}
-	}
-	objs := []client.Object{policy("shop"), policy("slow"), pod("shop", "api-0", answering)}
+	objs := []client.Object{pollerTestPolicy("shop"), pollerTestPolicy("slow"), pollerTestPod("shop", "api-0", answering)}
 	for i := range 4 {
-		objs = append(objs, pod("slow", fmt.Sprintf("api-%d", i), silent))
+		objs = append(objs, pollerTestPod("slow", fmt.Sprintf("api-%d", i), silent))
 	}
-	scheme := runtime.NewScheme()
-	_ = clientgoscheme.AddToScheme(scheme)
-	_ = v1alpha1.AddToScheme(scheme)
-	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).Build()
+	c := pollerTestClient(objs...)
 	httpClient := &http.Client{Timeout: 200 * time.Millisecond}
 	p := newEnforcerPoller(c, c, func() *http.Client { return httpClient }, time.Hour, 16)
 
@@ -107,4 +91,91 @@ func TestPollerEnqueuesWhatChanged(t *testing.T) {
 	g.Expect(enqueued()).To(ConsistOf("shop/" + ConfigMapName))
 	res, _ = p.polled(shopPod)
 	g.Expect(res.Status.Decisions["api"].Allowed).To(BeEquivalentTo(3))
+}
+
+// TestPollerDoesNotWaitForSilentNamespaces: a namespace is enqueued as
+// soon as its own enforcers answered, while another namespace's enforcers
+// that did not answer last time hold every request of their own lane; a
+// pod Reconcile asks for is polled outside the pass.
+func TestPollerDoesNotWaitForSilentNamespaces(t *testing.T) {
+	g := NewWithT(t)
+	var polls atomic.Int64
+	answering := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintf(w, `{"ready":true,"decisions":{"api":{"allowed":%d}}}`, polls.Add(1))
+	}))
+	defer answering.Close()
+	var hold atomic.Bool
+	release := make(chan struct{})
+	silent := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if hold.Load() {
+			select {
+			case <-release:
+			case <-r.Context().Done():
+				return
+			}
+		}
+		http.Error(w, "overloaded", http.StatusServiceUnavailable)
+	}))
+	defer silent.Close()
+	defer close(release)
+
+	objs := []client.Object{pollerTestPolicy("shop"), pollerTestPolicy("slow"), pollerTestPod("shop", "api-0", answering)}
+	for i := range 4 {
+		objs = append(objs, pollerTestPod("slow", fmt.Sprintf("api-%d", i), silent))
+	}
+	c := pollerTestClient(objs...)
+	httpClient := &http.Client{Timeout: time.Minute}
+	// Two workers: as many as the silent pods could take at once.
+	p := newEnforcerPoller(c, c, func() *http.Client { return httpClient }, time.Hour, 2)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	p.pollAll(ctx) // the slow namespace's enforcers answer 503: not answering
+	for len(p.changed) > 0 {
+		<-p.changed
+	}
+
+	hold.Store(true)
+	passDone := make(chan struct{})
+	go func() { defer close(passDone); p.pollAll(ctx) }()
+	var first event.GenericEvent
+	g.Eventually(p.changed).WithTimeout(30 * time.Second).Should(Receive(&first))
+	g.Expect(first.Object.GetNamespace()).To(Equal("shop"), "the answering namespace is enqueued while the other's enforcers hold their requests")
+	g.Expect(passDone).NotTo(BeClosed())
+
+	// A pod that appears mid-pass is polled when asked, in its own lane.
+	go p.pollAsked(ctx)
+	late := pollerTestPod("shop", "api-1", answering).(*corev1.Pod)
+	p.ask(late)
+	var asked event.GenericEvent
+	g.Eventually(p.changed).WithTimeout(30 * time.Second).Should(Receive(&asked))
+	g.Expect(asked.Object.GetNamespace()).To(Equal("shop"))
+	res, ok := p.polled(late)
+	g.Expect(ok).To(BeTrue())
+	g.Expect(res.Status).NotTo(BeNil())
+	g.Expect(passDone).NotTo(BeClosed(), "still held by the slow namespace")
+}
+
+func pollerTestPolicy(namespace string) client.Object {
+	return &v1alpha1.RateLimitPolicy{ObjectMeta: metav1.ObjectMeta{Name: "api", Namespace: namespace},
+		Spec: v1alpha1.RateLimitPolicySpec{Selector: metav1.LabelSelector{MatchLabels: map[string]string{"app": "api"}}}}
+}
+
+// pollerTestPod is a running pod whose enforcer's admin port is srv.
+func pollerTestPod(namespace, name string, srv *httptest.Server) client.Object {
+	host, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
+	p, _ := strconv.Atoi(port)
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, UID: types.UID(namespace + "/" + name), Labels: map[string]string{"app": "api"}},
+		Spec: corev1.PodSpec{InitContainers: []corev1.Container{{Name: EnforcerContainerName,
+			Ports: []corev1.ContainerPort{{Name: AdminPortName, ContainerPort: int32(p)}}}}},
+		Status: corev1.PodStatus{PodIP: host, Phase: corev1.PodRunning},
+	}
+}
+
+func pollerTestClient(objs ...client.Object) client.Client {
+	scheme := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(scheme)
+	_ = v1alpha1.AddToScheme(scheme)
+	return fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).Build()
 }
