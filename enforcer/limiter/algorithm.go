@@ -1,8 +1,11 @@
 package limiter
 
-// Algorithm is how a rule counts requests. Each one is a descriptor in a file
-// of its own (token_bucket.go, ...) next to its script (token_bucket.lua, ...).
-type Algorithm string
+import "github.com/sluice-dev/sluice/enforcer/config"
+
+// Algorithm is how a rule counts requests, the configuration's enum. Each
+// one the limiter supports is a descriptor in a file of its own
+// (token_bucket.go, ...) next to its script (token_bucket.lua, ...).
+type Algorithm = config.Algorithm
 
 // algorithm is everything the limiter knows of one Algorithm, in one place:
 //
@@ -25,10 +28,7 @@ type algorithm struct {
 	// code is the algorithm's part of its Redis keys.
 	code   string
 	script algorithmScript
-	// burst is set when a window's capacity is its Burst (when set) rather
-	// than its Requests.
-	burst bool
-	args  func(dst []any, w Window) []any
+	args   func(dst []any, w Window) []any
 	// read is the check phase of one window: it reads the state at now and
 	// reports whether cost fits.
 	read func(p *localWindow, now, cost int64) bool
@@ -49,39 +49,17 @@ var algorithmsByName = func() map[Algorithm]*algorithm {
 	return m
 }()
 
-// Algorithms lists every supported algorithm.
-var Algorithms = func() []Algorithm {
-	names := make([]Algorithm, len(algorithms))
-	for i, d := range algorithms {
-		names[i] = d.name
-	}
-	return names
-}()
-
-// descriptor is a's algorithm, nil when a is not supported.
-func (a Algorithm) descriptor() *algorithm {
+// descriptorOf is a's descriptor, nil when the limiter does not support a.
+func descriptorOf(a Algorithm) *algorithm {
 	return algorithmsByName[a]
 }
 
-// Valid reports whether a is a supported algorithm.
-func (a Algorithm) Valid() bool {
-	return a.descriptor() != nil
-}
-
-// code is the short name used in Redis keys.
-func (a Algorithm) code() string {
-	if d := a.descriptor(); d != nil {
+// code is the short name of a used in Redis keys.
+func code(a Algorithm) string {
+	if d := descriptorOf(a); d != nil {
 		return d.code
 	}
 	return "unknown"
-}
-
-// burstCapacity is the capacity of a window of an algorithm with a burst.
-func burstCapacity(w Window) int64 {
-	if w.Burst > 0 {
-		return w.Burst
-	}
-	return w.Requests
 }
 
 // windowArgs is the usual ARGV of one window: requests, period in ms.

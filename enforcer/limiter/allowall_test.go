@@ -15,7 +15,7 @@ import (
 // proxy refunds what they took.
 func TestRefusedRequestIsRefundedInOtherRules(t *testing.T) {
 	for name, url := range topologies() {
-		for _, a := range Algorithms {
+		for _, a := range config.Algorithms {
 			t.Run(name+"/"+string(a), func(t *testing.T) {
 				g := NewWithT(t)
 				guard := newGuard(t, url)

@@ -1,6 +1,8 @@
 package limiter
 
 import (
+	"github.com/sluice-dev/sluice/enforcer/config"
+
 	"context"
 	"fmt"
 	"runtime"
@@ -22,7 +24,7 @@ func BenchmarkRedisDecision(b *testing.B) {
 		FixedWindow:          {{Requests: 1 << 40, Period: time.Minute}},
 		GCRA:                 {{Requests: 1 << 40, Period: time.Minute}},
 	}
-	for _, a := range Algorithms {
+	for _, a := range config.Algorithms {
 		for _, concurrency := range []int{1, 16, 64} {
 			b.Run(fmt.Sprintf("%s/c%d", a, concurrency), func(b *testing.B) {
 				r := newRedis(b, standalone.URL())

@@ -1,7 +1,9 @@
 package limiter
 
+import "github.com/sluice-dev/sluice/enforcer/config"
+
 // FixedWindow counts requests in calendar-aligned windows of Period.
-const FixedWindow Algorithm = "FixedWindow"
+const FixedWindow = config.FixedWindow
 
 var fixedWindow = algorithm{
 	name:   FixedWindow,

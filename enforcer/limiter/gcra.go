@@ -1,17 +1,18 @@
 package limiter
 
+import "github.com/sluice-dev/sluice/enforcer/config"
+
 // GCRA is the generic cell rate algorithm: one timestamp per window, the
 // theoretical arrival time, spaced Period/Requests per unit of cost, with
 // Burst (default Requests) units of tolerance. It admits what a TokenBucket
 // of the same Requests, Period and Burst admits, in less memory, and its
 // Retry-After is exact to the microsecond.
-const GCRA Algorithm = "GCRA"
+const GCRA = config.GCRA
 
 var gcra = algorithm{
 	name:   GCRA,
 	code:   "gcra",
 	script: newScript("gcra.lua"),
-	burst:  true,
 	args:   gcraArgs,
 	read:   (*localWindow).readGCRA,
 	answer: (*localWindow).answerGCRA,
@@ -33,7 +34,7 @@ func gcraSpacing(requests, period, capacity int64) (interval, tolerance int64) {
 
 // gcraArgs is a window's ARGV: emission interval and tolerance, in µs.
 func gcraArgs(dst []any, w Window) []any {
-	interval, tolerance := gcraSpacing(w.Requests, w.Period.Microseconds(), burstCapacity(w))
+	interval, tolerance := gcraSpacing(w.Requests, w.Period.Microseconds(), w.capacity(GCRA))
 	return append(dst, interval, tolerance)
 }
 

@@ -81,7 +81,7 @@ func (b Bucket) appendKeyPrefix(dst []byte, a Algorithm) []byte {
 	dst = append(dst, '/')
 	dst = append(dst, b.Tenant...)
 	dst = append(dst, "}:"...)
-	dst = append(dst, a.code()...)
+	dst = append(dst, code(a)...)
 	return append(dst, ':')
 }
 

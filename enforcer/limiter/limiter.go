@@ -9,6 +9,8 @@
 package limiter
 
 import (
+	"github.com/sluice-dev/sluice/enforcer/config"
+
 	"errors"
 	"fmt"
 	"time"
@@ -25,12 +27,9 @@ type Window struct {
 	Burst int64
 }
 
-// capacity is the most a window can ever admit at once.
+// capacity is the most a window of a can ever admit at once.
 func (w Window) capacity(a Algorithm) int64 {
-	if d := a.descriptor(); d != nil && d.burst {
-		return burstCapacity(w)
-	}
-	return w.Requests
+	return a.Capacity(config.Limit{Requests: w.Requests, Burst: w.Burst})
 }
 
 // Request asks whether Cost more requests of Bucket fit its Windows. The
@@ -129,7 +128,7 @@ func (req *Request) validate() error {
 // validateWindows reports why a rule of algorithm a with these windows and
 // cost could never be decided.
 func validateWindows(a Algorithm, windows []Window, cost int64) error {
-	if !a.Valid() {
+	if descriptorOf(a) == nil {
 		return fmt.Errorf("%w: unknown algorithm %q", ErrInvalidRequest, a)
 	}
 	if len(windows) == 0 || len(windows) > maxWindows {

@@ -133,7 +133,7 @@ type localWindow struct {
 // retry) plus allowed. A Cost of 0 reads without committing.
 func (l *Local) Check(req *Request) (allowed bool, now time.Time, windows []WindowResult) {
 	ts := l.now().UnixMicro()
-	alg := req.Algorithm.descriptor()
+	alg := descriptorOf(req.Algorithm)
 	windows = make([]WindowResult, len(req.Windows))
 	var buf [maxWindows]localWindow
 	pending := buf[:0]

@@ -1,6 +1,8 @@
 package limiter
 
 import (
+	"github.com/sluice-dev/sluice/enforcer/config"
+
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -158,7 +160,7 @@ func TestLocalSlidingWindowLog(t *testing.T) {
 }
 
 func TestLocalMultiWindowRefusalConsumesNothing(t *testing.T) {
-	for _, a := range Algorithms {
+	for _, a := range config.Algorithms {
 		t.Run(string(a), func(t *testing.T) {
 			g := NewWithT(t)
 			clock := &localClock{}
@@ -275,7 +277,7 @@ func TestLocalMaxEntriesKeepsRenewedState(t *testing.T) {
 
 func TestLocalConcurrentUseAdmitsExactlyTheLimit(t *testing.T) {
 	const limit, goroutines, attempts, tenants = 100, 16, 50, 4
-	for _, a := range Algorithms {
+	for _, a := range config.Algorithms {
 		t.Run(string(a), func(t *testing.T) {
 			g := NewWithT(t)
 			clock := &localClock{} // frozen: nothing refills during the run
@@ -311,7 +313,7 @@ func TestLocalConcurrentUseAdmitsExactlyTheLimit(t *testing.T) {
 // microsecond before for the integer algorithms, and at Reset the window is
 // whole again.
 func TestLocalRetryAndResetHold(t *testing.T) {
-	for _, a := range Algorithms {
+	for _, a := range config.Algorithms {
 		t.Run(string(a), func(t *testing.T) {
 			g := NewWithT(t)
 			rng := rand.New(rand.NewPCG(1, uint64(len(a))))
@@ -366,7 +368,7 @@ func TestLocalRetryAndResetHold(t *testing.T) {
 func TestLocalMatchesRedisScripts(t *testing.T) {
 	client := redistest.Start(t).Client()
 	windows := []Window{{Requests: 7, Period: 30 * time.Millisecond, Burst: 9}, {Requests: 13, Period: 110 * time.Millisecond}}
-	for _, a := range Algorithms {
+	for _, a := range config.Algorithms {
 		t.Run(string(a), func(t *testing.T) {
 			g := NewWithT(t)
 			rng := rand.New(rand.NewPCG(2, uint64(len(a))))
@@ -403,7 +405,7 @@ func TestLocalMatchesRedisScripts(t *testing.T) {
 // runLocalScript runs req's algorithm script and returns its reply.
 func runLocalScript(t *testing.T, client *redis.Client, req *Request) []int64 {
 	t.Helper()
-	d := req.Algorithm.descriptor()
+	d := descriptorOf(req.Algorithm)
 	keys, args := []string{}, []any{req.Cost}
 	for _, w := range req.Windows {
 		keys = append(keys, req.Bucket.Key(req.Algorithm, w.Period))
@@ -420,7 +422,7 @@ func runLocalScript(t *testing.T, client *redis.Client, req *Request) []int64 {
 // traffic never reaches, the clock advancing 1µs per decision.
 func BenchmarkLocal(b *testing.B) {
 	w := []Window{{Requests: 1 << 21, Period: time.Second}}
-	for _, a := range Algorithms {
+	for _, a := range config.Algorithms {
 		b.Run(string(a), func(b *testing.B) {
 			var at time.Time
 			l := NewLocal(func() time.Time { return at })
@@ -441,7 +443,7 @@ func BenchmarkLocal(b *testing.B) {
 // each its own tenant.
 func BenchmarkLocalParallel(b *testing.B) {
 	w := []Window{{Requests: 1 << 21, Period: time.Second}}
-	for _, a := range Algorithms {
+	for _, a := range config.Algorithms {
 		b.Run(string(a), func(b *testing.B) {
 			clock := &localClock{}
 			l := NewLocal(clock.now)
@@ -455,5 +457,21 @@ func BenchmarkLocalParallel(b *testing.B) {
 				}
 			})
 		})
+	}
+}
+
+// TestEveryAlgorithmHasADescriptor: an algorithm the configuration accepts
+// is one the limiter can decide, with a script, its arguments and its
+// in-process twin.
+func TestEveryAlgorithmHasADescriptor(t *testing.T) {
+	g := NewWithT(t)
+	g.Expect(algorithms).To(HaveLen(len(config.Algorithms)))
+	for _, a := range config.Algorithms {
+		d := descriptorOf(a)
+		g.Expect(d).NotTo(BeNil(), string(a))
+		g.Expect(d.code).NotTo(BeEmpty(), string(a))
+		g.Expect(d.args).NotTo(BeNil(), string(a))
+		g.Expect(d.read).NotTo(BeNil(), string(a))
+		g.Expect(d.answer).NotTo(BeNil(), string(a))
 	}
 }

@@ -1,6 +1,8 @@
 package limiter
 
 import (
+	"github.com/sluice-dev/sluice/enforcer/config"
+
 	"context"
 	"strings"
 	"sync"
@@ -190,7 +192,7 @@ func waitForWindowStart(t *testing.T, r *Redis, period time.Duration) {
 
 func TestMultiWindowRefusalConsumesNothing(t *testing.T) {
 	for name, url := range topologies() {
-		for _, a := range Algorithms {
+		for _, a := range config.Algorithms {
 			t.Run(name+"/"+string(a), func(t *testing.T) {
 				g := NewWithT(t)
 				r := newRedis(t, url)

@@ -36,7 +36,7 @@ func newScript(name string) algorithmScript {
 // ARGV[1] (0 reads without consuming, -req.Cost refunds), then each window's
 // arguments: EVALSHA sha numkeys key... cost arg...
 func evalSHA(req *Request, cost int64) (s algorithmScript, cmd []any) {
-	d := req.Algorithm.descriptor()
+	d := descriptorOf(req.Algorithm)
 	// room for the cost and up to 4 arguments per window, without regrowing
 	cmd = append(evalSHAKeys(d.script.shaArg, req, 1+4*len(req.Windows)), cost)
 	for _, w := range req.Windows {

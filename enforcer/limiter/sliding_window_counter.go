@@ -1,10 +1,14 @@
 package limiter
 
-import "math"
+import (
+	"math"
+
+	"github.com/sluice-dev/sluice/enforcer/config"
+)
 
 // SlidingWindowCounter weights the previous fixed window's count by how much
 // of it still overlaps the sliding window: O(1) memory, close to exact.
-const SlidingWindowCounter Algorithm = "SlidingWindowCounter"
+const SlidingWindowCounter = config.SlidingWindowCounter
 
 var slidingWindowCounter = algorithm{
 	name:   SlidingWindowCounter,

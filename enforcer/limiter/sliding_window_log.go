@@ -1,8 +1,10 @@
 package limiter
 
+import "github.com/sluice-dev/sluice/enforcer/config"
+
 // SlidingWindowLog records every request's time and counts those in the
 // last Period: exact, with memory proportional to Requests.
-const SlidingWindowLog Algorithm = "SlidingWindowLog"
+const SlidingWindowLog = config.SlidingWindowLog
 
 var slidingWindowLog = algorithm{
 	name:   SlidingWindowLog,

@@ -1,16 +1,19 @@
 package limiter
 
-import "math"
+import (
+	"math"
+
+	"github.com/sluice-dev/sluice/enforcer/config"
+)
 
 // TokenBucket refills Burst tokens at Requests per Period, fractionally; a
 // request takes Cost tokens.
-const TokenBucket Algorithm = "TokenBucket"
+const TokenBucket = config.TokenBucket
 
 var tokenBucket = algorithm{
 	name:   TokenBucket,
 	code:   "tb",
 	script: newScript("token_bucket.lua"),
-	burst:  true,
 	args:   tokenBucketArgs,
 	read:   (*localWindow).readTokenBucket,
 	answer: (*localWindow).answerTokenBucket,
@@ -18,7 +21,7 @@ var tokenBucket = algorithm{
 
 // tokenBucketArgs is a window's ARGV: requests, period in ms, capacity.
 func tokenBucketArgs(dst []any, w Window) []any {
-	return append(windowArgs(dst, w), burstCapacity(w))
+	return append(windowArgs(dst, w), w.capacity(TokenBucket))
 }
 
 func (p *localWindow) readTokenBucket(now, cost int64) bool {

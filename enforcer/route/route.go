@@ -341,7 +341,7 @@ func compileRule(b bucketOf, cr *config.Rule, resolvers *[]compiledIdentity) (*R
 	if err != nil {
 		return nil, err
 	}
-	r := &Rule{Name: cr.Name, Exempt: cr.Exempt, Algorithm: limiter.Algorithm(cr.Algorithm), Cost: max(1, cr.Cost), match: m}
+	r := &Rule{Name: cr.Name, Exempt: cr.Exempt, Algorithm: cr.Algorithm, Cost: max(1, cr.Cost), match: m}
 	if r.Exempt {
 		return r, nil
 	}
