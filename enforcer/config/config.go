@@ -38,6 +38,9 @@ type Policy struct {
 	// under LocalFallback each enforcer admits 1/Replicas of every limit.
 	Replicas     int32 `json:"replicas"`
 	UpstreamPort int32 `json:"upstreamPort"`
+	// UpstreamProtocol is how the enforcer speaks to the application;
+	// empty (configurations written before it existed) means HTTP1.
+	UpstreamProtocol UpstreamProtocol `json:"upstreamProtocol,omitempty"`
 	// TrustedProxies are the CIDRs whose forwarding headers reach the
 	// application as sent (spec.trustedProxies).
 	TrustedProxies []string    `json:"trustedProxies,omitempty"`

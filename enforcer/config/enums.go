@@ -17,6 +17,28 @@ const (
 // Modes lists every Mode.
 var Modes = []Mode{ModeEnforce, ModeDryRun}
 
+// UpstreamProtocol is how the enforcer speaks to the application.
+type UpstreamProtocol string
+
+const (
+	// UpstreamHTTP1 forwards as HTTP/1.1, whatever the client spoke.
+	UpstreamHTTP1 UpstreamProtocol = "HTTP1"
+	// UpstreamH2C forwards as cleartext HTTP/2 with prior knowledge, what
+	// gRPC servers speak.
+	UpstreamH2C UpstreamProtocol = "H2C"
+)
+
+// UpstreamProtocols lists every UpstreamProtocol.
+var UpstreamProtocols = []UpstreamProtocol{UpstreamHTTP1, UpstreamH2C}
+
+// OrDefault is p, or UpstreamHTTP1 when p is empty.
+func (p UpstreamProtocol) OrDefault() UpstreamProtocol {
+	if p == "" {
+		return UpstreamHTTP1
+	}
+	return p
+}
+
 // FailureMode is what a policy decides when Redis cannot answer in time.
 type FailureMode string
 

@@ -126,6 +126,9 @@ func (p *Policy) validate(path string, add addFunc) {
 	if p.UpstreamPort < 0 || p.UpstreamPort > 65535 {
 		add(path+".upstreamPort", "must be a port number, got %d", p.UpstreamPort)
 	}
+	if p.UpstreamProtocol != "" {
+		oneOf(add, path+".upstreamProtocol", p.UpstreamProtocol, UpstreamProtocols)
+	}
 	for i, cidr := range p.TrustedProxies {
 		if _, err := netip.ParsePrefix(cidr); err != nil {
 			add(fmt.Sprintf("%s.trustedProxies[%d]", path, i), "%q is not a CIDR: %v", cidr, err)
