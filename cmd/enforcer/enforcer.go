@@ -49,7 +49,7 @@ func newEnforcer(o *options, lookupEnv func(string) (string, bool), log *slog.Lo
 	e.backends = proxy.NewBackends(o.redisURL, lookupEnv, limiter.ClientOptions{PoolSize: o.redisPoolSize},
 		limiter.LocalMaxEntries(o.localFallbackMaxEntries))
 	metrics.WatchLocalFallback(e.backends.All)
-	e.handler = proxy.New(proxy.Options{Upstream: o.upstream, Recorder: metrics, ErrorLog: stdLogger(log, "proxy"),
+	e.handler = proxy.New(proxy.Options{Upstream: o.upstream, UpstreamProtocol: o.upstreamProtocol, Recorder: metrics, ErrorLog: stdLogger(log, "proxy"),
 		Limits: o.limits.requests, MaxRequestBody: o.limits.maxRequestBody, ResponseHeaderTimeout: o.limits.responseHeaderTimeout})
 	e.reloader = reload.NewReloader(configSource(o), e.apply, metrics, log)
 	if err := e.reloader.Start(); err != nil {
@@ -104,8 +104,15 @@ func (e *enforcer) serve(ctx context.Context) error {
 	}
 	go e.backends.Monitor(runCtx, pingInterval, pingTimeout)
 
+	// HTTP/1.1 and cleartext HTTP/2 with prior knowledge (gRPC) on one
+	// port.
+	protocols := new(http.Protocols)
+	protocols.SetHTTP1(true)
+	protocols.SetUnencryptedHTTP2(true)
 	proxySrv := &http.Server{
 		Handler:           e.handler,
+		Protocols:         protocols,
+		HTTP2:             e.o.limits.http2(),
 		ReadHeaderTimeout: e.o.limits.readHeaderTimeout,
 		IdleTimeout:       e.o.limits.idleTimeout,
 		MaxHeaderBytes:    e.o.limits.maxHeaderBytes,

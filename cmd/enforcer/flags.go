@@ -7,11 +7,13 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
 
+	"github.com/sluice-dev/sluice/enforcer/config"
 	"github.com/sluice-dev/sluice/enforcer/limiter"
 )
 
@@ -22,8 +24,10 @@ type options struct {
 	debugListen         string
 	statusTokenFile     string
 	upstream            *url.URL
-	redisURL            string
-	redisPoolSize       int
+	// upstreamProtocol is how to forward while no policy selects the pod.
+	upstreamProtocol config.UpstreamProtocol
+	redisURL         string
+	redisPoolSize    int
 	// localFallbackMaxEntries bounds each Redis backend's LocalFallback state.
 	localFallbackMaxEntries int
 	configPath              string
@@ -48,11 +52,12 @@ func envName(flag string) string {
 // errUsage marks command line errors (exit status 2).
 var errUsage = errors.New("usage")
 
-func newFlagSet(o *options, upstream, logLevel *string) *pflag.FlagSet {
+func newFlagSet(o *options, upstream, upstreamProtocol, logLevel *string) *pflag.FlagSet {
 	fs := pflag.NewFlagSet("sluice-enforcer", pflag.ContinueOnError)
 	fs.SortFlags = false
 	fs.StringVar(&o.listen, "listen", ":9080", "address the proxy listens on (clients and the Service's targetPort)")
 	fs.StringVar(upstream, "upstream", "", "base URL of the application, e.g. http://127.0.0.1:8080 (required)")
+	fs.StringVar(upstreamProtocol, "upstream-protocol", string(config.UpstreamHTTP1), "HTTP1 or H2C (cleartext HTTP/2, gRPC servers): how to forward while no policy selects the pod; the policies' spec.upstreamProtocol wins")
 	fs.StringVar(&o.adminListen, "admin-listen", ":9901", "address of the admin listener: /healthz /readyz /metrics /status")
 	fs.StringVar(&o.debugListen, "debug-listen", "127.0.0.1:9902", "loopback address of the debug listener: /debug/tenant, /debug/pprof/ (reach it with kubectl port-forward pod/NAME 9902); empty turns it off")
 	fs.StringVar(&o.statusTokenFile, "status-token-file", "", "file holding the bearer token /status requires (the operator's Secret volume); unset: /status serves loopback peers only")
@@ -77,8 +82,8 @@ func newFlagSet(o *options, upstream, logLevel *string) *pflag.FlagSet {
 // given on the command line (the command line wins).
 func parseFlags(args []string, lookupEnv func(string) (string, bool), stderr io.Writer) (*options, *pflag.FlagSet, error) {
 	o := &options{}
-	var upstream, logLevel string
-	fs := newFlagSet(o, &upstream, &logLevel)
+	var upstream, upstreamProtocol, logLevel string
+	fs := newFlagSet(o, &upstream, &upstreamProtocol, &logLevel)
 	fs.SetOutput(io.Discard)
 	if err := fs.Parse(args); err != nil {
 		return nil, fs, fmt.Errorf("%w: %w", errUsage, err)
@@ -109,6 +114,7 @@ func parseFlags(args []string, lookupEnv func(string) (string, bool), stderr io.
 	if o.help || o.version {
 		return o, fs, nil
 	}
+	o.upstreamProtocol = config.UpstreamProtocol(upstreamProtocol)
 	if err := o.validate(upstream, logLevel); err != nil {
 		return nil, fs, fmt.Errorf("%w: %w", errUsage, err)
 	}
@@ -125,6 +131,8 @@ func (o *options) validate(upstream, logLevel string) error {
 	}
 	o.upstream = u
 	switch {
+	case !slices.Contains(config.UpstreamProtocols, o.upstreamProtocol):
+		return fmt.Errorf("--upstream-protocol %q is not one of HTTP1, H2C", o.upstreamProtocol)
 	case o.configPath == "" && len(o.policyPaths) == 0:
 		return errors.New("one of --config or --policy-file is required")
 	case o.configPath != "" && len(o.policyPaths) > 0:

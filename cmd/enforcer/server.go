@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"net/http"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -19,6 +20,9 @@ type serverLimits struct {
 	requests              proxy.RequestLimits
 	maxRequestBody        int64
 	responseHeaderTimeout time.Duration
+	// http2MaxStreams bounds the concurrent streams of one HTTP/2 client
+	// connection.
+	http2MaxStreams int
 }
 
 func addServerFlags(fs *pflag.FlagSet, l *serverLimits) {
@@ -32,6 +36,38 @@ func addServerFlags(fs *pflag.FlagSet, l *serverLimits) {
 	fs.Int64Var(&l.maxRequestBody, "max-request-body", 0, "largest request body, in bytes; larger bodies get 413 (0: no limit)")
 	fs.DurationVar(&l.responseHeaderTimeout, "response-header-timeout", proxy.DefaultResponseHeaderTimeout,
 		"time the application has to start its response; then 504 (0: no limit)")
+	fs.IntVar(&l.http2MaxStreams, "http2-max-concurrent-streams", defaultHTTP2MaxStreams,
+		"concurrent requests (gRPC calls) one HTTP/2 client connection may have open; more wait for one to end")
+}
+
+// defaultHTTP2MaxStreams is Go's own default, and what grpc-go clients
+// expect of a server.
+const defaultHTTP2MaxStreams = 250
+
+// HTTP/2 flow control: what one client connection, and one of its
+// streams, may have sent that the enforcer has not read yet.
+const (
+	http2ConnWindow   = 1 << 20
+	http2StreamWindow = 1 << 20
+)
+
+// http2 is the HTTP/2 side of the proxy server. Header list size is
+// --max-header-bytes, as for HTTP/1.1; Go's server answers rapid resets
+// (streams opened and cancelled at once) by counting them against
+// MaxConcurrentStreams and closing a connection that keeps doing it.
+func (l *serverLimits) http2() *http.HTTP2Config {
+	return &http.HTTP2Config{
+		MaxConcurrentStreams:          l.http2MaxStreams,
+		MaxReceiveBufferPerConnection: http2ConnWindow,
+		MaxReceiveBufferPerStream:     http2StreamWindow,
+		// A client that stops reading cannot hold a write for ever; the
+		// same bound as --write-idle-timeout, or Go's default without.
+		WriteByteTimeout: l.requests.WriteIdleTimeout,
+		// A connection idle this long is pinged; one that does not
+		// answer is closed, its streams with it.
+		SendPingTimeout: 30 * time.Second,
+		PingTimeout:     15 * time.Second,
+	}
 }
 
 func (l *serverLimits) validate() error {
@@ -49,6 +85,8 @@ func (l *serverLimits) validate() error {
 		return errors.New("--read-header-timeout must be positive: without it a client can hold a connection for ever")
 	case l.maxHeaderBytes < 4<<10:
 		return fmt.Errorf("--max-header-bytes must be at least 4096, got %d", l.maxHeaderBytes)
+	case l.http2MaxStreams < 1:
+		return fmt.Errorf("--http2-max-concurrent-streams must be at least 1, got %d", l.http2MaxStreams)
 	case l.maxRequestBody < 0:
 		return fmt.Errorf("--max-request-body must not be negative, got %d", l.maxRequestBody)
 	}

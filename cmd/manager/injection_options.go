@@ -68,7 +68,7 @@ func (a *enforcerArgs) Set(v string) error { *a = append(*a, v); return nil }
 // others are the injector's to set, and a wrong one would break the pod.
 var tunableEnforcerFlags = []string{
 	"read-header-timeout", "body-timeout", "body-idle-timeout", "write-idle-timeout", "idle-timeout",
-	"max-header-bytes", "max-request-body", "response-header-timeout", "redis-pool-size", "local-fallback-max-entries",
+	"max-header-bytes", "max-request-body", "response-header-timeout", "http2-max-concurrent-streams", "redis-pool-size", "local-fallback-max-entries",
 	"log-level", "shutdown-timeout",
 }
 

@@ -19,6 +19,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluice-dev/sluice/enforcer/config"
 	"github.com/sluice-dev/sluice/enforcer/limiter"
 	"github.com/sluice-dev/sluice/enforcer/request"
 	"github.com/sluice-dev/sluice/enforcer/route"
@@ -30,9 +31,15 @@ type Handler struct {
 	forwarder *forwarder   // plain requests; nil when a Transport was given
 	upstream  http.Handler // the others: upgrades, streamed or large bodies
 	transport http.RoundTripper
-	rec       Recorder
-	limits    RequestLimits
-	maxBody   int64
+	// h2c forwards as cleartext HTTP/2, for the policies whose
+	// upstreamProtocol is H2C; nil when a Transport was given.
+	h2c          http.Handler
+	h2cTransport *http.Transport
+	// protocol is the upstream protocol when no policy names one.
+	protocol config.UpstreamProtocol
+	rec      Recorder
+	limits   RequestLimits
+	maxBody  int64
 }
 
 // Options configure a Handler.
@@ -56,6 +63,11 @@ type Options struct {
 	// no limit. DefaultResponseHeaderTimeout is the suggested value. A
 	// Transport given here keeps its own.
 	ResponseHeaderTimeout time.Duration
+	// UpstreamProtocol is how requests are forwarded while no policy of the
+	// configuration in service selects the pod (its policies say
+	// otherwise); empty means HTTP1. A Transport given here carries H2C
+	// requests too.
+	UpstreamProtocol config.UpstreamProtocol
 	// MaxRequestBody is the largest request body forwarded, in bytes: a
 	// larger declared length is answered 413 before anything reaches the
 	// application, a chunked body growing over it is cut off (413 if the
@@ -66,11 +78,15 @@ type Options struct {
 // New is a Handler forwarding admitted requests as opts say. Serve no
 // request before the first Swap.
 func New(opts Options) *Handler {
-	h := &Handler{rec: opts.Recorder, limits: opts.Limits, maxBody: opts.MaxRequestBody}
+	h := &Handler{rec: opts.Recorder, limits: opts.Limits, maxBody: opts.MaxRequestBody, protocol: opts.UpstreamProtocol.OrDefault()}
 	if h.rec == nil {
 		h.rec = NopRecorder{}
 	}
+	h2cTransport := opts.Transport
 	if opts.Transport == nil {
+		h.h2cTransport = NewH2CTransport()
+		h.h2cTransport.ResponseHeaderTimeout = max(opts.ResponseHeaderTimeout, 0)
+		h2cTransport = h.h2cTransport
 		h.forwarder = newForwarder(opts.Upstream, opts.ResponseHeaderTimeout, opts.MaxRequestBody)
 		t := NewTransport()
 		t.ResponseHeaderTimeout = max(opts.ResponseHeaderTimeout, 0)
@@ -89,6 +105,9 @@ func New(opts Options) *Handler {
 	rp := NewUpstream(opts.Upstream, opts.Transport, h.forwardError)
 	rp.ErrorLog = opts.ErrorLog
 	h.upstream = &reverseProxy{proxy: rp, maxBody: opts.MaxRequestBody, onError: h.forwardError}
+	h2 := NewUpstream(opts.Upstream, h2cTransport, h.forwardError)
+	h2.ErrorLog = opts.ErrorLog
+	h.h2c = &reverseProxy{proxy: h2, maxBody: opts.MaxRequestBody, onError: h.forwardError}
 	return h
 }
 
@@ -102,11 +121,16 @@ func (h *Handler) CloseIdleConnections() {
 	if t, ok := h.transport.(interface{ CloseIdleConnections() }); ok {
 		t.CloseIdleConnections()
 	}
+	if h.h2cTransport != nil {
+		h.h2cTransport.CloseIdleConnections()
+	}
 }
 
 // forward passes an admitted request to the application, within the
-// request limits.
-func (h *Handler) forward(w http.ResponseWriter, r *http.Request) {
+// request limits, in the protocol of the snapshot's policies: cleartext
+// HTTP/2 for H2C, except upgrades (WebSocket), which HTTP/2 cannot carry
+// and which go as HTTP/1.1 to the same port.
+func (h *Handler) forward(w http.ResponseWriter, r *http.Request, snap *Snapshot) {
 	w, done := h.limits.guard(w, r)
 	defer done()
 	release, err := bufferBody(r)
@@ -115,6 +139,14 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer release()
+	protocol := snap.protocol
+	if protocol == "" {
+		protocol = h.protocol
+	}
+	if protocol == config.UpstreamH2C && r.Header["Upgrade"] == nil {
+		h.h2c.ServeHTTP(w, r)
+		return
+	}
 	if h.forwarder != nil && h.forwarder.takes(r) {
 		h.forwarder.serve(w, r, h.forwardError)
 		return
@@ -140,16 +172,16 @@ func (h *Handler) forwardError(w http.ResponseWriter, r *http.Request, err error
 // was too slow, 400 when it broke off or broke its framing. Never nothing:
 // net/http would then send 200 for the enforcer, with an empty body. A
 // client that hung up does not read the answer, which costs nothing.
-func (h *Handler) bodyError(w http.ResponseWriter, _ *http.Request, err error) {
-	w.Header()["Connection"] = []string{"close"}
+func (h *Handler) bodyError(w http.ResponseWriter, r *http.Request, err error) {
+	closeAfter(w, r)
 	if errors.Is(err, errBodyTimeout) {
 		h.rec.Refused("body-timeout")
-		writeProblem(w, &Problem{Type: ProblemRequestLimit, Title: "Request Timeout", Status: http.StatusRequestTimeout,
+		writeProblem(w, r, &Problem{Type: ProblemRequestLimit, Title: "Request Timeout", Status: http.StatusRequestTimeout,
 			Detail: "The request body did not arrive in time."})
 		return
 	}
 	h.rec.Refused("body-malformed")
-	writeProblem(w, &Problem{Type: ProblemBadRequest, Title: "Bad Request", Status: http.StatusBadRequest,
+	writeProblem(w, r, &Problem{Type: ProblemBadRequest, Title: "Bad Request", Status: http.StatusBadRequest,
 		Detail: "The request body ended early or its framing is malformed."})
 }
 
@@ -192,7 +224,7 @@ func (st *requestState) release() {
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	snap := h.snap.Load()
 	if snap == nil { // not configured yet: cmd/enforcer swaps before serving
-		writeProblem(w, &Problem{Type: ProblemLimiterUnavailable, Title: "Rate limiter starting",
+		writeProblem(w, r, &Problem{Type: ProblemLimiterUnavailable, Title: "Rate limiter starting",
 			Status: http.StatusServiceUnavailable, RetryAfter: 1})
 		return
 	}
@@ -212,19 +244,19 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var err error
 	if st.req, err = snap.Table.Canonicalize(r); err != nil {
 		st.release()
-		h.refuseMalformed(w, err)
+		h.refuseMalformed(w, r, err)
 		return
 	}
 	if p := tooLarge(r, h.maxBody); p != nil {
 		st.release()
 		h.rec.Refused(p.reason)
-		writeProblem(w, &p.Problem)
+		writeProblem(w, r, &p.Problem)
 		return
 	}
 	st.checks = snap.Table.Checks(&st.req, st.checks[:0])
 	if len(st.checks) == 0 {
 		st.release()
-		h.forward(w, r)
+		h.forward(w, r, snap)
 		return
 	}
 	// A client hanging up must neither count as a Redis failure (enough of
@@ -246,25 +278,25 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if refusing >= 0 {
 		p := refusal(&st.checks[refusing], &st.outs[refusing].Decision)
 		st.release()
-		writeProblem(w, p)
+		writeProblem(w, r, p)
 		return
 	}
 	st.release()
-	h.forward(w, r)
+	h.forward(w, r, snap)
 }
 
 // refuseMalformed answers 400 to a request the application could read
 // otherwise than the limiter, and closes the connection: what follows on
 // it cannot be trusted to be framed as the client meant either.
-func (h *Handler) refuseMalformed(w http.ResponseWriter, err error) {
+func (h *Handler) refuseMalformed(w http.ResponseWriter, r *http.Request, err error) {
 	reason, detail := "malformed", err.Error()
 	var re *request.Error
 	if errors.As(err, &re) {
 		reason, detail = re.Reason, re.Detail
 	}
 	h.rec.Refused(reason)
-	w.Header()["Connection"] = []string{"close"}
-	writeProblem(w, &Problem{Type: ProblemBadRequest, Title: "Bad Request", Status: http.StatusBadRequest,
+	closeAfter(w, r)
+	writeProblem(w, r, &Problem{Type: ProblemBadRequest, Title: "Bad Request", Status: http.StatusBadRequest,
 		Detail: detail + ". The rate limiter refuses requests that the application could read otherwise than it does."})
 }
 

@@ -77,7 +77,10 @@ func (l *RequestLimits) guard(w http.ResponseWriter, r *http.Request) (http.Resp
 	rc := http.NewResponseController(w)
 	_, buffered := r.Body.(*bufferedBody)
 	hasBody := r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0 && !buffered
-	if hasBody && (l.BodyTimeout > 0 || l.BodyIdleTimeout > 0) {
+	// A gRPC call's request body is its stream of messages, which may
+	// pause as long as the call lasts: the call's deadline bounds it, and
+	// HTTP/2 bounds how many one connection holds.
+	if hasBody && !isGRPC(r) && (l.BodyTimeout > 0 || l.BodyIdleTimeout > 0) {
 		b := &deadlineBody{body: r.Body, rc: rc, idle: l.BodyIdleTimeout}
 		if l.BodyTimeout > 0 {
 			b.end = time.Now().Add(l.BodyTimeout)
@@ -85,7 +88,10 @@ func (l *RequestLimits) guard(w http.ResponseWriter, r *http.Request) (http.Resp
 		r.Body = b
 	}
 	if l.WriteIdleTimeout > 0 {
-		w = &deadlineWriter{ResponseWriter: w, rc: rc, idle: l.WriteIdleTimeout}
+		// An HTTP/2 stream's write deadline resets the stream when it
+		// passes, write or not: there it is cleared after each write, so
+		// that a quiet stream lives on.
+		w = &deadlineWriter{ResponseWriter: w, rc: rc, idle: l.WriteIdleTimeout, clear: r.ProtoMajor >= 2}
 	}
 	// The read deadline stays: a body read whole has cleared it, and one
 	// that was not must not be drained by the server for longer than the
@@ -143,18 +149,26 @@ func (b *deadlineBody) Close() error { return b.body.Close() }
 // a response.
 type deadlineWriter struct {
 	http.ResponseWriter
-	rc   *http.ResponseController
-	idle time.Duration
+	rc    *http.ResponseController
+	idle  time.Duration
+	clear bool // clear the deadline once a write is done
 }
 
 func (w *deadlineWriter) Write(p []byte) (int, error) {
 	_ = w.rc.SetWriteDeadline(time.Now().Add(w.idle))
-	return w.ResponseWriter.Write(p)
+	n, err := w.ResponseWriter.Write(p)
+	if w.clear {
+		_ = w.rc.SetWriteDeadline(time.Time{})
+	}
+	return n, err
 }
 
 func (w *deadlineWriter) Flush() {
 	_ = w.rc.SetWriteDeadline(time.Now().Add(w.idle))
 	_ = w.rc.Flush()
+	if w.clear {
+		_ = w.rc.SetWriteDeadline(time.Time{})
+	}
 }
 
 // Unwrap lets http.ResponseController (the reverse proxy's flushes and

@@ -38,8 +38,13 @@ type Problem struct {
 	RetryAfter int64 `json:"retryAfter,omitempty"`
 }
 
-// writeProblem answers with p as application/problem+json.
-func writeProblem(w http.ResponseWriter, p *Problem) {
+// writeProblem answers r with p as application/problem+json, or as a gRPC
+// status when r is a gRPC call.
+func writeProblem(w http.ResponseWriter, r *http.Request, p *Problem) {
+	if isGRPC(r) {
+		writeGRPCProblem(w, p)
+		return
+	}
 	body, _ := json.Marshal(p) // strings and integers: cannot fail
 	h := w.Header()
 	h["Content-Type"] = []string{"application/problem+json"}
@@ -50,4 +55,15 @@ func writeProblem(w http.ResponseWriter, p *Problem) {
 	}
 	w.WriteHeader(p.Status)
 	_, _ = w.Write(body)
+}
+
+// closeAfter asks the server to close r's connection after this answer:
+// what follows on an HTTP/1 connection after a request the enforcer could
+// not read cannot be trusted to be framed as the client meant. Not on
+// HTTP/2, whose frames stay framed: there it would end every other call
+// of the connection.
+func closeAfter(w http.ResponseWriter, r *http.Request) {
+	if r.ProtoMajor < 2 {
+		w.Header()["Connection"] = []string{"close"}
+	}
 }

@@ -35,6 +35,23 @@ func NewTransport() *http.Transport {
 	}
 }
 
+// NewH2CTransport is the transport to an application that speaks cleartext
+// HTTP/2 with prior knowledge (gRPC servers): every call a stream of a few
+// multiplexed connections, a connection that stops answering pings
+// replaced. Otherwise as NewTransport.
+func NewH2CTransport() *http.Transport {
+	t := NewTransport()
+	t.Protocols = new(http.Protocols)
+	t.Protocols.SetUnencryptedHTTP2(true)
+	t.HTTP2 = &http.HTTP2Config{
+		// A connection silent this long is pinged, and dropped if the
+		// ping goes unanswered: its calls fail instead of hanging.
+		SendPingTimeout: 30 * time.Second,
+		PingTimeout:     15 * time.Second,
+	}
+	return t
+}
+
 // ProblemUpstreamTimeout: the application sent no response head within
 // the response header timeout (504).
 const ProblemUpstreamTimeout = "https://sluice.dev/problems/upstream-timeout"
@@ -170,15 +187,15 @@ func (h *Handler) upstreamError(w http.ResponseWriter, r *http.Request, err erro
 		// when its connection fails otherwise while the client may still
 		// read: answer anyway, or net/http would send 200 for the
 		// enforcer. Not the application's failure, so not counted.
-		w.Header()["Connection"] = []string{"close"}
-		writeProblem(w, &Problem{Type: ProblemUpstreamUnavailable, Title: "Bad Gateway", Status: http.StatusBadGateway,
+		closeAfter(w, r)
+		writeProblem(w, r, &Problem{Type: ProblemUpstreamUnavailable, Title: "Bad Gateway", Status: http.StatusBadGateway,
 			Detail: "The request was cancelled before the application answered."})
 		return
 	}
 	var tooLarge *http.MaxBytesError
 	if errors.As(err, &tooLarge) {
 		h.rec.Refused("body-too-large")
-		writeProblem(w, &Problem{
+		writeProblem(w, r, &Problem{
 			Type:   ProblemRequestLimit,
 			Title:  "Content Too Large",
 			Status: http.StatusRequestEntityTooLarge,
@@ -188,7 +205,7 @@ func (h *Handler) upstreamError(w http.ResponseWriter, r *http.Request, err erro
 	}
 	h.rec.UpstreamError()
 	if isResponseHeaderTimeout(err) {
-		writeProblem(w, &Problem{
+		writeProblem(w, r, &Problem{
 			Type:   ProblemUpstreamTimeout,
 			Title:  "Gateway Timeout",
 			Status: http.StatusGatewayTimeout,
@@ -196,7 +213,7 @@ func (h *Handler) upstreamError(w http.ResponseWriter, r *http.Request, err erro
 		})
 		return
 	}
-	writeProblem(w, &Problem{
+	writeProblem(w, r, &Problem{
 		Type:   ProblemUpstreamUnavailable,
 		Title:  "Bad Gateway",
 		Status: http.StatusBadGateway,
