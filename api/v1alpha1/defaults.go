@@ -33,6 +33,7 @@ const DefaultFailureMode = FailureModeOpen
 // --policy-file applies the CRD's own defaults (internal/policyfile).
 const (
 	DefaultMode             = ModeEnforce
+	DefaultUpstreamProtocol = UpstreamProtocolHTTP1
 	DefaultTimeout          = 50 * time.Millisecond
 	DefaultResponseHeaders  = ResponseHeadersBoth
 	DefaultStorageSecretKey = "url"
@@ -63,6 +64,15 @@ func (s *RateLimitPolicySpec) IdentityFor(rule *Rule) Identity {
 	}
 }
 
+// UpstreamProtocolOrDefault is spec.upstreamProtocol, or its default for a
+// policy that never went through an API server.
+func (s *RateLimitPolicySpec) UpstreamProtocolOrDefault() UpstreamProtocol {
+	if s.UpstreamProtocol == "" {
+		return DefaultUpstreamProtocol
+	}
+	return s.UpstreamProtocol
+}
+
 // ApplyDefaults sets every field the CRD schema defaults and that is unset.
 func (p *RateLimitPolicy) ApplyDefaults() {
 	p.Spec.ApplyDefaults()
@@ -72,6 +82,9 @@ func (p *RateLimitPolicy) ApplyDefaults() {
 func (s *RateLimitPolicySpec) ApplyDefaults() {
 	if s.Mode == "" {
 		s.Mode = DefaultMode
+	}
+	if s.UpstreamProtocol == "" {
+		s.UpstreamProtocol = DefaultUpstreamProtocol
 	}
 	if s.Timeout == nil {
 		s.Timeout = &metav1.Duration{Duration: DefaultTimeout}

@@ -40,6 +40,7 @@ func TestApplyDefaultsFillsUnsetFields(t *testing.T) {
 
 	spec := policy.Spec
 	g.Expect(spec.Mode).To(Equal(ModeEnforce))
+	g.Expect(spec.UpstreamProtocol).To(Equal(UpstreamProtocolHTTP1))
 	g.Expect(spec.FailureMode).To(BeEmpty(), "left to the operator's default")
 	g.Expect(spec.Timeout).To(Equal(&metav1.Duration{Duration: 50 * time.Millisecond}))
 	g.Expect(spec.ResponseHeaders).To(Equal(ResponseHeadersBoth))
@@ -57,18 +58,25 @@ func TestApplyDefaultsFillsUnsetFields(t *testing.T) {
 func TestApplyDefaultsKeepsSetFields(t *testing.T) {
 	g := NewWithT(t)
 	spec := RateLimitPolicySpec{
-		Mode:            ModeDryRun,
-		FailureMode:     FailureModeClosed,
-		Timeout:         &metav1.Duration{Duration: 200 * time.Millisecond},
-		ResponseHeaders: ResponseHeadersNone,
-		Storage:         &Storage{SecretRef: SecretKeyReference{Name: "redis", Key: "address"}},
-		Rules:           []Rule{{Name: "login", Algorithm: AlgorithmFixedWindow, Cost: 5}},
+		Mode:             ModeDryRun,
+		UpstreamProtocol: UpstreamProtocolH2C,
+		FailureMode:      FailureModeClosed,
+		Timeout:          &metav1.Duration{Duration: 200 * time.Millisecond},
+		ResponseHeaders:  ResponseHeadersNone,
+		Storage:          &Storage{SecretRef: SecretKeyReference{Name: "redis", Key: "address"}},
+		Rules:            []Rule{{Name: "login", Algorithm: AlgorithmFixedWindow, Cost: 5}},
 	}
 	want := *spec.DeepCopy()
 
 	spec.ApplyDefaults()
 
 	g.Expect(spec).To(Equal(want))
+}
+
+func TestUpstreamProtocolOrDefault(t *testing.T) {
+	g := NewWithT(t)
+	g.Expect((&RateLimitPolicySpec{}).UpstreamProtocolOrDefault()).To(Equal(UpstreamProtocolHTTP1))
+	g.Expect((&RateLimitPolicySpec{UpstreamProtocol: UpstreamProtocolH2C}).UpstreamProtocolOrDefault()).To(Equal(UpstreamProtocolH2C))
 }
 
 func TestIdentityFor(t *testing.T) {

@@ -60,6 +60,18 @@ const (
 	ResponseHeadersNone ResponseHeaders = "None"
 )
 
+// UpstreamProtocol is how the enforcer speaks to the application.
+// +kubebuilder:validation:Enum=HTTP1;H2C
+type UpstreamProtocol string
+
+const (
+	// UpstreamProtocolHTTP1 forwards as HTTP/1.1, whatever the client spoke.
+	UpstreamProtocolHTTP1 UpstreamProtocol = "HTTP1"
+	// UpstreamProtocolH2C forwards as cleartext HTTP/2 with prior knowledge,
+	// what gRPC servers speak.
+	UpstreamProtocolH2C UpstreamProtocol = "H2C"
+)
+
 // RateLimitPolicySpec says which pods are limited, who is limited, where, how
 // much, and what happens when storage is unavailable.
 //
@@ -87,6 +99,15 @@ type RateLimitPolicySpec struct {
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=65535
 	UpstreamPort int32 `json:"upstreamPort"`
+
+	// UpstreamProtocol is how the enforcer forwards to upstreamPort: HTTP1
+	// (HTTP/1.1) or H2C (cleartext HTTP/2 with prior knowledge, what gRPC
+	// servers speak). Clients may speak HTTP/1.1 or HTTP/2 to the enforcer
+	// either way; it translates. Policies that select the same pod must
+	// agree on it, as on upstreamPort.
+	// +kubebuilder:default=HTTP1
+	// +optional
+	UpstreamProtocol UpstreamProtocol `json:"upstreamProtocol,omitempty"`
 
 	// TrustedProxies are the CIDRs of the ingress controllers, load balancers
 	// and proxies that connect to the selected pods. The forwarding headers
@@ -301,6 +322,7 @@ type DecisionCounts struct {
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=1
 // +kubebuilder:printcolumn:name="Failure Mode",type=string,JSONPath=`.spec.failureMode`,priority=1
+// +kubebuilder:printcolumn:name="Protocol",type=string,JSONPath=`.spec.upstreamProtocol`,priority=1,description="How the enforcer forwards to the application: HTTP1 or H2C"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type RateLimitPolicy struct {
 	metav1.TypeMeta   `json:",inline"`

@@ -151,7 +151,9 @@ type Limit struct {
 }
 
 // RequestMatch selects requests by host, method and path. A request matches
-// when it matches every list that is set, and one entry of each.
+// when it matches every list that is set, and one entry of each; paths and
+// grpc count as one list: the request's path matches an entry of either.
+// +kubebuilder:validation:XValidation:rule="!has(self.grpc) || size(self.grpc) == 0 || !has(self.methods) || size(self.methods) == 0 || 'POST' in self.methods",message="gRPC calls are POST requests, so the grpc entries of a match whose methods leave out POST match nothing: add POST to methods, remove methods, or put the gRPC calls in a rule of their own"
 type RequestMatch struct {
 	// Hosts the request is for (the Host header without its port, compared
 	// case-insensitively): exact lowercase names such as api.example.com, or
@@ -176,6 +178,35 @@ type RequestMatch struct {
 	// +kubebuilder:validation:MaxItems=16
 	// +optional
 	Paths []PathMatch `json:"paths,omitempty"`
+
+	// GRPC names gRPC calls: a service, and optionally one of its methods.
+	// It is shorthand for paths: service shop.v1.Orders with method Create
+	// is the exact path /shop.v1.Orders/Create, and without a method the
+	// prefix /shop.v1.Orders/ (every method of the service). gRPC calls are
+	// POST requests: leave methods unset, or include POST.
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=16
+	// +optional
+	GRPC []GRPCMatch `json:"grpc,omitempty"`
+}
+
+// GRPCMatch names the calls of one gRPC service, or of one of its methods,
+// as they appear in the request path: /<service>/<method>.
+type GRPCMatch struct {
+	// Service is the fully qualified name of the service, its proto package
+	// and name, such as shop.v1.Orders.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[A-Za-z_][A-Za-z0-9_]*([.][A-Za-z_][A-Za-z0-9_]*)*$')",message="service must be a fully qualified gRPC service name such as shop.v1.Orders: identifiers (letters, digits and _, not starting with a digit) separated by dots, without a leading /"
+	Service string `json:"service"`
+
+	// Method is the name of one method of the service, such as Create.
+	// Omitted, the match covers every method of the service.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=128
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[A-Za-z_][A-Za-z0-9_]*$')",message="method must be the name of a gRPC method such as Create: letters, digits and _, not starting with a digit, without the service or a /"
+	// +optional
+	Method string `json:"method,omitempty"`
 }
 
 // HTTPMethod is an HTTP request method.

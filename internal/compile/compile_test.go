@@ -123,6 +123,7 @@ func TestPolicyFieldsAndDefaults(t *testing.T) {
 	g.Expect(compiled.Generation).To(BeEquivalentTo(1))
 	g.Expect(compiled.Replicas).To(BeEquivalentTo(3))
 	g.Expect(compiled.UpstreamPort).To(BeEquivalentTo(8080))
+	g.Expect(compiled.UpstreamProtocol).To(Equal(config.UpstreamHTTP1))
 	g.Expect(compiled.Selector.MatchLabels).To(HaveKeyWithValue("app.kubernetes.io/name", "public-api"))
 	g.Expect(compiled.Mode).To(Equal(config.ModeEnforce))
 	g.Expect(compiled.FailureMode).To(Equal(config.FailOpen))
@@ -136,6 +137,83 @@ func TestPolicyFieldsAndDefaults(t *testing.T) {
 	g.Expect(api.Cost).To(BeEquivalentTo(1))
 	g.Expect(api.Limits).To(Equal([]config.Limit{{Requests: 60, Period: config.Duration{Duration: time.Minute}, Burst: 60}}))
 	g.Expect(api.TierLimits).To(BeNil())
+}
+
+func TestUpstreamProtocol(t *testing.T) {
+	tests := []struct {
+		name string
+		spec v1alpha1.UpstreamProtocol
+		want config.UpstreamProtocol
+	}{
+		{"unset is written as HTTP1", "", config.UpstreamHTTP1},
+		{"HTTP1", v1alpha1.UpstreamProtocolHTTP1, config.UpstreamHTTP1},
+		{"H2C for gRPC servers", v1alpha1.UpstreamProtocolH2C, config.UpstreamH2C},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			p := sample(t, "public-api")
+			p.Spec.UpstreamProtocol = tt.spec
+			res, err := Namespace(ns, []v1alpha1.RateLimitPolicy{p}, Options{})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(res.Errors).To(BeEmpty())
+			g.Expect(string(res.JSON)).To(ContainSubstring(`"upstreamProtocol":"` + string(tt.want) + `"`),
+				"the configuration names the protocol, even the default")
+			parsed, err := config.Parse(res.JSON)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(parsed.Policies[0].UpstreamProtocol).To(Equal(tt.want))
+		})
+	}
+}
+
+func TestGRPCMatch(t *testing.T) {
+	tests := []struct {
+		name  string
+		match v1alpha1.RequestMatch
+		want  config.Match
+	}{{
+		name:  "a method is its exact path",
+		match: v1alpha1.RequestMatch{GRPC: []v1alpha1.GRPCMatch{{Service: "shop.v1.Orders", Method: "Create"}}},
+		want:  config.Match{Paths: []config.PathMatch{{Exact: "/shop.v1.Orders/Create"}}},
+	}, {
+		name:  "a service without a method is the prefix of all its methods",
+		match: v1alpha1.RequestMatch{GRPC: []v1alpha1.GRPCMatch{{Service: "shop.v1.Orders"}}},
+		want:  config.Match{Paths: []config.PathMatch{{Prefix: "/shop.v1.Orders/"}}},
+	}, {
+		name:  "a service without a package",
+		match: v1alpha1.RequestMatch{GRPC: []v1alpha1.GRPCMatch{{Service: "Greeter", Method: "SayHello"}}},
+		want:  config.Match{Paths: []config.PathMatch{{Exact: "/Greeter/SayHello"}}},
+	}, {
+		name: "paths and grpc entries are one list, paths first; hosts and methods still apply",
+		match: v1alpha1.RequestMatch{
+			Hosts:   []string{"api.example.com"},
+			Methods: []v1alpha1.HTTPMethod{"POST"},
+			Paths:   []v1alpha1.PathMatch{{Prefix: "/v1/orders"}},
+			GRPC:    []v1alpha1.GRPCMatch{{Service: "shop.v1.Orders", Method: "Create"}, {Service: "shop.v1.Carts"}},
+		},
+		want: config.Match{
+			Hosts:   []string{"api.example.com"},
+			Methods: []string{"POST"},
+			Paths:   []config.PathMatch{{Prefix: "/v1/orders"}, {Exact: "/shop.v1.Orders/Create"}, {Prefix: "/shop.v1.Carts/"}},
+		},
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			p := sample(t, "public-api")
+			p.Spec.Rules = []v1alpha1.Rule{
+				{Name: "health", Exempt: true, Match: &v1alpha1.RequestMatch{GRPC: []v1alpha1.GRPCMatch{{Service: "grpc.health.v1.Health"}}}},
+				{Name: "orders", Match: &tt.match, Limits: []v1alpha1.Limit{{Requests: 10, Period: metav1.Duration{Duration: time.Second}}}},
+			}
+			res, err := Namespace(ns, []v1alpha1.RateLimitPolicy{p}, Options{})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(res.Errors).To(BeEmpty())
+			parsed, err := config.Parse(res.JSON)
+			g.Expect(err).NotTo(HaveOccurred(), "the enforcer reads gRPC matches as the path matches they are")
+			g.Expect(compiledRule(g, parsed.Policies[0], "orders").Match).To(Equal(tt.want))
+			g.Expect(compiledRule(g, parsed.Policies[0], "health").Match.Paths).To(Equal([]config.PathMatch{{Prefix: "/grpc.health.v1.Health/"}}))
+		})
+	}
 }
 
 func TestDefaultFailureMode(t *testing.T) {

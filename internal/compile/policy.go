@@ -59,19 +59,22 @@ func isAlnum(r rune) bool {
 // policy converts a defaulted spec; it resolves every inheritance so the
 // enforcer only looks values up.
 func policy(p *v1alpha1.RateLimitPolicy, spec *v1alpha1.RateLimitPolicySpec, replicas int32) config.Policy {
+	// UpstreamProtocol is written even when HTTP1, which empty also means,
+	// so that the configuration says how its enforcers forward.
 	out := config.Policy{
-		Name:            p.Name,
-		UID:             string(p.UID),
-		Generation:      p.Generation,
-		Selector:        *spec.Selector.DeepCopy(),
-		Replicas:        replicas,
-		UpstreamPort:    spec.UpstreamPort,
-		TrustedProxies:  slices.Clone(spec.TrustedProxies),
-		Mode:            config.Mode(spec.Mode),
-		FailureMode:     config.FailureMode(spec.FailureMode),
-		Timeout:         config.Duration{Duration: spec.Timeout.Duration},
-		ResponseHeaders: config.ResponseHeaders(spec.ResponseHeaders),
-		Salt:            string(p.UID),
+		Name:             p.Name,
+		UID:              string(p.UID),
+		Generation:       p.Generation,
+		Selector:         *spec.Selector.DeepCopy(),
+		Replicas:         replicas,
+		UpstreamPort:     spec.UpstreamPort,
+		UpstreamProtocol: config.UpstreamProtocol(spec.UpstreamProtocol),
+		TrustedProxies:   slices.Clone(spec.TrustedProxies),
+		Mode:             config.Mode(spec.Mode),
+		FailureMode:      config.FailureMode(spec.FailureMode),
+		Timeout:          config.Duration{Duration: spec.Timeout.Duration},
+		ResponseHeaders:  config.ResponseHeaders(spec.ResponseHeaders),
+		Salt:             string(p.UID),
 	}
 	if out.Salt == "" {
 		// Policies read from a file have no UID; their name is stable too.
@@ -137,7 +140,20 @@ func match(m *v1alpha1.RequestMatch) config.Match {
 	for _, p := range m.Paths {
 		out.Paths = append(out.Paths, config.PathMatch{Exact: p.Exact, Prefix: p.Prefix, Glob: p.Glob})
 	}
+	for _, call := range m.GRPC {
+		out.Paths = append(out.Paths, grpcPath(call))
+	}
 	return out
+}
+
+// grpcPath is the path match of a gRPC call's request path, /service/method:
+// exact for one method, the service's prefix for all of them. The enforcer
+// then matches gRPC calls as it matches any path.
+func grpcPath(call v1alpha1.GRPCMatch) config.PathMatch {
+	if call.Method == "" {
+		return config.PathMatch{Prefix: "/" + call.Service + "/"}
+	}
+	return config.PathMatch{Exact: "/" + call.Service + "/" + call.Method}
 }
 
 func identity(id v1alpha1.Identity) config.Identity {

@@ -17,18 +17,47 @@ limitations under the License.
 package envtest
 
 import (
+	"strings"
+
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
+
+	"github.com/sluice-dev/sluice/internal/policyfile"
 )
 
 // createSpec sends a RateLimitPolicy with the given spec, written as a user
 // would write it, to the API server as a dry run and returns its answer.
 // selector and upstreamPort are filled in when the spec leaves them out.
 func createSpec(specYAML string) error {
+	policy := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "sluice.dev/v1alpha1",
+		"kind":       "RateLimitPolicy",
+		"metadata":   map[string]any{"generateName": "policy-", "namespace": namespace},
+		"spec":       completeSpec(specYAML),
+	}}
+	return k8sClient.Create(ctx, policy, client.DryRunAll)
+}
+
+// parseSpec admits the same policy as sluice-enforcer --policy-file does.
+func parseSpec(specYAML string) error {
+	doc, err := yaml.Marshal(map[string]any{
+		"apiVersion": "sluice.dev/v1alpha1",
+		"kind":       "RateLimitPolicy",
+		"metadata":   map[string]any{"name": "policy", "namespace": namespace},
+		"spec":       completeSpec(specYAML),
+	})
+	Expect(err).NotTo(HaveOccurred())
+	_, err = policyfile.Parse(doc)
+	return err
+}
+
+// completeSpec decodes specYAML, adding selector and upstreamPort when it
+// leaves them out.
+func completeSpec(specYAML string) map[string]any {
 	spec := map[string]any{}
 	Expect(yaml.Unmarshal([]byte(specYAML), &spec)).To(Succeed())
 	if _, ok := spec["selector"]; !ok {
@@ -37,13 +66,7 @@ func createSpec(specYAML string) error {
 	if _, ok := spec["upstreamPort"]; !ok {
 		spec["upstreamPort"] = int64(8080)
 	}
-	policy := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "sluice.dev/v1alpha1",
-		"kind":       "RateLimitPolicy",
-		"metadata":   map[string]any{"generateName": "policy-", "namespace": namespace},
-		"spec":       spec,
-	}}
-	return k8sClient.Create(ctx, policy, client.DryRunAll)
+	return spec
 }
 
 // A rule that is valid on its own, for specs that test something else.
@@ -56,6 +79,7 @@ var _ = Describe("RateLimitPolicy validation", func() {
 			GinkgoWriter.Printf("API server: %v\n", err)
 			Expect(apierrors.IsInvalid(err)).To(BeTrue(), "want an Invalid error, got %v", err)
 			Expect(err.Error()).To(ContainSubstring(message))
+			Expect(parseSpec(spec)).To(MatchError(ContainSubstring(message)), "--policy-file refuses it alike")
 		},
 
 		// Policy-wide settings.
@@ -172,6 +196,33 @@ var _ = Describe("RateLimitPolicy validation", func() {
 		Entry("** inside a path segment", `{rules: [{name: api, match: {paths: [{glob: "/v1/files**"}]}, limits: [{requests: 1, period: 1s}]}]}`,
 			"** must be a whole path segment, as in /v1/**/items; use * inside a segment"),
 
+		Entry("gRPC service written as a path", `{rules: [{name: api, match: {grpc: [{service: /shop.v1.Orders}]}, limits: [{requests: 1, period: 1s}]}]}`,
+			"service must be a fully qualified gRPC service name such as shop.v1.Orders"),
+		Entry("gRPC service with its method", `{rules: [{name: api, match: {grpc: [{service: shop.v1.Orders/Create}]}, limits: [{requests: 1, period: 1s}]}]}`,
+			"service must be a fully qualified gRPC service name such as shop.v1.Orders"),
+		Entry("gRPC service with an empty package segment", `{rules: [{name: api, match: {grpc: [{service: shop..Orders}]}, limits: [{requests: 1, period: 1s}]}]}`,
+			"service must be a fully qualified gRPC service name such as shop.v1.Orders"),
+		Entry("gRPC service segment starting with a digit", `{rules: [{name: api, match: {grpc: [{service: shop.1v.Orders}]}, limits: [{requests: 1, period: 1s}]}]}`,
+			"service must be a fully qualified gRPC service name such as shop.v1.Orders"),
+		Entry("gRPC service with a wildcard", `{rules: [{name: api, match: {grpc: [{service: "shop.v1.*"}]}, limits: [{requests: 1, period: 1s}]}]}`,
+			"service must be a fully qualified gRPC service name such as shop.v1.Orders"),
+		Entry("gRPC service too long", `{rules: [{name: api, match: {grpc: [{service: `+strings.Repeat("a", 254)+`}]}, limits: [{requests: 1, period: 1s}]}]}`,
+			"Too long"),
+		Entry("gRPC match without a service", `{rules: [{name: api, match: {grpc: [{method: Create}]}, limits: [{requests: 1, period: 1s}]}]}`,
+			"spec.rules[0].match.grpc[0].service: Required value"),
+		Entry("gRPC method with a path", `{rules: [{name: api, match: {grpc: [{service: shop.v1.Orders, method: /Create}]}, limits: [{requests: 1, period: 1s}]}]}`,
+			"method must be the name of a gRPC method such as Create"),
+		Entry("gRPC method with a dot", `{rules: [{name: api, match: {grpc: [{service: shop.v1.Orders, method: Orders.Create}]}, limits: [{requests: 1, period: 1s}]}]}`,
+			"method must be the name of a gRPC method such as Create"),
+		Entry("gRPC method that is empty", `{rules: [{name: api, match: {grpc: [{service: shop.v1.Orders, method: ""}]}, limits: [{requests: 1, period: 1s}]}]}`,
+			"spec.rules[0].match.grpc[0].method: Invalid value"),
+		Entry("more than 16 gRPC matches", `{rules: [{name: api, match: {grpc: [`+strings.Repeat(`{service: shop.v1.Orders}, `, 17)+`]}, limits: [{requests: 1, period: 1s}]}]}`,
+			"spec.rules[0].match.grpc: Too many: 17: must have at most 16 items"),
+		Entry("gRPC matches with methods that leave out POST", `{rules: [{name: api, match: {methods: [GET, PUT], grpc: [{service: shop.v1.Orders}]}, limits: [{requests: 1, period: 1s}]}]}`,
+			"gRPC calls are POST requests, so the grpc entries of a match whose methods leave out POST match nothing: add POST to methods, remove methods, or put the gRPC calls in a rule of their own"),
+		Entry("unknown upstream protocol", `{upstreamProtocol: HTTP2, rules: [`+apiRule+`]}`, `spec.upstreamProtocol: Unsupported value: "HTTP2": supported values: "HTTP1", "H2C"`),
+		Entry("upstream protocol in lower case", `{upstreamProtocol: h2c, rules: [`+apiRule+`]}`, `spec.upstreamProtocol: Unsupported value: "h2c"`),
+
 		// Overrides.
 		Entry("override of a rule that does not exist",
 			`{rules: [`+apiRule+`], overrides: [{tenant: acme, rule: exprts, limits: [{requests: 1, period: 1m}]}]}`,
@@ -210,6 +261,7 @@ var _ = Describe("RateLimitPolicy validation", func() {
 	DescribeTable("accepts a valid spec",
 		func(spec string) {
 			Expect(createSpec(spec)).To(Succeed())
+			Expect(parseSpec(spec)).To(Succeed(), "--policy-file accepts it alike")
 		},
 		Entry("the smallest policy", `{rules: [`+apiRule+`]}`),
 		Entry("every identity source in order",
@@ -228,6 +280,15 @@ var _ = Describe("RateLimitPolicy validation", func() {
 			`{rules: [{name: health, exempt: true, match: {paths: [{exact: /healthz}]}}, `+apiRule+`]}`),
 		Entry("every kind of match",
 			`{rules: [{name: api, match: {hosts: [api.example.com, "*.example.com"], methods: [GET, POST], paths: [{exact: /login}, {prefix: /v1/}, {glob: "/v1/users/*/orders/**"}, {glob: "/**"}]}, limits: [{requests: 1, period: 1s}]}]}`),
+		Entry("a gRPC server",
+			`{upstreamProtocol: H2C, rules: [{name: health, exempt: true, match: {grpc: [{service: grpc.health.v1.Health}]}},
+			  {name: create, match: {grpc: [{service: shop.v1.Orders, method: Create}, {service: shop.v1.Carts}]}, limits: [{requests: 10, period: 1s}]}, `+apiRule+`]}`),
+		Entry("gRPC matches next to paths, hosts and POST",
+			`{rules: [{name: api, match: {hosts: [api.example.com], methods: [POST, PUT], paths: [{prefix: /v1/orders}], grpc: [{service: Greeter, method: SayHello}, {service: _internal.v2_beta.Admin_Service, method: _Reset2}]}, limits: [{requests: 1, period: 1s}]}]}`),
+		Entry("gRPC matches with an empty methods list", `{rules: [{name: api, match: {methods: [], grpc: [{service: shop.v1.Orders}]}, limits: [{requests: 1, period: 1s}]}]}`),
+		Entry("16 gRPC matches", `{rules: [{name: api, match: {grpc: [`+strings.Repeat(`{service: shop.v1.Orders}, `, 16)+`]}, limits: [{requests: 1, period: 1s}]}]}`),
+		Entry("the longest gRPC service and method", `{rules: [{name: api, match: {grpc: [{service: `+strings.Repeat("a", 253)+`, method: `+strings.Repeat("b", 128)+`}]}, limits: [{requests: 1, period: 1s}]}]}`),
+		Entry("upstream protocol HTTP1", `{upstreamProtocol: HTTP1, rules: [`+apiRule+`]}`),
 		Entry("longest period", `{rules: [{name: api, limits: [{requests: 1000000, period: 744h}]}]}`),
 		Entry("override of a token bucket rule with burst",
 			`{rules: [`+apiRule+`], overrides: [{tenant: acme, rule: api, limits: [{requests: 600, period: 1m, burst: 100}, {requests: 10000, period: 24h}]}, {tenant: globex, rule: api, limits: [{requests: 1, period: 1m}]}]}`),
