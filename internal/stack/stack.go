@@ -4,7 +4,8 @@
 // built from ./cmd/manager, and a Kubelet that runs the pods the webhook
 // injected: each on a loopback IP of its own, the enforcer sidecar as the
 // process its container spec describes, the application as a small upstream
-// that echoes requests.
+// that echoes requests (or, for OrdersPod, the gRPC sample application run
+// as its container describes).
 //
 // `make demo` (hack/demo) and the end-to-end suite (test/e2e) share it:
 //
@@ -129,7 +130,7 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	if s.reap, err = startReaper(); err != nil {
 		return nil, err
 	}
-	managerBin, enforcerBin, err := buildBinaries(opts.Root, filepath.Join(dir, "bin"), opts.Progress)
+	managerBin, enforcerBin, ordersBin, err := buildBinaries(opts.Root, filepath.Join(dir, "bin"), opts.Progress)
 	if err != nil {
 		return nil, err
 	}
@@ -160,7 +161,7 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 
 	runCtx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
-	images := map[string]string{opts.EnforcerImage: enforcerBin}
+	images := map[string]string{opts.EnforcerImage: enforcerBin, OrdersImage: ordersBin}
 	if s.kubeletLog, err = os.Create(filepath.Join(dir, "kubelet.log")); err != nil {
 		return nil, err
 	}
