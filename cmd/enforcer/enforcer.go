@@ -93,23 +93,13 @@ func (e *enforcer) apply(l *reload.Loaded) error {
 	return nil
 }
 
-// serve runs until ctx ends (SIGTERM), then stops accepting connections and
-// lets in-flight requests finish within the shutdown timeout.
-func (e *enforcer) serve(ctx context.Context) error {
-	defer e.backends.Close()
-	runCtx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	if err := e.reloader.Watch(runCtx, reload.DefaultDebounce); err != nil {
-		return err
-	}
-	go e.backends.Monitor(runCtx, pingInterval, pingTimeout)
-
-	// HTTP/1.1 and cleartext HTTP/2 with prior knowledge (gRPC) on one
-	// port.
+// proxyServer serves the proxy port: HTTP/1.1 and cleartext HTTP/2 with
+// prior knowledge (gRPC) on one port, within the server limits.
+func (e *enforcer) proxyServer() *http.Server {
 	protocols := new(http.Protocols)
 	protocols.SetHTTP1(true)
 	protocols.SetUnencryptedHTTP2(true)
-	proxySrv := &http.Server{
+	return &http.Server{
 		Handler:           e.handler,
 		Protocols:         protocols,
 		HTTP2:             e.o.limits.http2(),
@@ -121,6 +111,20 @@ func (e *enforcer) serve(ctx context.Context) error {
 		DisableGeneralOptionsHandler: true,
 		ErrorLog:                     stdLogger(e.log, "proxy-server"),
 	}
+}
+
+// serve runs until ctx ends (SIGTERM), then stops accepting connections and
+// lets in-flight requests finish within the shutdown timeout.
+func (e *enforcer) serve(ctx context.Context) error {
+	defer e.backends.Close()
+	runCtx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := e.reloader.Watch(runCtx, reload.DefaultDebounce); err != nil {
+		return err
+	}
+	go e.backends.Monitor(runCtx, pingInterval, pingTimeout)
+
+	proxySrv := e.proxyServer()
 	adminSrv := &http.Server{
 		Handler:           e.admin,
 		ReadHeaderTimeout: 5 * time.Second,
