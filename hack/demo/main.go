@@ -3,7 +3,8 @@
 // its injection webhook (internal/stack), applies the sample policies of
 // config/samples, creates two replicas of each sample application, and
 // drives traffic through the injected enforcers: limits per tenant, a
-// policy edit rolling out, and Redis going away.
+// policy edit rolling out, Redis going away, and gRPC calls to the gRPC
+// sample application.
 //
 //	go run ./hack/demo [--keep]
 //
@@ -67,7 +68,7 @@ func run(ctx context.Context, keep bool) error {
 	fmt.Printf("  · up in %s; logs, kubeconfig and pod volumes are in %s\n", time.Since(start).Round(100*time.Millisecond), s.Dir)
 
 	d := &demo{s: s}
-	steps := []func(context.Context) error{d.deploy, d.traffic, d.raiseLimit, d.stopRedis, d.startRedis}
+	steps := []func(context.Context) error{d.deploy, d.traffic, d.raiseLimit, d.stopRedis, d.startRedis, d.grpcCalls}
 	for _, step := range steps {
 		if err := step(ctx); err != nil {
 			return err

@@ -61,15 +61,22 @@ func (d *demo) deploy(ctx context.Context) error {
 		name   string
 		policy string
 		port   int32
+		grpc   bool
 	}
 	var apps []app
 	for _, p := range samples {
-		apps = append(apps, app{p.Spec.Selector.MatchLabels[appLabel], p.Name, p.Spec.UpstreamPort})
+		apps = append(apps, app{p.Spec.Selector.MatchLabels[appLabel], p.Name, p.Spec.UpstreamPort,
+			p.Spec.UpstreamProtocol == v1alpha1.UpstreamProtocolH2C})
 	}
 	slices.SortFunc(apps, func(a, b app) int { return strings.Compare(a.name, b.name) })
 	for _, a := range apps {
 		for i := range 2 {
-			pod := stack.AppPod(namespace, fmt.Sprintf("%s-%d", a.name, i), map[string]string{appLabel: a.name}, a.port)
+			newPod := stack.AppPod
+			if a.grpc {
+				// An H2C upstream is the gRPC sample application.
+				newPod = stack.OrdersPod
+			}
+			pod := newPod(namespace, fmt.Sprintf("%s-%d", a.name, i), map[string]string{appLabel: a.name}, a.port)
 			if err := d.s.Client.Create(ctx, pod); err != nil {
 				return err
 			}
@@ -317,6 +324,8 @@ func (d *demo) keep(ctx context.Context) {
 	table(rows)
 	ep := d.apps["public-api"][0]
 	fmt.Printf("\n   curl -i -H 'X-API-Key: me' %s/v1/orders\n", ep.HTTP)
+	fmt.Printf("   grpcurl -plaintext -H 'x-tenant-id: me' -d '\"book\"' %s shop.v1.Orders/Create\n",
+		strings.TrimPrefix(d.apps[grpcApp][0].HTTP, "http://"))
 	// /status asks for the namespace's token, which the policy controller
 	// keeps in a Secret; kubectl reads it as any operator would.
 	fmt.Printf("   TOKEN=$(kubectl get secret -n %s %s -o jsonpath='{.data.%s}' | base64 -d)\n",
