@@ -65,14 +65,15 @@ const (
 // explanation the status controller gives for a selected pod without an
 // enforcer.
 const (
-	ReasonInjected                 = "Injected"
-	ReasonNotSelected              = "NotSelected"
-	ReasonOptedOut                 = "OptedOut"
-	ReasonHostNetwork              = "HostNetwork"
-	ReasonAlreadyInjected          = "AlreadyInjected"
-	ReasonConflictingUpstreamPorts = "ConflictingUpstreamPorts"
-	ReasonPortInUse                = "PortInUse"
-	ReasonNoDefaultRedis           = "NoDefaultRedis"
+	ReasonInjected                     = "Injected"
+	ReasonNotSelected                  = "NotSelected"
+	ReasonOptedOut                     = "OptedOut"
+	ReasonHostNetwork                  = "HostNetwork"
+	ReasonAlreadyInjected              = "AlreadyInjected"
+	ReasonConflictingUpstreamPorts     = "ConflictingUpstreamPorts"
+	ReasonConflictingUpstreamProtocols = "ConflictingUpstreamProtocols"
+	ReasonPortInUse                    = "PortInUse"
+	ReasonNoDefaultRedis               = "NoDefaultRedis"
 )
 
 // Paths inside the enforcer container. The config and the labels are two
@@ -124,6 +125,8 @@ type injectDecision struct {
 	Selected []*v1alpha1.RateLimitPolicy
 	// UpstreamPort is the application port of the selected policies.
 	UpstreamPort int32
+	// UpstreamProtocol is how the selected policies forward to it.
+	UpstreamProtocol v1alpha1.UpstreamProtocol
 }
 
 // injectionDecision decides whether pod gets the enforcer, given the
@@ -149,6 +152,11 @@ func injectionDecision(pod *corev1.Pod, policies []v1alpha1.RateLimitPolicy, sid
 			d.Reason = ReasonConflictingUpstreamPorts
 			return d
 		}
+		d.UpstreamProtocol, d.Message = upstreamProtocol(d.Selected)
+		if d.UpstreamProtocol == "" {
+			d.Reason = ReasonConflictingUpstreamProtocols
+			return d
+		}
 		if msg := portInUse(pod, sidecar, d.UpstreamPort); msg != "" {
 			d.Reason, d.Message = ReasonPortInUse, msg
 			return d
@@ -160,6 +168,9 @@ func injectionDecision(pod *corev1.Pod, policies []v1alpha1.RateLimitPolicy, sid
 		}
 		d.Inject, d.Reason = true, ReasonInjected
 		d.Message = fmt.Sprintf("injected the enforcer for %s, forwarding to port %d", names, d.UpstreamPort)
+		if d.UpstreamProtocol != v1alpha1.DefaultUpstreamProtocol {
+			d.Message += " with " + string(d.UpstreamProtocol)
+		}
 	}
 	return d
 }
@@ -167,12 +178,12 @@ func injectionDecision(pod *corev1.Pod, policies []v1alpha1.RateLimitPolicy, sid
 // selectingPolicies are the policies, not being deleted, whose selector
 // matches the pod's labels. An empty or invalid selector selects nothing,
 // as the policy controller reports; so does a policy it refused for its
-// upstream port, which no enforcer applies.
+// upstream port or protocol, which no enforcer applies.
 func selectingPolicies(pod *corev1.Pod, policies []v1alpha1.RateLimitPolicy) []*v1alpha1.RateLimitPolicy {
 	var out []*v1alpha1.RateLimitPolicy
 	for i := range policies {
 		p := &policies[i]
-		if !p.DeletionTimestamp.IsZero() || refusedForUpstreamPort(p) || !selects(p, pod) {
+		if !p.DeletionTimestamp.IsZero() || refusedForUpstream(p) || !selects(p, pod) {
 			continue
 		}
 		out = append(out, p)
@@ -215,6 +226,21 @@ func upstreamPort(selected []*v1alpha1.RateLimitPolicy) (int32, string) {
 		}
 	}
 	return port, ""
+}
+
+// upstreamProtocol is the protocol every selected policy forwards with; ""
+// with a message when they disagree, since one enforcer speaks one protocol
+// to the application.
+func upstreamProtocol(selected []*v1alpha1.RateLimitPolicy) (v1alpha1.UpstreamProtocol, string) {
+	protocol := selected[0].Spec.UpstreamProtocolOrDefault()
+	for _, p := range selected[1:] {
+		if other := p.Spec.UpstreamProtocolOrDefault(); other != protocol {
+			return "", fmt.Sprintf("policies %s (upstreamProtocol %s) and %s (upstreamProtocol %s) select the pod with different upstream protocols, "+
+				"and its one enforcer forwards with one protocol: give them the same upstreamProtocol (H2C for a gRPC server, HTTP1 otherwise), or selectors that do not overlap",
+				selected[0].Name, protocol, p.Name, other)
+		}
+	}
+	return protocol, ""
 }
 
 // portInUse says which of the enforcer's ports the pod already uses, or

@@ -22,6 +22,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/sluice-dev/sluice/api/v1alpha1"
 )
 
 // injectEnforcer adds the enforcer to a pod that d says to inject: a
@@ -77,6 +79,13 @@ func enforcerContainerFor(pod *corev1.Pod, d injectDecision, sidecar *EnforcerSi
 		"--labels-file=" + path.Join(podInfoDir, "labels"),
 		"--pod-name=$(POD_NAME)",
 		"--pod-namespace=$(POD_NAMESPACE)",
+	}
+	// The configuration says how each policy forwards; the flag is how to
+	// forward before it is loaded, or once no policy selects the pod. It is
+	// left out for HTTP1, the enforcer's default, so that HTTP/1.1 pods run
+	// with enforcer images older than the flag.
+	if d.UpstreamProtocol != "" && d.UpstreamProtocol != v1alpha1.DefaultUpstreamProtocol {
+		args = append(args, "--upstream-protocol="+string(d.UpstreamProtocol))
 	}
 	return corev1.Container{
 		Name:            EnforcerContainerName,

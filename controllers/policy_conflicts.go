@@ -30,13 +30,14 @@ import (
 	"github.com/sluice-dev/sluice/internal/compile"
 )
 
-// upstreamPortConflicts refuses, of two policies that can select one pod
-// with different upstream ports, the newer one: a pod's one enforcer
-// forwards to one port. Two policies can select one pod when a running pod
-// matches both, or when every pod the one selects also matches the other.
-// Creation times count in seconds: of two created in the same second, the
-// one published already is the older. The result is by policy name.
-func upstreamPortConflicts(policies []*v1alpha1.RateLimitPolicy, pods []corev1.Pod, published func(*v1alpha1.RateLimitPolicy) bool) map[string]*compile.PolicyError {
+// upstreamConflicts refuses, of two policies that can select one pod with
+// different upstream ports or protocols, the newer one: a pod's one
+// enforcer forwards to one port, with one protocol. Two policies can select
+// one pod when a running pod matches both, or when every pod the one
+// selects also matches the other. Creation times count in seconds: of two
+// created in the same second, the one published already is the older. The
+// result is by policy name.
+func upstreamConflicts(policies []*v1alpha1.RateLimitPolicy, pods []corev1.Pod, published func(*v1alpha1.RateLimitPolicy) bool) map[string]*compile.PolicyError {
 	type candidate struct {
 		policy   *v1alpha1.RateLimitPolicy
 		selector labels.Selector
@@ -63,14 +64,12 @@ func upstreamPortConflicts(policies []*v1alpha1.RateLimitPolicy, pods []corev1.P
 		}
 		var conflict *compile.PolicyError
 		for _, older := range kept {
-			if older.policy.Spec.UpstreamPort == p.Spec.UpstreamPort {
+			reason, message := upstreamDifference(older.policy, p)
+			if reason == "" {
 				continue
 			}
 			if why := overlap(older.selector, selector, pods); why != "" {
-				conflict = &compile.PolicyError{Policy: p.Name, Reason: v1alpha1.ReasonConflictingUpstreamPorts, Message: fmt.Sprintf(
-					"policy %s, created before, forwards to upstreamPort %d and this one to %d, and %s: a pod's one enforcer forwards to one port, "+
-						"so give both policies the same upstreamPort, or selectors that no pod matches together",
-					older.policy.Name, older.policy.Spec.UpstreamPort, p.Spec.UpstreamPort, why)}
+				conflict = &compile.PolicyError{Policy: p.Name, Reason: reason, Message: message(why)}
 				break
 			}
 		}
@@ -81,6 +80,27 @@ func upstreamPortConflicts(policies []*v1alpha1.RateLimitPolicy, pods []corev1.P
 		kept = append(kept, candidate{policy: p, selector: selector})
 	}
 	return conflicts
+}
+
+// upstreamDifference says how newer forwards otherwise than older: the
+// Accepted reason, and the message given why they select one pod; "" when
+// they forward alike. The port is compared first.
+func upstreamDifference(older, newer *v1alpha1.RateLimitPolicy) (string, func(why string) string) {
+	if older.Spec.UpstreamPort != newer.Spec.UpstreamPort {
+		return v1alpha1.ReasonConflictingUpstreamPorts, func(why string) string {
+			return fmt.Sprintf("policy %s, created before, forwards to upstreamPort %d and this one to %d, and %s: a pod's one enforcer forwards to one port, "+
+				"so give both policies the same upstreamPort, or selectors that no pod matches together",
+				older.Name, older.Spec.UpstreamPort, newer.Spec.UpstreamPort, why)
+		}
+	}
+	if a, b := older.Spec.UpstreamProtocolOrDefault(), newer.Spec.UpstreamProtocolOrDefault(); a != b {
+		return v1alpha1.ReasonConflictingUpstreamProtocols, func(why string) string {
+			return fmt.Sprintf("policy %s, created before, forwards with upstreamProtocol %s and this one with %s, and %s: a pod's one enforcer speaks one protocol to the application, "+
+				"so give both policies the same upstreamProtocol (H2C for a gRPC server, HTTP1 otherwise), or selectors that no pod matches together",
+				older.Name, a, b, why)
+		}
+	}
+	return "", nil
 }
 
 // overlap says why two selectors select one pod, "" when they need not:
@@ -112,11 +132,12 @@ func includes(specific, general labels.Selector) bool {
 	return true
 }
 
-// refusedForUpstreamPort says whether the policy controller refused the
-// current generation of p for its upstream port: the webhook then injects
-// for the other policies of a pod, as the enforcers apply only those.
-func refusedForUpstreamPort(p *v1alpha1.RateLimitPolicy) bool {
+// refusedForUpstream says whether the policy controller refused the current
+// generation of p for its upstream port or protocol: the webhook then
+// injects for the other policies of a pod, as the enforcers apply only
+// those.
+func refusedForUpstream(p *v1alpha1.RateLimitPolicy) bool {
 	c := apimeta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionAccepted)
-	return c != nil && c.Status == metav1.ConditionFalse && c.Reason == v1alpha1.ReasonConflictingUpstreamPorts &&
-		c.ObservedGeneration == p.Generation
+	return c != nil && c.Status == metav1.ConditionFalse && c.ObservedGeneration == p.Generation &&
+		(c.Reason == v1alpha1.ReasonConflictingUpstreamPorts || c.Reason == v1alpha1.ReasonConflictingUpstreamProtocols)
 }

@@ -17,6 +17,7 @@ limitations under the License.
 package controllers
 
 import (
+	"cmp"
 	"testing"
 	"time"
 
@@ -27,16 +28,21 @@ import (
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 )
 
-// TestUpstreamPortConflicts: of two policies that can select one pod with
-// different upstream ports, the newer is refused, whether a pod matches
-// both yet or one selector includes the other; disjoint selectors are fine.
-func TestUpstreamPortConflicts(t *testing.T) {
+// TestUpstreamConflicts: of two policies that can select one pod with
+// different upstream ports or protocols, the newer is refused, whether a
+// pod matches both yet or one selector includes the other; disjoint
+// selectors are fine.
+func TestUpstreamConflicts(t *testing.T) {
 	created := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	policy := func(name string, age int, port int32, labels map[string]string) *v1alpha1.RateLimitPolicy {
 		return &v1alpha1.RateLimitPolicy{
 			ObjectMeta: metav1.ObjectMeta{Name: name, CreationTimestamp: metav1.NewTime(created.Add(-time.Duration(age) * time.Hour))},
 			Spec:       v1alpha1.RateLimitPolicySpec{Selector: metav1.LabelSelector{MatchLabels: labels}, UpstreamPort: port},
 		}
+	}
+	withProtocol := func(p *v1alpha1.RateLimitPolicy, protocol v1alpha1.UpstreamProtocol) *v1alpha1.RateLimitPolicy {
+		p.Spec.UpstreamProtocol = protocol
+		return p
 	}
 	pod := func(name string, labels map[string]string) corev1.Pod {
 		return corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
@@ -46,6 +52,9 @@ func TestUpstreamPortConflicts(t *testing.T) {
 		policies []*v1alpha1.RateLimitPolicy
 		pods     []corev1.Pod
 		refused  map[string]string // name -> message substring
+		// reason is the reason of the refusals, ConflictingUpstreamPorts
+		// when empty.
+		reason string
 		// published names the policy the published configuration holds.
 		published string
 	}{{
@@ -78,15 +87,51 @@ func TestUpstreamPortConflicts(t *testing.T) {
 		name: "same port",
 		policies: []*v1alpha1.RateLimitPolicy{policy("api", 2, 8080, map[string]string{"app": "api"}),
 			policy("v2", 1, 8080, map[string]string{"app": "api"})},
+	}, {
+		name: "same port, other protocol: the newer is refused",
+		policies: []*v1alpha1.RateLimitPolicy{withProtocol(policy("grpc", 1, 8080, map[string]string{"app": "api"}), v1alpha1.UpstreamProtocolH2C),
+			policy("api", 2, 8080, map[string]string{"app": "api"})},
+		reason: v1alpha1.ReasonConflictingUpstreamProtocols,
+		refused: map[string]string{"grpc": "policy api, created before, forwards with upstreamProtocol HTTP1 and this one with H2C, " +
+			"and every pod one of them selects is selected by the other: a pod's one enforcer speaks one protocol to the application, " +
+			"so give both policies the same upstreamProtocol (H2C for a gRPC server, HTTP1 otherwise), or selectors that no pod matches together"},
+	}, {
+		name: "other protocol, a pod matches both",
+		policies: []*v1alpha1.RateLimitPolicy{withProtocol(policy("grpc", 2, 8080, map[string]string{"app": "api"}), v1alpha1.UpstreamProtocolH2C),
+			withProtocol(policy("web", 1, 8080, map[string]string{"tier": "web"}), v1alpha1.UpstreamProtocolHTTP1)},
+		pods:    []corev1.Pod{pod("api-0", map[string]string{"app": "api", "tier": "web"})},
+		reason:  v1alpha1.ReasonConflictingUpstreamProtocols,
+		refused: map[string]string{"web": "policy grpc, created before, forwards with upstreamProtocol H2C and this one with HTTP1, and both select pod api-0"},
+	}, {
+		name: "other protocol, disjoint selectors",
+		policies: []*v1alpha1.RateLimitPolicy{withProtocol(policy("grpc", 2, 8080, map[string]string{"app": "grpc"}), v1alpha1.UpstreamProtocolH2C),
+			policy("web", 1, 8080, map[string]string{"app": "web"})},
+		pods: []corev1.Pod{pod("grpc-0", map[string]string{"app": "grpc"}), pod("web-0", map[string]string{"app": "web"})},
+	}, {
+		name: "an unset protocol is HTTP1",
+		policies: []*v1alpha1.RateLimitPolicy{policy("api", 2, 8080, map[string]string{"app": "api"}),
+			withProtocol(policy("v2", 1, 8080, map[string]string{"app": "api"}), v1alpha1.UpstreamProtocolHTTP1)},
+	}, {
+		name: "other port and protocol: the port is named",
+		policies: []*v1alpha1.RateLimitPolicy{policy("api", 2, 8080, map[string]string{"app": "api"}),
+			withProtocol(policy("grpc", 1, 9090, map[string]string{"app": "api"}), v1alpha1.UpstreamProtocolH2C)},
+		refused: map[string]string{"grpc": "policy api, created before, forwards to upstreamPort 8080 and this one to 9090"},
+	}, {
+		name: "a refused policy does not refuse a third",
+		policies: []*v1alpha1.RateLimitPolicy{policy("api", 3, 8080, map[string]string{"app": "api"}),
+			withProtocol(policy("grpc", 2, 8080, map[string]string{"app": "api"}), v1alpha1.UpstreamProtocolH2C),
+			policy("v2", 1, 8080, map[string]string{"app": "api"})},
+		reason:  v1alpha1.ReasonConflictingUpstreamProtocols,
+		refused: map[string]string{"grpc": "policy api, created before"},
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			g := NewWithT(t)
-			got := upstreamPortConflicts(tt.policies, tt.pods, func(p *v1alpha1.RateLimitPolicy) bool { return p.Name == tt.published })
+			got := upstreamConflicts(tt.policies, tt.pods, func(p *v1alpha1.RateLimitPolicy) bool { return p.Name == tt.published })
 			g.Expect(got).To(HaveLen(len(tt.refused)))
 			for name, msg := range tt.refused {
 				g.Expect(got).To(HaveKey(name))
-				g.Expect(got[name].Reason).To(Equal(v1alpha1.ReasonConflictingUpstreamPorts))
+				g.Expect(got[name].Reason).To(Equal(cmp.Or(tt.reason, v1alpha1.ReasonConflictingUpstreamPorts)))
 				g.Expect(got[name].Message).To(ContainSubstring(msg))
 			}
 		})

@@ -139,9 +139,10 @@ func (r *PolicyReconciler) compile(ctx context.Context, namespace string, polici
 	if err != nil {
 		return nil, nil, err
 	}
-	// A policy refused for its upstream port is left out: its pods' enforcers
-	// forward to the older policy's port and apply that policy only.
-	conflicts := upstreamPortConflicts(policies, pods, func(p *v1alpha1.RateLimitPolicy) bool {
+	// A policy refused for its upstream port or protocol is left out: its
+	// pods' enforcers forward as the older policy says and apply that policy
+	// only.
+	conflicts := upstreamConflicts(policies, pods, func(p *v1alpha1.RateLimitPolicy) bool {
 		_, ok := publishedGeneration(opts.Previous, p)
 		return ok
 	})

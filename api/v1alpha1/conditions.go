@@ -48,6 +48,10 @@ const (
 	// upstreamPort can select the same pods, whose one enforcer forwards to
 	// one port.
 	ReasonConflictingUpstreamPorts = "ConflictingUpstreamPorts"
+	// ReasonConflictingUpstreamProtocols: an older policy with the same
+	// upstreamPort but another upstreamProtocol can select the same pods,
+	// whose one enforcer speaks one protocol to the application.
+	ReasonConflictingUpstreamProtocols = "ConflictingUpstreamProtocols"
 )
 
 // Reasons of the Ready condition.

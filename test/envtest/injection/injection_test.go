@@ -161,6 +161,27 @@ var _ = Describe("The injection webhook", func() {
 		Expect(enforcerOf(pod).Args).To(ContainElement("--upstream=http://127.0.0.1:8080"))
 	})
 
+	It("refuses the newer of two policies with different upstream protocols, and injects for the older", func(ctx SpecContext) {
+		grpc := newPolicy(ns, "orders-grpc", "orders", 9000)
+		grpc.Spec.UpstreamProtocol = v1alpha1.UpstreamProtocolH2C
+		createPolicy(ctx, grpc)
+		second := newPolicy(ns, "orders-web", "orders", 9000)
+		createPolicy(ctx, second)
+		accepted := condition(ctx, second, v1alpha1.ConditionAccepted)
+		Expect(accepted.Status).To(Equal(metav1.ConditionFalse))
+		Expect(accepted.Reason).To(Equal(v1alpha1.ReasonConflictingUpstreamProtocols))
+		Expect(accepted.Message).To(HavePrefix("policy orders-grpc, created before, forwards with upstreamProtocol H2C and this one with HTTP1"))
+
+		pod := newPod(ns, "orders-0", map[string]string{"app": "orders"})
+		Eventually(func() *corev1.Container {
+			dry := pod.DeepCopy()
+			Expect(k8sClient.Create(ctx, dry, client.DryRunAll)).To(Succeed())
+			return enforcerOf(dry)
+		}).ShouldNot(BeNil(), "once the webhook's cache has the refusal")
+		Expect(k8sClient.Create(ctx, pod)).To(Succeed())
+		Expect(enforcerOf(pod).Args).To(ContainElements("--upstream=http://127.0.0.1:9000", "--upstream-protocol=H2C"))
+	})
+
 	It("runs with the failure policy and timeout of the manager's flags", func(ctx SpecContext) {
 		Eventually(func(g Gomega) {
 			var cfg admissionregistrationv1.MutatingWebhookConfiguration
