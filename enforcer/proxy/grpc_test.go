@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -183,4 +184,48 @@ func TestEncodeGRPCMessage(t *testing.T) {
 			t.Errorf("encodeGRPCMessage(%q) = %q, want %q", in, got, want)
 		}
 	}
+}
+
+// TestGRPCCallsOutliveTheResponseHeaderTimeout: a server stream sends its
+// headers with its first message, whenever that is; the response header
+// timeout bounds other requests to the same H2C application only.
+func TestGRPCCallsOutliveTheResponseHeaderTimeout(t *testing.T) {
+	g := NewWithT(t)
+	app := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(300 * time.Millisecond)
+		w.Header().Set("Content-Type", r.Header.Get("Content-Type"))
+		w.Header().Set("Trailer", "Grpc-Status")
+		_, _ = w.Write([]byte{0, 0, 0, 0, 0}) // one empty message
+		http.NewResponseController(w).Flush()  // streamed, as gRPC servers do: no Content-Length
+		w.Header().Set("Grpc-Status", "0")
+	}))
+	app.Config.Protocols = new(http.Protocols)
+	app.Config.Protocols.SetUnencryptedHTTP2(true)
+	app.Start()
+	t.Cleanup(app.Close)
+
+	target, _ := url.Parse(app.URL)
+	h := New(Options{Upstream: target, ResponseHeaderTimeout: 50 * time.Millisecond})
+	backends := NewBackends(redisURL, func(string) (string, bool) { return "", false }, limiter.ClientOptions{})
+	t.Cleanup(backends.Close)
+	snap, err := NewSnapshot(configOf(t, h2cPolicy("api", "Open", ruleJSON("calls", "{}", "FixedWindow", "100/1m"))), backends)
+	g.Expect(err).NotTo(HaveOccurred())
+	h.Swap(snap)
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+
+	call := func(contentType string) *http.Response {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/shop.v1.Orders/Watch", http.NoBody)
+		req.Header.Set("Content-Type", contentType)
+		req.Header.Set("Te", "trailers")
+		resp, err := http.DefaultClient.Do(req)
+		g.Expect(err).NotTo(HaveOccurred())
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+		return resp
+	}
+	resp := call("application/grpc")
+	g.Expect(resp.StatusCode).To(Equal(http.StatusOK))
+	g.Expect(resp.Trailer.Get("Grpc-Status")).To(Equal("0"), "the application's trailers arrive")
+	g.Expect(call("application/json").StatusCode).To(Equal(http.StatusGatewayTimeout))
 }

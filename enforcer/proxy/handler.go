@@ -32,9 +32,12 @@ type Handler struct {
 	upstream  http.Handler // the others: upgrades, streamed or large bodies
 	transport http.RoundTripper
 	// h2c forwards as cleartext HTTP/2, for the policies whose
-	// upstreamProtocol is H2C; nil when a Transport was given.
-	h2c          http.Handler
-	h2cTransport *http.Transport
+	// upstreamProtocol is H2C; h2cCalls forwards their gRPC calls, which
+	// no response header timeout bounds: a server stream may send its
+	// first message (and with it its headers) whenever it has one, and
+	// the call's deadline bounds it.
+	h2c, h2cCalls http.Handler
+	h2cTransports []*http.Transport // nil when a Transport was given
 	// protocol is the upstream protocol when no policy names one.
 	protocol config.UpstreamProtocol
 	rec      Recorder
@@ -82,11 +85,12 @@ func New(opts Options) *Handler {
 	if h.rec == nil {
 		h.rec = NopRecorder{}
 	}
-	h2cTransport := opts.Transport
+	h2cTransport, h2cCallTransport := opts.Transport, opts.Transport
 	if opts.Transport == nil {
-		h.h2cTransport = NewH2CTransport()
-		h.h2cTransport.ResponseHeaderTimeout = max(opts.ResponseHeaderTimeout, 0)
-		h2cTransport = h.h2cTransport
+		plain, calls := NewH2CTransport(), NewH2CTransport()
+		plain.ResponseHeaderTimeout = max(opts.ResponseHeaderTimeout, 0)
+		h.h2cTransports = []*http.Transport{plain, calls}
+		h2cTransport, h2cCallTransport = plain, calls
 		h.forwarder = newForwarder(opts.Upstream, opts.ResponseHeaderTimeout, opts.MaxRequestBody)
 		t := NewTransport()
 		t.ResponseHeaderTimeout = max(opts.ResponseHeaderTimeout, 0)
@@ -102,13 +106,17 @@ func New(opts Options) *Handler {
 	if opts.ErrorLog == nil {
 		opts.ErrorLog = log.New(io.Discard, "", 0)
 	}
-	rp := NewUpstream(opts.Upstream, opts.Transport, h.forwardError)
-	rp.ErrorLog = opts.ErrorLog
-	h.upstream = &reverseProxy{proxy: rp, maxBody: opts.MaxRequestBody, onError: h.forwardError}
-	h2 := NewUpstream(opts.Upstream, h2cTransport, h.forwardError)
-	h2.ErrorLog = opts.ErrorLog
-	h.h2c = &reverseProxy{proxy: h2, maxBody: opts.MaxRequestBody, onError: h.forwardError}
+	h.upstream = h.newReverseProxy(opts, opts.Transport)
+	h.h2c = h.newReverseProxy(opts, h2cTransport)
+	h.h2cCalls = h.newReverseProxy(opts, h2cCallTransport)
 	return h
+}
+
+// newReverseProxy is a reverse proxy to the application through t.
+func (h *Handler) newReverseProxy(opts Options, t http.RoundTripper) http.Handler {
+	rp := NewUpstream(opts.Upstream, t, h.forwardError)
+	rp.ErrorLog = opts.ErrorLog
+	return &reverseProxy{proxy: rp, maxBody: opts.MaxRequestBody, onError: h.forwardError}
 }
 
 // CloseIdleConnections closes the kept-alive connections to the
@@ -121,8 +129,8 @@ func (h *Handler) CloseIdleConnections() {
 	if t, ok := h.transport.(interface{ CloseIdleConnections() }); ok {
 		t.CloseIdleConnections()
 	}
-	if h.h2cTransport != nil {
-		h.h2cTransport.CloseIdleConnections()
+	for _, t := range h.h2cTransports {
+		t.CloseIdleConnections()
 	}
 }
 
@@ -144,7 +152,11 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, snap *Snapshot
 		protocol = h.protocol
 	}
 	if protocol == config.UpstreamH2C && r.Header["Upgrade"] == nil {
-		h.h2c.ServeHTTP(w, r)
+		if isGRPC(r) {
+			h.h2cCalls.ServeHTTP(w, r)
+		} else {
+			h.h2c.ServeHTTP(w, r)
+		}
 		return
 	}
 	if h.forwarder != nil && h.forwarder.takes(r) {
