@@ -196,7 +196,7 @@ func TestGRPCCallsOutliveTheResponseHeaderTimeout(t *testing.T) {
 		w.Header().Set("Content-Type", r.Header.Get("Content-Type"))
 		w.Header().Set("Trailer", "Grpc-Status")
 		_, _ = w.Write([]byte{0, 0, 0, 0, 0}) // one empty message
-		http.NewResponseController(w).Flush()  // streamed, as gRPC servers do: no Content-Length
+		http.NewResponseController(w).Flush() // streamed, as gRPC servers do: no Content-Length
 		w.Header().Set("Grpc-Status", "0")
 	}))
 	app.Config.Protocols = new(http.Protocols)
@@ -214,18 +214,21 @@ func TestGRPCCallsOutliveTheResponseHeaderTimeout(t *testing.T) {
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 
-	call := func(contentType string) *http.Response {
+	// call returns the response with its body read and closed, and its
+	// trailer filled in.
+	call := func(contentType string) (status int, trailer http.Header) {
 		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/shop.v1.Orders/Watch", http.NoBody)
 		req.Header.Set("Content-Type", contentType)
 		req.Header.Set("Te", "trailers")
 		resp, err := http.DefaultClient.Do(req)
 		g.Expect(err).NotTo(HaveOccurred())
+		defer resp.Body.Close()
 		_, _ = io.Copy(io.Discard, resp.Body)
-		_ = resp.Body.Close()
-		return resp
+		return resp.StatusCode, resp.Trailer
 	}
-	resp := call("application/grpc")
-	g.Expect(resp.StatusCode).To(Equal(http.StatusOK))
-	g.Expect(resp.Trailer.Get("Grpc-Status")).To(Equal("0"), "the application's trailers arrive")
-	g.Expect(call("application/json").StatusCode).To(Equal(http.StatusGatewayTimeout))
+	status, trailer := call("application/grpc")
+	g.Expect(status).To(Equal(http.StatusOK))
+	g.Expect(trailer.Get("Grpc-Status")).To(Equal("0"), "the application's trailers arrive")
+	status, _ = call("application/json")
+	g.Expect(status).To(Equal(http.StatusGatewayTimeout))
 }
