@@ -113,6 +113,7 @@ type grpcRefusal struct {
 	retryDelay time.Duration
 	hasRetry   bool
 	violations []*errdetails.QuotaFailure_Violation
+	errorInfo  *errdetails.ErrorInfo
 }
 
 func refusalOf(err error) grpcRefusal {
@@ -125,6 +126,8 @@ func refusalOf(err error) grpcRefusal {
 			r.retryDelay = d.GetRetryDelay().AsDuration()
 		case *errdetails.QuotaFailure:
 			r.violations = append(r.violations, d.GetViolations()...)
+		case *errdetails.ErrorInfo:
+			r.errorInfo = d
 		}
 	}
 	return r

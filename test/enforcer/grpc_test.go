@@ -57,6 +57,8 @@ func TestGRPCUnaryRefusedWithRetryInfo(t *testing.T) {
 	g.Expect(r.retryDelay).To(And(BeNumerically(">", 0), BeNumerically("<=", time.Hour)))
 	g.Expect(r.violations).To(HaveLen(1), "one QuotaFailure violation: %v", st.Details())
 	g.Expect(r.violations[0].GetSubject()).To(And(ContainSubstring("orders"), ContainSubstring("create")))
+	g.Expect(r.errorInfo.GetReason()).To(Equal("RATE_LIMITED"), "ErrorInfo tells a limit from other refusals")
+	g.Expect(r.errorInfo.GetMetadata()).To(And(HaveKeyWithValue("policy", "orders"), HaveKeyWithValue("rule", "create")))
 	// A refusal is trailers-only: grpc-go hands its metadata out as trailer.
 	md := metadata.Join(header, trailer)
 	g.Expect(md.Get("x-ratelimit-remaining")).To(Equal([]string{"0"}), "rate limit metadata on the refusal: %v", md)
