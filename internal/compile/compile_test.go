@@ -157,7 +157,7 @@ func TestUpstreamProtocol(t *testing.T) {
 			res, err := Namespace(ns, []v1alpha1.RateLimitPolicy{p}, Options{})
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(res.Errors).To(BeEmpty())
-			g.Expect(string(res.JSON)).To(ContainSubstring(`"upstreamProtocol":"` + string(tt.want) + `"`),
+			g.Expect(string(res.JSON)).To(ContainSubstring(`"upstreamProtocol":"`+string(tt.want)+`"`),
 				"the configuration names the protocol, even the default")
 			parsed, err := config.Parse(res.JSON)
 			g.Expect(err).NotTo(HaveOccurred())
