@@ -1,12 +1,15 @@
-// Command sluice-load measures an HTTP proxy on this machine: maximum
+// Command sluice-load measures an HTTP or gRPC proxy on this machine: maximum
 // throughput with a closed loop of keep-alive connections, or latency at a
 // fixed request rate (open model), with status code counts and latency
 // percentiles from a log-linear histogram. Its upstream subcommand is a
-// trivial HTTP server to put behind the proxy. It only sends load to
-// loopback addresses, and every run stops by itself.
+// trivial HTTP server to put behind the proxy; with --grpc it calls
+// shop.v1.Orders/Create of the gRPC sample application (hack/orders) in
+// cleartext HTTP/2. It only sends load to loopback addresses, and every run
+// stops by itself.
 //
-// hack/bench-proxy.sh uses it to compare the enforcer with nginx; the
-// results are in docs/performance.md.
+// hack/bench-proxy.sh uses it to compare the enforcer with nginx,
+// hack/bench-grpc.sh to measure gRPC through the enforcer; the results are
+// in docs/performance.md.
 package main
 
 import (
@@ -34,6 +37,8 @@ Max throughput, 64 connections in a closed loop for 10s:
   sluice-load --concurrency 64 --duration 10s http://127.0.0.1:9080/
 Latency at a fixed 2,000 requests/s, ten tenants in turn:
   sluice-load --rate 2000 --duration 10s -H 'X-Tenant-ID: tenant-{tenant}' --tenants 10 http://127.0.0.1:9080/
+gRPC unary calls (shop.v1.Orders/Create), 64 at a time over 4 connections:
+  sluice-load --grpc --connections 4 --concurrency 64 -H 'x-tenant-id: tenant-{tenant}' http://127.0.0.1:9080
 
 Flags:
 `
@@ -52,6 +57,9 @@ type loadOptions struct {
 	tenants int
 	plan    plan
 	json    bool
+	// grpc calls the Orders sample over gRPC on connections connections.
+	grpc        bool
+	connections int
 }
 
 func parseLoadOptions(args []string, output io.Writer) (*loadOptions, error) {
@@ -72,6 +80,8 @@ func parseLoadOptions(args []string, output io.Writer) (*loadOptions, error) {
 	fs.Var(&o.headers, "H", "request header `Name: value`, repeatable; {tenant} in the value becomes 0..tenants-1, in turn")
 	fs.IntVar(&o.tenants, "tenants", 1, "how many tenants {tenant} rotates through")
 	fs.BoolVar(&o.json, "json", false, "print the report as one JSON object")
+	fs.BoolVar(&o.grpc, "grpc", false, "call shop.v1.Orders/Create (hack/orders) over gRPC, cleartext HTTP/2, instead of sending HTTP/1.1 requests; -H sets metadata")
+	fs.IntVar(&o.connections, "connections", 4, "with --grpc: client connections the concurrent calls share")
 	// The URL may come before, between or after the flags.
 	var positional []string
 	for {
@@ -126,11 +136,21 @@ func runLoad(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	t, err := newTarget(ctx, o.url, o.method, o.headers, o.tenants)
-	if err != nil {
-		return err
+	var r *report
+	if o.grpc {
+		t, err := newGRPCTarget(ctx, o.url, o.headers, o.tenants, o.connections, o.plan.Timeout)
+		if err != nil {
+			return err
+		}
+		defer t.close()
+		r = buildReport(t.url, o.plan, runCallers(ctx, t.caller, o.plan))
+	} else {
+		t, err := newTarget(ctx, o.url, o.method, o.headers, o.tenants)
+		if err != nil {
+			return err
+		}
+		r = newReport(t, o.plan, run(ctx, t, o.plan))
 	}
-	r := newReport(t, o.plan, run(ctx, t, o.plan))
 	if o.json {
 		err = r.writeJSON(stdout)
 	} else {

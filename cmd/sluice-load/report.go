@@ -44,9 +44,12 @@ type latencySummary struct {
 	Max  float64 `json:"max"`
 }
 
-func newReport(t *target, p plan, o *outcome) *report {
+func newReport(t *target, p plan, o *outcome) *report { return buildReport(t.url, p, o) }
+
+// buildReport is the report of a run against the target named url.
+func buildReport(url string, p plan, o *outcome) *report {
 	r := &report{
-		Target:      t.url,
+		Target:      url,
 		Mode:        "closed",
 		Concurrency: p.Concurrency,
 		Errors:      o.errors,

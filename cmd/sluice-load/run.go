@@ -86,24 +86,38 @@ func (o *outcome) elapsed(nominal time.Duration) time.Duration {
 	return max(o.lastDone.Sub(o.measureFrom), time.Millisecond)
 }
 
+// caller sends the requests of one connection (or, for gRPC, one caller
+// of a shared connection), one at a time.
+type caller interface {
+	// call sends the i-th request of the run and returns its HTTP status
+	// (gRPC statuses are reported as the HTTP status of the same refusal).
+	call(i uint64) (status int, err error)
+	close()
+}
+
 // run sends load to t as p says and stops by itself after the warm-up and
 // the duration (or MaxRequests), or when ctx ends.
 func run(ctx context.Context, t *target, p plan) *outcome {
+	return runCallers(ctx, func() caller { return &httpCaller{c: newConn(t.addr, p.Timeout), t: t} }, p)
+}
+
+// runCallers runs the plan with p.Concurrency callers made by newCaller.
+func runCallers(ctx context.Context, newCaller func() caller, p plan) *outcome {
 	start := time.Now()
 	o := &outcome{measureFrom: start.Add(p.Warmup)}
 	tallies := make([]tally, p.Concurrency)
 	var wg sync.WaitGroup
-	var worker func(c *conn, tl *tally)
+	var worker func(c caller, tl *tally)
 	if p.Rate > 0 {
 		s := newSchedule(start, p)
-		worker = func(c *conn, tl *tally) { s.work(ctx, t, c, tl) }
+		worker = func(c caller, tl *tally) { s.work(ctx, c, tl) }
 	} else {
 		l := &loop{deadline: o.measureFrom.Add(p.Duration), measureFrom: o.measureFrom, max: p.MaxRequests}
-		worker = func(c *conn, tl *tally) { l.work(ctx, t, c, tl) }
+		worker = func(c caller, tl *tally) { l.work(ctx, c, tl) }
 	}
 	for i := range tallies {
 		wg.Go(func() {
-			c := newConn(t.addr, p.Timeout)
+			c := newCaller()
 			defer c.close()
 			worker(c, &tallies[i])
 		})
@@ -122,7 +136,7 @@ type loop struct {
 	sent, measured        atomic.Uint64
 }
 
-func (l *loop) work(ctx context.Context, t *target, c *conn, tl *tally) {
+func (l *loop) work(ctx context.Context, c caller, tl *tally) {
 	for ctx.Err() == nil {
 		begin := time.Now()
 		if !begin.Before(l.deadline) {
@@ -132,7 +146,7 @@ func (l *loop) work(ctx context.Context, t *target, c *conn, tl *tally) {
 		if measure && l.max > 0 && l.measured.Add(1) > l.max {
 			return
 		}
-		status, err := c.do(t.request(l.sent.Add(1)-1), t.head)
+		status, err := c.call(l.sent.Add(1) - 1)
 		if measure {
 			tl.record(status, err, begin, time.Now())
 		}
@@ -180,7 +194,7 @@ func due(rate float64, i uint64) time.Duration {
 // that long: no coordinated omission), and from its actual start when the
 // worker was waiting for it (oversleeping by the timer is this tool's
 // delay, not the server's).
-func (s *schedule) work(ctx context.Context, t *target, c *conn, tl *tally) {
+func (s *schedule) work(ctx context.Context, c caller, tl *tally) {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for ctx.Err() == nil {
@@ -201,7 +215,7 @@ func (s *schedule) work(ctx context.Context, t *target, c *conn, tl *tally) {
 		} else if -wait > s.lateAfter && i >= s.warmupN {
 			tl.late++
 		}
-		status, err := c.do(t.request(i), t.head)
+		status, err := c.call(i)
 		if i >= s.warmupN {
 			tl.record(status, err, origin, time.Now())
 		}

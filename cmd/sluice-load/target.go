@@ -23,6 +23,15 @@ type target struct {
 	requests [][]byte
 }
 
+// httpCaller sends t's requests on one keep-alive connection.
+type httpCaller struct {
+	c *conn
+	t *target
+}
+
+func (h *httpCaller) call(i uint64) (int, error) { return h.c.do(h.t.request(i), h.t.head) }
+func (h *httpCaller) close()                     { h.c.close() }
+
 // request is the i-th request to send.
 func (t *target) request(i uint64) []byte {
 	return t.requests[i%uint64(len(t.requests))]
