@@ -38,7 +38,9 @@ var ServiceDesc = grpc.ServiceDesc{
 	Metadata: protoFile,
 }
 
-func createHandler(srv any, ctx context.Context, dec func(any) error, interceptor grpc.UnaryServerInterceptor) (any, error) {
+// createHandler is a grpc.MethodHandler, whose signature puts the server
+// before the context.
+func createHandler(srv any, ctx context.Context, dec func(any) error, interceptor grpc.UnaryServerInterceptor) (any, error) { //nolint:revive // the signature is grpc.MethodHandler's
 	in := new(wrapperspb.StringValue)
 	if err := dec(in); err != nil {
 		return nil, err
