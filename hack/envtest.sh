@@ -5,6 +5,13 @@
 # kubectl.
 #
 #   hack/envtest.sh [DIR]
+#   hack/envtest.sh node [DIR]
+#
+# The second form builds the rest of a real cluster for the real-node tier
+# (internal/node, test/node) into DIR (default ./bin/node): kubelet,
+# kube-proxy, kube-controller-manager and kube-scheduler, from
+# hack/envtest/node, pinned to the same release as kube-apiserver. It needs
+# no kubectl link and shares the build and stamp logic below.
 #
 # Each binary is built from its own module under hack/envtest/ (pinned there,
 # with a committed go.sum) and is rebuilt only when that module changes: a
@@ -14,7 +21,12 @@
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-dir="${1:-$root/bin/k8s}"
+target=envtest
+if [ "${1:-}" = node ]; then
+  target=node
+  shift
+fi
+dir="${1:-$root/bin/$([ "$target" = node ] && echo node || echo k8s)}"
 mkdir -p "$dir"
 dir="$(cd "$dir" && pwd)"
 
@@ -62,23 +74,44 @@ build() {
   echo ">> built $name $version in $((SECONDS - start))s ($out)"
 }
 
+# version_ldflags VERSION: the release stamped into a Kubernetes binary, as a
+# release build does: clients such as helm read it from /version to check
+# their Kubernetes version constraints, and the kubelet reports it as the
+# node's version.
+version_ldflags() {
+  local major="${1#v}" minor="${1#v*.}"
+  major="${major%%.*}"
+  minor="${minor%%.*}"
+  echo "-s -w \
+  -X k8s.io/component-base/version.gitVersion=$1 \
+  -X k8s.io/component-base/version.gitMajor=$major \
+  -X k8s.io/component-base/version.gitMinor=$minor \
+  -X k8s.io/component-base/version.gitTreeState=clean"
+}
+
+if [ "$target" = node ]; then
+  node_mod="$root/hack/envtest/node"
+  node_version="$(module_version "$node_mod" k8s.io/kubernetes)"
+  api_version="$(module_version "$root/hack/envtest/kube-apiserver" k8s.io/kubernetes)"
+  if [ "$node_version" != "$api_version" ]; then
+    echo "error: hack/envtest/node pins k8s.io/kubernetes $node_version, kube-apiserver $api_version: bump both" >&2
+    exit 1
+  fi
+  # The first build compiles most of k8s.io/kubernetes once; the other three
+  # reuse the build cache and mostly link.
+  for name in kubelet kube-proxy kube-controller-manager kube-scheduler; do
+    build "$name" "$node_mod" "k8s.io/kubernetes/cmd/$name" "$node_version" -ldflags "$(version_ldflags "$node_version")"
+  done
+  exit 0
+fi
+
 etcd_mod="$root/hack/envtest/etcd"
 etcd_version="$(module_version "$etcd_mod" go.etcd.io/etcd/server/v3)"
 build etcd "$etcd_mod" go.etcd.io/etcd/server/v3 "$etcd_version" -ldflags "-s -w"
 
 kube_mod="$root/hack/envtest/kube-apiserver"
 kube_version="$(module_version "$kube_mod" k8s.io/kubernetes)"
-kube_minor="${kube_version#v*.}"
-kube_minor="${kube_minor%%.*}"
-kube_major="${kube_version#v}"
-kube_major="${kube_major%%.*}"
-# Stamp the release into the binary, as a release build does: clients such as
-# helm read it from /version to check their Kubernetes version constraints.
-build kube-apiserver "$kube_mod" k8s.io/kubernetes/cmd/kube-apiserver "$kube_version" -ldflags "-s -w \
-  -X k8s.io/component-base/version.gitVersion=$kube_version \
-  -X k8s.io/component-base/version.gitMajor=$kube_major \
-  -X k8s.io/component-base/version.gitMinor=$kube_minor \
-  -X k8s.io/component-base/version.gitTreeState=clean"
+build kube-apiserver "$kube_mod" k8s.io/kubernetes/cmd/kube-apiserver "$kube_version" -ldflags "$(version_ldflags "$kube_version")"
 
 # envtest looks for kubectl in the same directory, and the envtest suites run
 # it (server-side apply, kubectl wait, printer columns, apply -k): they fail
