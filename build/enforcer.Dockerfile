@@ -9,8 +9,16 @@
 # non-root image from the registry you trust (a distroless "static" image,
 # for example); image names here are short on purpose, your container engine
 # resolves them.
+#
+# BINARIES picks the stage the runtime stage copies its files from: "build"
+# (the default) compiles them here; "prebuilt" takes them from a context
+# holding the binary and the CA bundle, built on the host by hack/images.sh
+# (make images, where no Go image can be pulled). The runtime stage is the
+# one definition of the image either way, and make node-images reads it to
+# write the same image as an OCI archive.
 ARG GO_IMAGE=golang:1.26
 ARG BASE_IMAGE=scratch
+ARG BINARIES=build
 
 FROM --platform=$BUILDPLATFORM ${GO_IMAGE} AS build
 ARG TARGETOS
@@ -24,9 +32,15 @@ RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache
     CGO_ENABLED=0 GOOS=${TARGETOS} GOARCH=${TARGETARCH} \
     go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" -o /out/sluice-enforcer ./cmd/enforcer
 
+FROM scratch AS prebuilt
+COPY ca-certificates.crt /etc/ssl/certs/ca-certificates.crt
+COPY sluice-enforcer /out/sluice-enforcer
+
+FROM ${BINARIES} AS binaries
+
 FROM ${BASE_IMAGE}
-COPY --from=build /etc/ssl/certs/ca-certificates.crt /etc/ssl/certs/ca-certificates.crt
-COPY --from=build /out/sluice-enforcer /sluice-enforcer
+COPY --from=binaries /etc/ssl/certs/ca-certificates.crt /etc/ssl/certs/ca-certificates.crt
+COPY --from=binaries /out/sluice-enforcer /sluice-enforcer
 # 65532 is the conventional "nonroot" user; numeric, so no /etc/passwd is
 # needed and runAsNonRoot can verify it.
 USER 65532:65532
