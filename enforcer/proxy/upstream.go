@@ -85,6 +85,16 @@ func NewUpstream(target *url.URL, transport http.RoundTripper, onError func(http
 			// read, as nginx does.
 			pr.Out.Header.Del("Expect")
 		},
+		// An HTTP/2 application may send a length and trailers; an
+		// HTTP/1.1 client can get trailers only in a chunked body, so the
+		// length goes, and with it the server's reason to drop them.
+		ModifyResponse: func(resp *http.Response) error {
+			if len(resp.Trailer) > 0 && resp.ContentLength >= 0 {
+				resp.Header.Del("Content-Length")
+				resp.ContentLength = -1
+			}
+			return nil
+		},
 		Transport:    transport,
 		BufferPool:   copyBuffers,
 		ErrorHandler: onError,
