@@ -102,22 +102,31 @@ help: ## Show this help.
 # The release the images and the chart carry: the chart's appVersion, which is
 # also the images' default tag in the chart.
 VERSION        ?= $(shell sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\}$$/\1/p' charts/sluice/Chart.yaml)
-# docker, or podman (any engine that builds Dockerfiles with BuildKit syntax).
-CONTAINER_TOOL ?= docker
+# docker or podman; empty: docker when its daemon answers, else podman
+# (installed with apt-get when missing and running as root).
+CONTAINER_TOOL ?=
+# prebuilt: the binaries are built on this machine and the engine pulls
+# nothing; build: they compile in the Dockerfiles' Go image, as CI does.
+BINARIES       ?= prebuilt
 # Put in front of the image names: your registry and path, with a trailing slash.
 IMAGE_PREFIX   ?=
 MANAGER_IMAGE  ?= $(IMAGE_PREFIX)sluice-manager:$(VERSION)
 ENFORCER_IMAGE ?= $(IMAGE_PREFIX)sluice-enforcer:$(VERSION)
+# The OCI archives of the real-node tier, one per image.
+NODE_IMAGES    := $(BIN)/images
+IMAGE_ENV      = VERSION=$(VERSION) MANAGER_IMAGE=$(MANAGER_IMAGE) ENFORCER_IMAGE=$(ENFORCER_IMAGE) CONTAINER_TOOL=$(CONTAINER_TOOL) BINARIES=$(BINARIES)
 
 .PHONY: images
-images: ## Build the manager and enforcer images (needs a container engine: CONTAINER_TOOL=docker|podman).
-	@$(CONTAINER_TOOL) info >/dev/null 2>&1 || { \
-		echo "make images needs a running container engine, and '$(CONTAINER_TOOL)' is not installed or not running."; \
-		echo "Install and start Docker, or Podman (then CONTAINER_TOOL=podman), or build build/manager.Dockerfile"; \
-		echo "and build/enforcer.Dockerfile with the tool your CI uses. Nothing else in this repository needs one."; \
-		exit 1; }
-	$(CONTAINER_TOOL) build -f build/manager.Dockerfile --build-arg VERSION=$(VERSION) -t $(MANAGER_IMAGE) .
-	$(CONTAINER_TOOL) build -f build/enforcer.Dockerfile --build-arg VERSION=$(VERSION) -t $(ENFORCER_IMAGE) .
+images: ## Build the manager and enforcer images with docker or podman (CONTAINER_TOOL; BINARIES=build compiles in a Go image).
+	$(IMAGE_ENV) hack/images.sh build
+
+.PHONY: verify-images
+verify-images: images ## Run the built images: each prints VERSION and runs as uid 65532.
+	$(IMAGE_ENV) hack/images.sh verify
+
+.PHONY: node-images
+node-images: redis ## Write bin/images/*.tar, OCI archives of every image the real node runs (no engine, no registry; cached).
+	go run ./hack/images archives --out $(NODE_IMAGES) --version $(VERSION)
 
 .PHONY: chart-sync
 chart-sync: ## Copy the generated CRD, RBAC and webhook into the chart and render config/default from it.

@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# Builds and checks the sluice-manager and sluice-enforcer images with a
+# container engine (make images, make verify-images).
+#
+#   hack/images.sh build     build both images
+#   hack/images.sh verify    run them: --version prints VERSION, user 65532
+#
+# Environment (the Makefile sets it): VERSION, MANAGER_IMAGE, ENFORCER_IMAGE,
+# CONTAINER_TOOL (docker or podman; empty: docker when its daemon answers,
+# else podman, installed with apt-get when missing and running as root) and
+# BINARIES: "prebuilt" (default) builds the static binaries on this machine
+# and gives the Dockerfiles a context holding only them and the CA bundle,
+# so nothing is pulled, not even a Go image; "build" compiles inside the
+# Dockerfiles' Go image, as a CI that can pull does.
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+: "${VERSION:?VERSION is not set}"
+: "${MANAGER_IMAGE:=sluice-manager:$VERSION}"
+: "${ENFORCER_IMAGE:=sluice-enforcer:$VERSION}"
+: "${BINARIES:=prebuilt}"
+tool="${CONTAINER_TOOL:-}"
+
+install_podman() {
+  if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null; then
+    echo "make images needs a container engine and found none that runs: install Docker or Podman" >&2
+    echo "(then CONTAINER_TOOL=docker or CONTAINER_TOOL=podman), or build build/manager.Dockerfile and" >&2
+    echo "build/enforcer.Dockerfile with your CI's tool. make node-images needs no engine." >&2
+    exit 1
+  fi
+  echo ">> no container engine: installing Debian's podman and runc" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends podman runc >/dev/null
+}
+
+# pick_tool settles $tool on an engine that answers.
+pick_tool() {
+  case "$tool" in
+  "")
+    if command -v docker >/dev/null && docker info >/dev/null 2>&1; then
+      tool=docker
+      return
+    fi
+    tool=podman
+    command -v podman >/dev/null || install_podman
+    ;;
+  podman)
+    command -v podman >/dev/null || install_podman
+    ;;
+  *)
+    if ! command -v "$tool" >/dev/null || ! "$tool" info >/dev/null 2>&1; then
+      echo "make images: '$tool' is not installed or its daemon is not running." >&2
+      echo "Start it, or leave CONTAINER_TOOL empty to use Podman (installed with apt-get as root)." >&2
+      exit 1
+    fi
+    ;;
+  esac
+}
+
+# engine runs the engine; podman gets runc (crun does not run on every
+# host's cgroups) and rlimits below the defaults it would otherwise ask for.
+engine() {
+  if [ "$tool" = podman ]; then
+    local global=()
+    command -v runc >/dev/null && global=(--runtime runc)
+    local sub="$1"
+    shift
+    case "$sub" in
+    build | run) podman "${global[@]}" "$sub" --ulimit nofile=1024:1024 --ulimit nproc=1024:1024 "$@" ;;
+    *) podman "${global[@]}" "$sub" "$@" ;;
+    esac
+  else
+    "$tool" "$@"
+  fi
+}
+
+build() {
+  local name="$1" image="$2"
+  local args=(-f "build/$name.Dockerfile" --build-arg "VERSION=$VERSION" -t "$image")
+  if [ "$tool" = podman ]; then
+    # Docker's builder sets these itself; podman leaves them empty.
+    args+=(--build-arg "TARGETOS=$(go env GOOS)" --build-arg "TARGETARCH=$(go env GOARCH)")
+  fi
+  case "$BINARIES" in
+  prebuilt)
+    # No RUN step: no network, so the engine adds no firewall rules either.
+    [ "$tool" = podman ] && args+=(--network none)
+    engine build "${args[@]}" --build-arg BINARIES=prebuilt "bin/images/context/sluice-$name"
+    ;;
+  build) engine build "${args[@]}" . ;;
+  *)
+    echo "BINARIES must be prebuilt or build, not '$BINARIES'" >&2
+    exit 2
+    ;;
+  esac
+}
+
+# check IMAGE BINARY: the image runs as 65532 and its binary prints VERSION.
+check() {
+  local image="$1" binary="$2" user got run=(--rm)
+  local want="$binary $VERSION"
+  [ "$tool" = podman ] && run+=(--network none)
+  user="$(engine inspect --format '{{.Config.User}}' "$image")"
+  if [ "$user" != 65532:65532 ]; then
+    echo "FAIL $image runs as '$user', want 65532:65532" >&2
+    return 1
+  fi
+  got="$(engine run "${run[@]}" "$image" --version)"
+  if [ "$got" != "$want" ]; then
+    echo "FAIL $image --version printed '$got', want '$want'" >&2
+    return 1
+  fi
+  echo "ok   $image: user $user, --version '$got'"
+}
+
+pick_tool
+case "${1:-}" in
+build)
+  if [ "$BINARIES" = prebuilt ]; then
+    go run ./hack/images contexts --out bin/images/context --version "$VERSION" sluice-manager sluice-enforcer >/dev/null
+  fi
+  build manager "$MANAGER_IMAGE"
+  build enforcer "$ENFORCER_IMAGE"
+  echo "built $MANAGER_IMAGE and $ENFORCER_IMAGE with $tool"
+  ;;
+verify)
+  check "$MANAGER_IMAGE" sluice-manager
+  check "$ENFORCER_IMAGE" sluice-enforcer
+  ;;
+*)
+  echo "usage: $0 build|verify" >&2
+  exit 2
+  ;;
+esac
