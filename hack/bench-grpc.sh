@@ -157,13 +157,19 @@ declare -A proxy_pid=([http-direct]="" [http-enforcer]=${pid[http-enforcer]} [gr
 declare -A upstream_pid=([http-direct]=${pid[http-upstream]} [http-enforcer]=${pid[http-upstream]}
   [grpc-direct]=${pid[grpc-upstream]} [grpc-enforcer]=${pid[grpc-upstream]})
 
-# sload NAME ARGS...: sluice-load against target NAME.
-sload() {
+# sload NAME ARGS...: sluice-load against target NAME. sload_args sets
+# args to the command line, for runs in the background whose PID is needed.
+sload_args() {
   local name=$1
   shift
-  # shellcheck disable=SC2086 # kind is empty or one flag
-  "$load" ${kind[$name]} --connections "$connections" -H 'X-Tenant-ID: tenant-{tenant}' --tenants "$tenants" \
-    --json "$@" "${url[$name]}"
+  args=("$load")
+  if [ -n "${kind[$name]}" ]; then args+=("${kind[$name]}"); fi
+  args+=(--connections "$connections" -H 'X-Tenant-ID: tenant-{tenant}' --tenants "$tenants" --json "$@" "${url[$name]}")
+}
+sload() {
+  local args
+  sload_args "$@"
+  "${args[@]}"
 }
 
 wait_ok() { # NAME: one request answered 2xx, or NAME's log is shown and the run ends
@@ -213,8 +219,9 @@ hz=$(getconf CLK_TCK)
 # closed NAME: max throughput, and the CPU each process spent per request,
 # sampled over the measured period less its last second.
 closed() {
-  local name=$1 out="$results/$1.closed.json"
-  sload "$name" --concurrency "$concurrency" --duration "${duration}s" --warmup "${warmup}s" >"$out" &
+  local name=$1 out="$results/$1.closed.json" args
+  sload_args "$name" --concurrency "$concurrency" --duration "${duration}s" --warmup "${warmup}s"
+  "${args[@]}" >"$out" &
   local loader=$! t0 t1 p0 p1 r0 r1 u0 u1 l0 l1
   sleep "$warmup"
   t0=$(date +%s.%N) l0=$(ticks "$loader") p0=$(ticks ${proxy_pid[$name]}) r0=$(ticks "${pid[redis]}") u0=$(ticks "${upstream_pid[$name]}")
@@ -252,13 +259,14 @@ jq -n -r --arg order "${targets[*]}" --arg rate "$rate" --arg concurrency "$conc
   | map(. + {name: (.file | split(".")[0]), mode: (.file | split(".")[1])})
   | group_by(.name) | map({key: .[0].name, value: (map({key: .mode, value: .}) | from_entries)}) | from_entries
   | . as $r
-  | "| | Calls/s (closed loop, \($concurrency) callers) | vs direct | p50 / p99 | Enforcer CPU per call | Redis CPU per call | p50 / p99 at \($rate)/s | One caller: p50 / p99 |",
-    "|---|---:|---:|---:|---:|---:|---:|---:|",
+  | "| | Calls/s (closed loop, \($concurrency) callers) | vs direct | p50 / p99 | Enforcer CPU per call | Redis CPU per call | Application CPU per call | Load generator CPU per call | p50 / p99 at \($rate)/s | One caller: p50 / p99 |",
+    "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     (($order | split(" "))[] as $n | $r[$n] as $m
      | ($n | split("-")[0]) as $proto
      | (if ($n | endswith("direct")) then "–" else ($m.closed.rps / $r["\($proto)-direct"].closed.rps | pct) end) as $vs
      | "| \($n) | \($m.closed.rps | round) | \($vs) | \($m.closed.latencyUs.p50 | ms) / \($m.closed.latencyUs.p99 | ms)"
        + " | \(if $m.cpu.proxy > 0 then "\($m.cpu.proxy) µs" else "–" end) | \(if $m.cpu.redis >= 1 then "\($m.cpu.redis) µs" else "–" end)"
+       + " | \($m.cpu.upstream) µs | \($m.cpu.load) µs"
        + " | \($m.open.latencyUs.p50 | ms) / \($m.open.latencyUs.p99 | ms) | \($m.serial.latencyUs.p50 | ms) / \($m.serial.latencyUs.p99 | ms) |")
 ' "$results"/*.closed.json "$results"/*.open.json "$results"/*.serial.json "$results"/*.cpu.json >"$results/table.md"
 
@@ -270,7 +278,8 @@ if [ "$profile" = 1 ]; then
     debug=$grpc_enf_debug
     [ "$name" = http-enforcer ] && debug=$http_enf_debug
     log "profiling $name for ${secs}s under closed-loop load"
-    sload "$name" --concurrency "$concurrency" --duration "${duration}s" --warmup "${warmup}s" >"$results/$name.profiled.json" &
+    sload_args "$name" --concurrency "$concurrency" --duration "${duration}s" --warmup "${warmup}s"
+    "${args[@]}" >"$results/$name.profiled.json" &
     loader=$!
     sleep "$warmup"
     curl -sf -o "$results/$name.cpu.pprof" "http://127.0.0.1:$debug/debug/pprof/profile?seconds=$secs"
