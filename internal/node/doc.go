@@ -1,0 +1,70 @@
+// Package node runs a real single-node Kubernetes on this machine for the
+// real-node tier (test/node): etcd and kube-apiserver (controller-runtime
+// envtest, from make envtest), kube-controller-manager, kube-scheduler, the
+// kubelet and kube-proxy (hack/envtest.sh node, into bin/node), and
+// containerd with runc and the CNI bridge plugin from Debian. Pods are real
+// containers from images imported into containerd (no registry): the
+// archives in bin/images/ and two the harness builds FROM scratch itself
+// (PauseImage when bin/images/pause.tar is missing, HelloImage).
+//
+//	c, err := node.Start(ctx, node.Options{Progress: os.Stderr})
+//	if err != nil { ... }
+//	defer c.Close()
+//
+// It needs root, and one run at a time per host (a lock in /run/sluice-node).
+//
+// # Network
+//
+// The harness makes a bridge, sluice0, with 10.244.0.1/24: the node's
+// InternalIP, the pods' gateway and kube-apiserver's address. Pods get
+// 10.244.0.2 and up (host-local); ClusterIPs are 10.96.0.0/24, routed onto
+// the bridge, 10.96.0.1 being the API's (its serving certificate holds that
+// IP, so in-cluster clients verify it). No masquerading: nothing leaves the
+// machine, and tests send traffic only to loopback and the bridge.
+//
+// # What a run changes on the host, and how it is undone
+//
+// Before the first change Start writes a record, /run/sluice-node/run.json:
+// the host state it found (Snapshot: sysctls, KUBE-* chains, mounts,
+// kubepods cgroups, default directories, network interfaces), the run's
+// directory and every process it starts (pid and start time). Close undoes
+// the run from that record, and so does the next Start when a run died
+// without Close (a crash, SIGKILL, a timed-out test binary):
+//
+//   - processes: etcd, kube-apiserver, containerd, kube-controller-manager,
+//     kube-scheduler, the kubelet and kube-proxy are stopped by pid (SIGTERM,
+//     then SIGKILL), the containers first through containerd; containerd's
+//     shims (which name the run's socket) and the containers' processes (in
+//     the kubepods cgroups, which did not exist before: Start refuses to run
+//     otherwise) are killed by pid. The daemons also die with the harness's
+//     process (Pdeathsig).
+//   - sysctls: the kubelet sets vm.overcommit_memory=1, vm.panic_on_oom=0,
+//     kernel.panic=10, kernel.panic_on_oops=1 and the kernel keyring
+//     limits; the CNI bridge plugin sets net.ipv4.ip_forward=1. Each is
+//     written back to the value it had. kube-proxy is configured to leave
+//     conntrack and route_localnet alone; they are checked all the same.
+//   - iptables: kube-proxy's and the kubelet's KUBE-* chains (nat, filter,
+//     mangle; IPv4 and IPv6) are removed with kube-proxy --cleanup, then
+//     any KUBE-* chain that was not there before is deleted with the rules
+//     jumping to it.
+//   - mounts: the kubelet's bind mount of its root directory, the pods'
+//     volumes (tmpfs), the containers' root filesystems (overlay) and
+//     /dev/shm, the network namespaces: all are under the run's directory
+//     and unmounted deepest first.
+//   - cgroups: kubepods, kubepods/burstable, kubepods/besteffort and the
+//     pods' cgroups in every hierarchy are removed, deepest first.
+//   - network: the bridge sluice0 is deleted (with its address and the
+//     Service route); the pods' veth pairs went with their namespaces.
+//   - default directories: whatever the configuration says, the kubelet
+//     links container logs in /var/log/containers, libcni caches results
+//     in /var/lib/cni and the shims put sockets in /run/containerd. The
+//     harness removes its own entries and then each of those directories
+//     that did not exist before and is empty.
+//   - the run's directory (every config, containerd's root and state, the
+//     kubelet's root, etcd's data, the logs) is removed, once nothing is
+//     mounted under it; then the record.
+//
+// # Timings on this machine (2 cores)
+//
+// See TIMINGS below; Cluster.Timings has each step of a run.
+package node

@@ -1,0 +1,111 @@
+package node
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"runtime"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// process is a daemon the harness started: in a process group of its own,
+// killed by the kernel if the harness's process dies (Pdeathsig), logging
+// to a file in the run's directory.
+type process struct {
+	name    string
+	logPath string
+	cmd     *exec.Cmd
+	exited  chan struct{}
+}
+
+func startProcess(name, logPath string, cmd *exec.Cmd) (*process, error) {
+	log, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	defer log.Close() // the child has its own descriptor
+	cmd.Stdout, cmd.Stderr = log, log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := spawn(cmd); err != nil {
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	p := &process{name: name, logPath: logPath, cmd: cmd, exited: make(chan struct{})}
+	go func() {
+		_ = cmd.Wait()
+		close(p.exited)
+	}()
+	return p, nil
+}
+
+func (p *process) pid() int { return p.cmd.Process.Pid }
+
+func (p *process) running() bool {
+	select {
+	case <-p.exited:
+		return false
+	default:
+		return true
+	}
+}
+
+// stop sends SIGTERM to the process, waits up to grace and then kills its
+// group. It returns once the process is reaped.
+func (p *process) stop(grace time.Duration) {
+	if p == nil || !p.running() {
+		return
+	}
+	_ = syscall.Kill(p.pid(), syscall.SIGTERM)
+	select {
+	case <-p.exited:
+	case <-time.After(grace):
+		_ = syscall.Kill(-p.pid(), syscall.SIGKILL)
+		<-p.exited
+	}
+}
+
+// logTail is the end of the process's log, for error messages.
+func (p *process) logTail() string { return tail(p.logPath, 3000) }
+
+func tail(path string, n int64) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	if info, err := f.Stat(); err == nil && info.Size() > n {
+		_, _ = f.Seek(info.Size()-n, io.SeekStart)
+	}
+	data, _ := io.ReadAll(f)
+	return string(data)
+}
+
+// Pdeathsig fires when the thread that forked the child ends, not the
+// process: fork every child from one goroutine locked to a thread that
+// never ends.
+var (
+	spawnOnce     sync.Once
+	spawnRequests chan spawnRequest
+)
+
+type spawnRequest struct {
+	cmd  *exec.Cmd
+	done chan error
+}
+
+func spawn(cmd *exec.Cmd) error {
+	spawnOnce.Do(func() {
+		spawnRequests = make(chan spawnRequest)
+		go func() {
+			runtime.LockOSThread() // never unlocked: see above
+			for req := range spawnRequests {
+				req.done <- req.cmd.Start()
+			}
+		}()
+	})
+	req := spawnRequest{cmd: cmd, done: make(chan error, 1)}
+	spawnRequests <- req
+	return <-req.done
+}
