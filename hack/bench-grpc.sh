@@ -21,7 +21,8 @@
 #
 # Settings (environment): DURATION and WARMUP (whole seconds, per
 # measurement; default 10 and 2), CONCURRENCY (64), CONNECTIONS (4), RATE
-# (2000), TENANTS (10), PROFILE (1: profile; 0: skip), RESULTS (directory for
+# (2000), TENANTS (10), ROUNDS (1: more rounds interleave the targets and
+# report medians), PROFILE (1: profile; 0: skip), RESULTS (directory for
 # the raw JSON, profiles and table; default a new temporary directory, kept).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -33,7 +34,8 @@ connections=${CONNECTIONS:-4}
 rate=${RATE:-2000}
 tenants=${TENANTS:-10}
 profile=${PROFILE:-1}
-for v in duration warmup concurrency connections rate tenants profile; do
+rounds=${ROUNDS:-1}
+for v in duration warmup concurrency connections rate tenants profile rounds; do
   [[ ${!v} =~ ^[0-9]+$ ]] || { echo "error: ${v^^} must be a whole number, got '${!v}'" >&2; exit 2; }
 done
 (( duration >= 2 )) || { echo "error: DURATION must be at least 2 seconds" >&2; exit 2; }
@@ -50,7 +52,8 @@ command -v curl >/dev/null || { echo "error: curl is needed (apt-get install cur
 work=$(mktemp -d /tmp/sluice-bench-grpc-work.XXXXXX)
 results=${RESULTS:-$(mktemp -d /tmp/sluice-bench-grpc.XXXXXX)}
 mkdir -p "$results" "$work/bin" "$work/redis"
-rm -f "$results"/*.closed.json "$results"/*.open.json "$results"/*.serial.json "$results"/*.cpu.json
+# A reused RESULTS directory must not mix an earlier run's rounds into the medians.
+rm -f "$results"/*.closed.*.json "$results"/*.open.*.json "$results"/*.serial.*.json "$results"/*.cpu.*.json
 pids=()
 cleanup() {
   local status=$?
@@ -216,10 +219,10 @@ ticks() {
 }
 hz=$(getconf CLK_TCK)
 
-# closed NAME: max throughput, and the CPU each process spent per request,
+# closed NAME ROUND: max throughput, and the CPU each process spent per request,
 # sampled over the measured period less its last second.
 closed() {
-  local name=$1 out="$results/$1.closed.json" args
+  local name=$1 r=$2 out="$results/$1.closed.$2.json" args
   sload_args "$name" --concurrency "$concurrency" --duration "${duration}s" --warmup "${warmup}s"
   "${args[@]}" >"$out" &
   local loader=$! t0 t1 p0 p1 r0 r1 u0 u1 l0 l1
@@ -231,44 +234,54 @@ closed() {
   jq -n --argjson rps "$(jq .rps "$out")" --argjson t0 "$t0" --argjson t1 "$t1" --argjson hz "$hz" \
     --argjson proxy $((p1 - p0)) --argjson redis $((r1 - r0)) --argjson upstream $((u1 - u0)) --argjson load $((l1 - l0)) \
     '{proxy: $proxy, redis: $redis, upstream: $upstream, load: $load}
-     | map_values(. / $hz * 1e6 / ($rps * ($t1 - $t0)) * 10 | round / 10)' >"$results/$name.cpu.json"
+     | map_values(. / $hz * 1e6 / ($rps * ($t1 - $t0)) * 10 | round / 10)' >"$results/$name.cpu.$r.json"
 }
 
 summary='"\(.rps) req/s, 2xx \(.status["2xx"]), 429 \(.status["429"]), 503 \(.status["503"]), errors \(.errors), p50 \(.latencyUs.p50)µs p99 \(.latencyUs.p99)µs"'
-busy=$(cut -d' ' -f1 /proc/loadavg)
-log "measuring (load average $busy on $(nproc) CPUs)"
-for name in "${targets[@]}"; do
-  closed "$name"
-  log "$name, closed loop:     $(jq -r "$summary" "$results/$name.closed.json")"
-  log "$name, CPU µs/request:  $(jq -r '"proxy \(.proxy), redis \(.redis), upstream \(.upstream), load generator \(.load)"' "$results/$name.cpu.json")"
-  sleep 1
-  sload "$name" --rate "$rate" --concurrency "$concurrency" --duration "${duration}s" --warmup "${warmup}s" >"$results/$name.open.json"
-  log "$name, $rate req/s:  $(jq -r "$summary" "$results/$name.open.json")"
-  sleep 1
-  sload "$name" --concurrency 1 --connections 1 --duration "$((duration / 2))s" --warmup 1s >"$results/$name.serial.json"
-  log "$name, one caller:   $(jq -r "$summary" "$results/$name.serial.json")"
-  sleep 1
+for ((r = 1; r <= rounds; r++)); do
+  busy=$(cut -d' ' -f1 /proc/loadavg)
+  log "round $r of $rounds (load average $busy on $(nproc) CPUs)"
+  for name in "${targets[@]}"; do
+    closed "$name" "$r"
+    log "$name, closed loop:     $(jq -r "$summary" "$results/$name.closed.$r.json")"
+    log "$name, CPU µs/request:  $(jq -r '"proxy \(.proxy), redis \(.redis), upstream \(.upstream), load generator \(.load)"' "$results/$name.cpu.$r.json")"
+    sleep 1
+    sload "$name" --rate "$rate" --concurrency "$concurrency" --duration "${duration}s" --warmup "${warmup}s" >"$results/$name.open.$r.json"
+    log "$name, $rate req/s:  $(jq -r "$summary" "$results/$name.open.$r.json")"
+    sleep 1
+    sload "$name" --concurrency 1 --connections 1 --duration "$((duration / 2))s" --warmup 1s >"$results/$name.serial.$r.json"
+    log "$name, one caller:   $(jq -r "$summary" "$results/$name.serial.$r.json")"
+    sleep 1
+  done
 done
 
 # --- the table -----------------------------------------------------------------
 
-jq -n -r --arg order "${targets[*]}" --arg rate "$rate" --arg concurrency "$concurrency" --arg connections "$connections" '
+# Medians over the rounds; "vs direct" is the median of each round's ratio,
+# since the targets of a round ran under the same conditions.
+jq -n -r --arg order "${targets[*]}" --arg rate "$rate" --arg concurrency "$concurrency" '
   def ms: if . >= 1000 then "\(. / 10 | round / 100) ms" else "\(. | round) µs" end;
   def pct: "\(. * 100 | round)%";
+  def median: sort | .[(length - 1) / 2 | floor];
   [inputs | {file: (input_filename | split("/") | last)} + .]
-  | map(. + {name: (.file | split(".")[0]), mode: (.file | split(".")[1])})
-  | group_by(.name) | map({key: .[0].name, value: (map({key: .mode, value: .}) | from_entries)}) | from_entries
+  | map(. + {name: (.file | split(".")[0]), mode: (.file | split(".")[1]), round: (.file | split(".")[2])})
+  | group_by(.name) | map({key: .[0].name, value: (group_by(.mode) | map({key: .[0].mode, value: .}) | from_entries)}) | from_entries
   | . as $r
   | "| | Calls/s (closed loop, \($concurrency) callers) | vs direct | p50 / p99 | Enforcer CPU per call | Redis CPU per call | Application CPU per call | Load generator CPU per call | p50 / p99 at \($rate)/s | One caller: p50 / p99 |",
     "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     (($order | split(" "))[] as $n | $r[$n] as $m
      | ($n | split("-")[0]) as $proto
-     | (if ($n | endswith("direct")) then "–" else ($m.closed.rps / $r["\($proto)-direct"].closed.rps | pct) end) as $vs
-     | "| \($n) | \($m.closed.rps | round) | \($vs) | \($m.closed.latencyUs.p50 | ms) / \($m.closed.latencyUs.p99 | ms)"
-       + " | \(if $m.cpu.proxy > 0 then "\($m.cpu.proxy) µs" else "–" end) | \(if $m.cpu.redis >= 1 then "\($m.cpu.redis) µs" else "–" end)"
-       + " | \($m.cpu.upstream) µs | \($m.cpu.load) µs"
-       + " | \($m.open.latencyUs.p50 | ms) / \($m.open.latencyUs.p99 | ms) | \($m.serial.latencyUs.p50 | ms) / \($m.serial.latencyUs.p99 | ms) |")
-' "$results"/*.closed.json "$results"/*.open.json "$results"/*.serial.json "$results"/*.cpu.json >"$results/table.md"
+     | (if ($n | endswith("direct")) then "–" else
+          ([$m.closed[] as $e | $r["\($proto)-direct"].closed[] | select(.round == $e.round) | $e.rps / .rps] | median | pct) end) as $vs
+     | ($m.cpu | map(.proxy) | median) as $cpu
+     | ($m.cpu | map(.redis) | median) as $redis
+     | "| \($n) | \($m.closed | map(.rps) | median | round) | \($vs)"
+       + " | \($m.closed | map(.latencyUs.p50) | median | ms) / \($m.closed | map(.latencyUs.p99) | median | ms)"
+       + " | \(if $cpu > 0 then "\($cpu) µs" else "–" end) | \(if $redis >= 1 then "\($redis) µs" else "–" end)"
+       + " | \($m.cpu | map(.upstream) | median) µs | \($m.cpu | map(.load) | median) µs"
+       + " | \($m.open | map(.latencyUs.p50) | median | ms) / \($m.open | map(.latencyUs.p99) | median | ms)"
+       + " | \($m.serial | map(.latencyUs.p50) | median | ms) / \($m.serial | map(.latencyUs.p99) | median | ms) |")
+' "$results"/*.closed.*.json "$results"/*.open.*.json "$results"/*.serial.*.json "$results"/*.cpu.*.json >"$results/table.md"
 
 # --- profile -------------------------------------------------------------------
 
@@ -293,6 +306,7 @@ fi
 
 echo
 echo "$(nproc) CPUs, load generator, enforcers, Redis and upstreams on the same machine; ${duration}s per"
-echo "measurement after ${warmup}s warm-up; gRPC callers share $connections connections; results in $results"
+echo "measurement after ${warmup}s warm-up, $rounds round(s), median shown; gRPC callers share $connections"
+echo "connections; results in $results"
 echo
 cat "$results/table.md"
