@@ -31,8 +31,9 @@ type Options struct {
 	// kube-scheduler (hack/envtest.sh node); default <Root>/bin/node.
 	NodeBin string
 	// Images are OCI or Docker archives imported into the node's runtime;
-	// default: every <Root>/bin/images/*.tar. The harness adds HelloImage,
-	// and PauseImage unless bin/images/pause.tar exists.
+	// default: every <Root>/bin/images/*.tar (make node-images). The
+	// harness adds HelloImage, and PauseImage unless one archive is
+	// pause.tar or *-pause.tar, whose image is then the sandbox image.
 	Images []string
 	// CRDDirs are installed before Start returns.
 	CRDDirs []string
@@ -51,6 +52,9 @@ type Cluster struct {
 	Client     client.Client
 	// SandboxImage is the pause image the runtime makes sandboxes with.
 	SandboxImage string
+	// Images are the names of the images imported, by archive file name
+	// ("sluice-enforcer.tar": "localhost/sluice-enforcer:v0.1.0").
+	Images map[string]string
 	// Timings are how long each step of Start took, in order.
 	Timings []Timing
 
@@ -169,7 +173,11 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		return nil, err
 	}
 	c.procs = append(c.procs, c.runtime.proc)
+	c.Images = map[string]string{}
 	for _, archive := range images {
+		if name, err := archiveImageName(archive); err == nil {
+			c.Images[filepath.Base(archive)] = name
+		}
 		c.say("importing %s", archive)
 		if err := c.runtime.importImage(ctx, archive); err != nil {
 			return nil, err
@@ -228,7 +236,7 @@ func (c *Cluster) prepareImages(root string, archives []string) ([]string, error
 	}
 	out = append(out, hello)
 	for _, a := range archives {
-		if filepath.Base(a) == "pause.tar" {
+		if base := filepath.Base(a); base == "pause.tar" || strings.HasSuffix(base, "-pause.tar") {
 			name, err := archiveImageName(a)
 			if err != nil {
 				return nil, err

@@ -3,6 +3,7 @@ package node
 import (
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -245,6 +246,21 @@ func (s *runState) cleanDefaultDirs() []error {
 			}
 		}
 	}
+	// containerd's shims listen in /run/containerd/s whatever the
+	// configuration says, and a killed shim leaves its socket. With no
+	// /run/containerd before the run, a socket nothing answers on is one
+	// of the run's shims'.
+	if !slices.Contains(s.Before.Dirs, "/run/containerd") {
+		entries, _ := os.ReadDir("/run/containerd/s")
+		for _, e := range entries {
+			p := filepath.Join("/run/containerd/s", e.Name())
+			if e.Type()&os.ModeSocket != 0 && !answers(p) {
+				if err := os.Remove(p); err != nil {
+					errs = append(errs, err)
+				}
+			}
+		}
+	}
 	// The kubelet's device plugin socket and checkpoint are always in
 	// /var/lib/kubelet/device-plugins, whatever --root-dir says. With no
 	// other kubelet on the host (Start checks), a /var/lib/kubelet that
@@ -303,4 +319,15 @@ func removeUnmounted(dir string) error {
 		}
 	}
 	return os.RemoveAll(dir)
+}
+
+// answers reports whether something accepts connections on the unix
+// socket.
+func answers(socket string) bool {
+	conn, err := net.DialTimeout("unix", socket, time.Second)
+	if err != nil {
+		return false
+	}
+	_ = conn.Close()
+	return true
 }
