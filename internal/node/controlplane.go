@@ -28,7 +28,7 @@ type controlPlane struct {
 	kubeletClient [2]string
 }
 
-func startControlPlane(dir, assets string, crdDirs []string, state *runState) (*controlPlane, error) {
+func startControlPlane(dir, assets string, crdDirs, webhookDirs []string, state *runState) (*controlPlane, error) {
 	ca, err := newClusterCA()
 	if err != nil {
 		return nil, err
@@ -67,6 +67,7 @@ func startControlPlane(dir, assets string, crdDirs []string, state *runState) (*
 		BinaryAssetsDirectory: assets,
 		CRDDirectoryPaths:     crdDirs,
 		ErrorIfCRDPathMissing: len(crdDirs) > 0,
+		WebhookInstallOptions: envtest.WebhookInstallOptions{Paths: webhookDirs},
 		ControlPlane: envtest.ControlPlane{
 			APIServer: api,
 			Etcd:      &envtest.Etcd{DataDir: filepath.Join(dir, "etcd")},

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
@@ -37,6 +38,10 @@ type Options struct {
 	Images []string
 	// CRDDirs are installed before Start returns.
 	CRDDirs []string
+	// WebhookDirs hold webhook configurations to register for a webhook
+	// served on this machine (envtest's WebhookInstallOptions): the API
+	// server calls https://127.0.0.1:<WebhookPort>.
+	WebhookDirs []string
 	// Progress receives a line per step; nil discards them.
 	Progress io.Writer
 }
@@ -57,6 +62,10 @@ type Cluster struct {
 	Images map[string]string
 	// Timings are how long each step of Start took, in order.
 	Timings []Timing
+	// WebhookPort and WebhookCertDir are where a webhook registered from
+	// Options.WebhookDirs must serve, and its certificate.
+	WebhookPort    int
+	WebhookCertDir string
 
 	state    *runState
 	lock     *os.File
@@ -149,10 +158,12 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		return nil, err
 	}
 	c.say("starting etcd and kube-apiserver on %s", NodeIP)
-	if c.cp, err = startControlPlane(c.Dir, opts.Assets, opts.CRDDirs, c.state); err != nil {
+	if c.cp, err = startControlPlane(c.Dir, opts.Assets, opts.CRDDirs, opts.WebhookDirs, c.state); err != nil {
 		return nil, err
 	}
 	c.Config = c.cp.config
+	c.WebhookPort = c.cp.env.WebhookInstallOptions.LocalServingPort
+	c.WebhookCertDir = c.cp.env.WebhookInstallOptions.LocalServingCertDir
 	c.Kubeconfig = filepath.Join(c.Dir, "kubeconfig")
 	if err := c.cp.kubeconfig(c.Kubeconfig, "sluice-admin", "system:masters"); err != nil {
 		return nil, err
@@ -271,6 +282,18 @@ func (c *Cluster) waitNodeReady(ctx context.Context) error {
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
+}
+
+// Run starts a program of the test's on this machine (a manager run
+// outside the cluster, say), logging to LogPath(name); Close stops it, and
+// a later Start does if this process dies first.
+func (c *Cluster) Run(name string, cmd *exec.Cmd) error {
+	p, err := startProcess(name, c.LogPath(name), cmd)
+	if err != nil {
+		return err
+	}
+	c.procs = append(c.procs, p)
+	return c.state.track(name, p.pid())
 }
 
 // ImportImage loads an OCI or Docker archive into the node's runtime.

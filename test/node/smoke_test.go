@@ -28,12 +28,7 @@ var _ = Describe("A Deployment on the real node", Ordered, func() {
 	var pods []corev1.Pod
 
 	BeforeAll(func(ctx SpecContext) {
-		Expect(cluster.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
-		// ServiceAccount admission refuses pods until
-		// kube-controller-manager has made the namespace's default account.
-		Eventually(func(g Gomega) {
-			g.Expect(cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "default"}, &corev1.ServiceAccount{})).To(Succeed())
-		}).Should(Succeed())
+		createNamespace(ctx, ns, nil)
 		Expect(cluster.Client.Create(ctx, helloDeployment(ns, labels, 2))).To(Succeed())
 	})
 

@@ -11,7 +11,9 @@
 package node
 
 import (
+	"net"
 	"os"
+	"path/filepath"
 	"strconv"
 	"syscall"
 	"testing"
@@ -29,6 +31,9 @@ import (
 // of its own.
 var cluster *node.Cluster
 
+// root is the module's checkout.
+var root = filepath.Join("..", "..")
+
 func TestNode(t *testing.T) {
 	RegisterFailHandler(Fail)
 	RunSpecs(t, "Sluice on a real node")
@@ -45,7 +50,14 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 
 	before, err := node.Snapshot()
 	Expect(err).NotTo(HaveOccurred())
-	cluster, err = node.Start(ctx, node.Options{Progress: GinkgoWriter})
+	root, err = filepath.Abs(root)
+	Expect(err).NotTo(HaveOccurred())
+	cluster, err = node.Start(ctx, node.Options{
+		Root:        root,
+		Progress:    GinkgoWriter,
+		CRDDirs:     []string{filepath.Join(root, "config", "crd", "bases")},
+		WebhookDirs: []string{filepath.Join(root, "config", "webhook")},
+	})
 	Expect(err).NotTo(HaveOccurred())
 	for _, t := range cluster.Timings {
 		GinkgoWriter.Printf("start: %-45s %s\n", t.Step, t.Duration.Round(100*time.Millisecond))
@@ -69,7 +81,7 @@ var _ = ReportAfterEach(func(report SpecReport) {
 	if !report.Failed() || cluster == nil {
 		return
 	}
-	for _, name := range []string{"kubelet", "containerd", "kube-proxy", "kube-controller-manager", "kube-scheduler"} {
+	for _, name := range []string{"kubelet", "containerd", "kube-proxy", "kube-controller-manager", "kube-scheduler", "sluice-manager"} {
 		AddReportEntry(name+".log", tailOf(cluster.LogPath(name), 4000))
 	}
 })
@@ -101,4 +113,12 @@ func alive(pid int) bool {
 		}
 	}
 	return true
+}
+
+// freePort is a free loopback TCP port.
+func freePort() int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	Expect(err).NotTo(HaveOccurred())
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
 }
