@@ -112,8 +112,10 @@ BINARIES       ?= prebuilt
 IMAGE_PREFIX   ?=
 MANAGER_IMAGE  ?= $(IMAGE_PREFIX)sluice-manager:$(VERSION)
 ENFORCER_IMAGE ?= $(IMAGE_PREFIX)sluice-enforcer:$(VERSION)
-# The OCI archives of the real-node tier, one per image.
-NODE_IMAGES    := $(BIN)/images
+# The OCI archives of the real-node tier, one per image, named
+# localhost/sluice-enforcer:$(VERSION) and so on (the chart's images.registry=localhost).
+NODE_IMAGES       := $(BIN)/images
+NODE_IMAGE_PREFIX ?= localhost/
 IMAGE_ENV      = VERSION=$(VERSION) MANAGER_IMAGE=$(MANAGER_IMAGE) ENFORCER_IMAGE=$(ENFORCER_IMAGE) CONTAINER_TOOL=$(CONTAINER_TOOL) BINARIES=$(BINARIES)
 
 .PHONY: images
@@ -126,7 +128,11 @@ verify-images: images ## Run the built images: each prints VERSION and runs as u
 
 .PHONY: node-images
 node-images: redis ## Write bin/images/*.tar, OCI archives of every image the real node runs (no engine, no registry; cached).
-	go run ./hack/images archives --out $(NODE_IMAGES) --version $(VERSION)
+	go run ./hack/images archives --out $(NODE_IMAGES) --version $(VERSION) --prefix $(NODE_IMAGE_PREFIX)
+
+.PHONY: verify-node-images
+verify-node-images: node-images ## Import bin/images/*.tar into a containerd of its own and run the enforcer and Redis from it (root).
+	VERSION=$(VERSION) hack/images.sh verify-node
 
 .PHONY: chart-sync
 chart-sync: ## Copy the generated CRD, RBAC and webhook into the chart and render config/default from it.

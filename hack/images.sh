@@ -4,6 +4,10 @@
 #
 #   hack/images.sh build     build both images
 #   hack/images.sh verify    run them: --version prints VERSION, user 65532
+#   hack/images.sh verify-node
+#                            import bin/images/*.tar (make node-images) into a
+#                            containerd of its own, as the real node does, and
+#                            run the enforcer and Redis from it (needs root)
 #
 # Environment (the Makefile sets it): VERSION, MANAGER_IMAGE, ENFORCER_IMAGE,
 # CONTAINER_TOOL (docker or podman; empty: docker when its daemon answers,
@@ -115,6 +119,67 @@ check() {
   echo "ok   $image: user $user, --version '$got'"
 }
 
+# verify_node imports every archive into a containerd of its own (root,
+# state and socket in a temporary directory, CRI off), as the real node's
+# harness does, and runs the enforcer and Redis from it. --cgroup "": runc
+# puts each in a cgroup of its own name and removes it, leaving no parent.
+verify_node() {
+  if ! command -v containerd >/dev/null || ! command -v ctr >/dev/null; then
+    if [ "$(id -u)" -ne 0 ]; then
+      echo "verify-node needs containerd and ctr, and root" >&2
+      exit 1
+    fi
+    echo ">> installing Debian's containerd and runc" >&2
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends containerd runc >/dev/null
+  fi
+  ctd_dir="$(mktemp -d /tmp/sluice-images-ctd.XXXXXX)"
+  printf '%s\n' 'version = 2' "root = \"$ctd_dir/root\"" "state = \"$ctd_dir/state\"" \
+    'disabled_plugins = ["io.containerd.grpc.v1.cri"]' \
+    '[grpc]' "  address = \"$ctd_dir/containerd.sock\"" \
+    '[ttrpc]' "  address = \"$ctd_dir/containerd.sock.ttrpc\"" >"$ctd_dir/config.toml"
+  containerd --config "$ctd_dir/config.toml" >"$ctd_dir/containerd.log" 2>&1 &
+  ctd_pid=$!
+  trap stop_containerd EXIT
+  local ctr=(ctr -a "$ctd_dir/containerd.sock" -n k8s.io) archive ref enforcer redis got
+  for _ in $(seq 100); do
+    "${ctr[@]}" version >/dev/null 2>&1 && break
+    kill -0 "$ctd_pid" 2>/dev/null || { cat "$ctd_dir/containerd.log" >&2; return 1; }
+    sleep 0.1
+  done
+  for archive in bin/images/*.tar; do
+    ref="$("${ctr[@]}" images import "$archive" | sed -n 's/^unpacking \([^ ]*\) .*/\1/p')"
+    if [ -z "$ref" ]; then
+      echo "FAIL ctr images import $archive named no image" >&2
+      return 1
+    fi
+    echo "ok   $archive imported as $ref"
+  done
+  enforcer="$("${ctr[@]}" images ls -q | grep '/sluice-enforcer:')"
+  redis="$("${ctr[@]}" images ls -q | grep '/sluice-redis:')"
+  got="$("${ctr[@]}" run --rm --cgroup "" "$enforcer" sluice-images-enforcer /sluice-enforcer --version)"
+  if [ "$got" != "sluice-enforcer $VERSION" ]; then
+    echo "FAIL $enforcer --version printed '$got'" >&2
+    return 1
+  fi
+  echo "ok   $enforcer runs: $got"
+  got="$("${ctr[@]}" run --rm --cgroup "" "$redis" sluice-images-redis redis-server --version)"
+  echo "ok   $redis runs: $got"
+}
+
+# stop_containerd stops the containerd verify_node started, by its PID, and
+# removes its directory.
+stop_containerd() {
+  kill "$ctd_pid" 2>/dev/null || true
+  while kill -0 "$ctd_pid" 2>/dev/null; do sleep 0.1; done
+  rm -rf "$ctd_dir"
+}
+
+case "${1:-}" in
+verify-node)
+  verify_node
+  exit
+  ;;
+esac
 pick_tool
 case "${1:-}" in
 build)
@@ -130,7 +195,7 @@ verify)
   check "$ENFORCER_IMAGE" sluice-enforcer
   ;;
 *)
-  echo "usage: $0 build|verify" >&2
+  echo "usage: $0 build|verify|verify-node" >&2
   exit 2
   ;;
 esac

@@ -1,6 +1,6 @@
 // Command images builds what the images need from this machine's files.
 //
-//	go run ./hack/images archives --out bin/images --version v0.1.0 [IMAGE...]
+//	go run ./hack/images archives --out bin/images --version v0.1.0 [--prefix localhost/] [IMAGE...]
 //	go run ./hack/images contexts --out bin/images/context --version v0.1.0 IMAGE...
 //	go run ./hack/images list
 //
@@ -31,6 +31,7 @@ func main() {
 	fs := flag.NewFlagSet(os.Args[1], flag.ExitOnError)
 	out := fs.String("out", "", "output directory")
 	version := fs.String("version", "", "tag of the Go images and the version their binaries print")
+	prefix := fs.String("prefix", images.DefaultPrefix, "archives: registry host and path in front of each image name")
 	_ = fs.Parse(os.Args[2:])
 	root, err := os.Getwd()
 	if err != nil {
@@ -41,7 +42,7 @@ func main() {
 		fmt.Println(strings.Join(images.Names(), "\n"))
 	case "archives":
 		need(*out, *version)
-		_, err = images.Build(ctx, images.Options{Root: root, Out: *out, Version: *version, Only: fs.Args(), Log: os.Stdout})
+		_, err = images.Build(ctx, images.Options{Root: root, Out: *out, Version: *version, Prefix: *prefix, Only: fs.Args(), Log: os.Stdout})
 	case "contexts":
 		need(*out, *version)
 		var dirs map[string]string

@@ -51,24 +51,20 @@ type Dir struct {
 const defaultPath = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 // AnnotationImageName is the annotation `ctr images import` names an
-// imported image after.
+// imported image after; podman load reads org.opencontainers.image.ref.name.
 const AnnotationImageName = "io.containerd.image.name"
 
-// fullName is the reference a container runtime resolves a short image name
-// to: the pod spec's "sluice-enforcer:v0.1.0" is this image on a node.
-func fullName(ref string) string {
-	name := ref
-	if i := strings.LastIndex(name, ":"); i > strings.LastIndex(name, "/") {
-		name = name[:i]
+// checkPrefix refuses a prefix that containerd would not keep as given: a
+// name without a registry host is resolved against containerd's default
+// registry, so an archive named "sluice-enforcer:v0.1.0" would never match
+// the pod spec asking for that very name. "localhost/" is a host of its own
+// that nothing is pulled from, and podman names its local builds so too.
+func checkPrefix(prefix string) error {
+	host, _, ok := strings.Cut(prefix, "/")
+	if !ok || !strings.HasSuffix(prefix, "/") || (host != "localhost" && !strings.ContainsAny(host, ".:")) {
+		return fmt.Errorf("image prefix %q must start with a registry host and end with a slash, like localhost/ or registry.example/sluice/", prefix)
 	}
-	first, _, _ := strings.Cut(name, "/")
-	switch {
-	case !strings.Contains(name, "/"):
-		return "docker.io/library/" + ref
-	case !strings.ContainsAny(first, ".:") && first != "localhost":
-		return "docker.io/" + ref
-	}
-	return ref
+	return nil
 }
 
 // layerTar is the image's one layer, uncompressed: parent directories first,
@@ -189,13 +185,12 @@ func writeArchive(dest, ref string, img v1.Image) (v1.Hash, error) {
 	if err != nil {
 		return v1.Hash{}, err
 	}
-	tag := ref[strings.LastIndex(ref, ":")+1:]
 	index, err := json.Marshal(v1.IndexManifest{
 		SchemaVersion: 2,
 		MediaType:     types.OCIImageIndex,
 		Manifests: []v1.Descriptor{{
 			MediaType: types.OCIManifestSchema1, Digest: digest, Size: int64(len(manifest)),
-			Annotations: map[string]string{AnnotationImageName: fullName(ref), "org.opencontainers.image.ref.name": tag},
+			Annotations: map[string]string{AnnotationImageName: ref, "org.opencontainers.image.ref.name": ref},
 			Platform:    &v1.Platform{OS: "linux", Architecture: runtime.GOARCH},
 		}},
 	})

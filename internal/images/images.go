@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -57,6 +58,10 @@ func Names() []string {
 	return append(names, RedisName)
 }
 
+// DefaultPrefix names the images localhost/sluice-enforcer:v0.1.0 and so
+// on; a pod spec or the chart (images.registry=localhost) names them so.
+const DefaultPrefix = "localhost/"
+
 // Options say where Build reads and writes.
 type Options struct {
 	// Root is the repository's root.
@@ -66,6 +71,9 @@ type Options struct {
 	Out string
 	// Version is the tag of the Go images and what their --version prints.
 	Version string
+	// Prefix is put in front of each image's name: DefaultPrefix, or a
+	// registry host and path ending in a slash.
+	Prefix string
 	// Only limits Build to these images; empty builds all.
 	Only []string
 	// Log receives one line per image.
@@ -74,7 +82,7 @@ type Options struct {
 
 // Archive is one written image.
 type Archive struct {
-	// Ref is the image as a pod spec names it: sluice-enforcer:v0.1.0.
+	// Ref is the image as a pod spec names it: localhost/sluice-enforcer:v0.1.0.
 	Ref string
 	// Path is the OCI archive.
 	Path string
@@ -92,6 +100,12 @@ func Build(ctx context.Context, opts Options) ([]Archive, error) {
 	}
 	if opts.Version == "" {
 		return nil, errors.New("images: Options.Version is empty")
+	}
+	if opts.Prefix == "" {
+		opts.Prefix = DefaultPrefix
+	}
+	if err := checkPrefix(opts.Prefix); err != nil {
+		return nil, err
 	}
 	want := map[string]bool{}
 	for _, n := range opts.Only {
@@ -125,7 +139,7 @@ func Build(ctx context.Context, opts Options) ([]Archive, error) {
 			if err != nil {
 				return nil, err
 			}
-			entries = append(entries, entry{p.name + ":" + opts.Version, spec})
+			entries = append(entries, entry{opts.Prefix + p.name + ":" + opts.Version, spec})
 		}
 	}
 	if selected(RedisName) {
@@ -133,7 +147,7 @@ func Build(ctx context.Context, opts Options) ([]Archive, error) {
 		if err != nil {
 			return nil, err
 		}
-		entries = append(entries, entry{ref, spec})
+		entries = append(entries, entry{opts.Prefix + ref, spec})
 	}
 
 	var out []Archive
@@ -168,7 +182,7 @@ func programSpec(root, contextDir string, p program) (Spec, error) {
 // writeIfChanged writes the archive of ref unless the one in dir was written
 // from the same inputs, as its stamp file records.
 func writeIfChanged(dir, ref string, spec Spec) (Archive, error) {
-	name := ref[:strings.LastIndex(ref, ":")]
+	name := path.Base(ref[:strings.LastIndex(ref, ":")])
 	a := Archive{Ref: ref, Path: filepath.Join(dir, name+".tar"), Spec: spec}
 	layer, err := layerTar(spec)
 	if err != nil {
