@@ -106,6 +106,27 @@ var _ = Describe("An injected pod on the real kubelet", Ordered, func() {
 		Expect(limit).To(Equal("5"))
 	})
 
+	It("follows a policy edit through the real kubelet's ConfigMap volume update", func(ctx SpecContext) {
+		var p v1alpha1.RateLimitPolicy
+		Expect(cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "api"}, &p)).To(Succeed())
+		patch := client.MergeFrom(p.DeepCopy())
+		p.Spec.Rules[0].Limits[0].Requests = 8
+		Expect(cluster.Client.Patch(ctx, &p, patch)).To(Succeed())
+		start := time.Now()
+		url := fmt.Sprintf("http://%s:15080/", pod.Status.PodIP)
+		Eventually(func(g Gomega) {
+			req, err := http.NewRequest(http.MethodGet, url, nil)
+			g.Expect(err).NotTo(HaveOccurred())
+			req.Header.Set("X-Tenant-ID", "edit-"+strconv.FormatInt(time.Now().UnixNano(), 10))
+			resp, err := (&http.Client{Timeout: 2 * time.Second}).Do(req)
+			g.Expect(err).NotTo(HaveOccurred())
+			_ = resp.Body.Close()
+			g.Expect(resp.Header.Get("X-RateLimit-Limit")).To(Equal("8"))
+		}).WithPolling(time.Second).Should(Succeed())
+		AddReportEntry("policy edit to enforcer", time.Since(start).Round(100*time.Millisecond).String())
+		GinkgoWriter.Printf("the edit reached the enforcer in %s\n", time.Since(start).Round(100*time.Millisecond))
+	})
+
 	It("reports the enforcer in the policy's status: Ready", func(ctx SpecContext) {
 		Eventually(func(g Gomega) {
 			var p v1alpha1.RateLimitPolicy
