@@ -381,3 +381,22 @@ func findRoot() (string, error) {
 		dir = parent
 	}
 }
+
+// UndoStale undoes a run that ended without Close (its process killed),
+// as the next Start would, and reports whether there was one. It fails
+// while a run is in progress.
+func UndoStale() (bool, error) {
+	lock, err := lockRun()
+	if err != nil {
+		return false, err
+	}
+	defer lock.Close()
+	stale, err := loadState()
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return true, stale.undo()
+}

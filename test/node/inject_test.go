@@ -6,9 +6,12 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
+	"syscall"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -136,7 +139,71 @@ var _ = Describe("An injected pod on the real kubelet", Ordered, func() {
 			g.Expect(cond.Status).To(Equal(metav1.ConditionTrue), "%s: %s", cond.Reason, cond.Message)
 		}).Should(Succeed())
 	})
+
+	It("has the kubelet restart an enforcer killed with SIGKILL, the application untouched", func(ctx SpecContext) {
+		pid := containerPid(string(pod.UID), "sluice-enforcer")
+		Expect(pid).NotTo(BeZero(), "the enforcer's process is in the pod's cgroup")
+		appBefore := appStartedAt(ctx, ns, pod.Name)
+		Expect(syscall.Kill(pid, syscall.SIGKILL)).To(Succeed())
+		sawNotReady := false
+		Eventually(func(g Gomega) {
+			var p corev1.Pod
+			g.Expect(cluster.Client.Get(ctx, client.ObjectKeyFromObject(&pod), &p)).To(Succeed())
+			if !podReady(&p) {
+				sawNotReady = true
+			}
+			g.Expect(p.Status.InitContainerStatuses).To(ContainElement(And(
+				HaveField("Name", "sluice-enforcer"),
+				HaveField("RestartCount", BeEquivalentTo(1)),
+				HaveField("Ready", true),
+			)))
+			g.Expect(podReady(&p)).To(BeTrue())
+		}).WithTimeout(2 * time.Minute).Should(Succeed())
+		GinkgoWriter.Printf("the pod went not Ready while its enforcer restarted: %v\n", sawNotReady)
+		Expect(appStartedAt(ctx, ns, pod.Name)).To(Equal(appBefore), "the application container was not restarted")
+		Expect(containerPid(string(pod.UID), "sluice-enforcer")).NotTo(Equal(pid))
+		resp, err := (&http.Client{Timeout: 2 * time.Second}).Get(fmt.Sprintf("http://%s:15080/", pod.Status.PodIP))
+		Expect(err).NotTo(HaveOccurred())
+		_ = resp.Body.Close()
+		Expect(resp.StatusCode).To(Equal(http.StatusOK))
+	})
 })
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func appStartedAt(ctx context.Context, ns, name string) metav1.Time {
+	var p corev1.Pod
+	Expect(cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &p)).To(Succeed())
+	Expect(p.Status.ContainerStatuses).To(HaveLen(1))
+	Expect(p.Status.ContainerStatuses[0].State.Running).NotTo(BeNil())
+	return p.Status.ContainerStatuses[0].State.Running.StartedAt
+}
+
+// containerPid finds the process named comm in the pod's cgroup (cgroupfs
+// driver: .../kubepods/<qos>/pod<uid>/<container>), 0 if there is none.
+func containerPid(podUID, comm string) int {
+	entries, err := os.ReadDir("/proc")
+	Expect(err).NotTo(HaveOccurred())
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		name, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "comm"))
+		cgroup, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cgroup"))
+		if strings.TrimSpace(string(name)) == comm && strings.Contains(string(cgroup), "pod"+podUID) {
+			return pid
+		}
+	}
+	return 0
+}
 
 func createNamespace(ctx context.Context, name string, labels map[string]string) {
 	Expect(cluster.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}})).To(Succeed())
