@@ -79,7 +79,7 @@ disabled_plugins = [
 func startContainerd(ctx context.Context, dir, sandboxImage string, state *runState) (*containerd, error) {
 	bin, err := exec.LookPath("containerd")
 	if err != nil {
-		return nil, fmt.Errorf("containerd is not installed: apt-get install containerd runc containernetworking-plugins")
+		return nil, fmt.Errorf("containerd is not installed: hack/ensure-node.sh installs it")
 	}
 	cniBin, err := cniBinDir()
 	if err != nil {

@@ -84,6 +84,14 @@ func startControlPlane(dir, assets string, crdDirs, webhookDirs []string, state 
 			}
 		}
 	}
+	// envtest writes the webhook's certificates to a temporary directory of
+	// its own, which a killed run would leave.
+	if certs := cp.env.WebhookInstallOptions.LocalServingCertDir; certs != "" {
+		state.TempDirs = append(state.TempDirs, certs)
+		if serr := state.save(); serr != nil && err == nil {
+			err = serr
+		}
+	}
 	if err != nil {
 		_ = cp.env.Stop()
 		return nil, fmt.Errorf("start etcd and kube-apiserver from %s (make envtest builds them): %w", assets, err)

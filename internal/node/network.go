@@ -80,5 +80,5 @@ func cniBinDir() (string, error) {
 			return dir, nil
 		}
 	}
-	return "", fmt.Errorf("no CNI bridge plugin in /usr/lib/cni or /opt/cni/bin: apt-get install containernetworking-plugins")
+	return "", fmt.Errorf("no CNI bridge plugin in /usr/lib/cni or /opt/cni/bin: hack/ensure-node.sh installs it")
 }

@@ -61,8 +61,10 @@ func (s *runState) undo() error {
 		}
 	}
 	errs = append(errs, s.cleanDefaultDirs()...)
-	if err := removeUnmounted(s.Dir); err != nil {
-		errs = append(errs, err)
+	for _, d := range append([]string{s.Dir}, s.TempDirs...) {
+		if err := removeUnmounted(d); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if err := errors.Join(errs...); err != nil {
 		return err

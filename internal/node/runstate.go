@@ -27,6 +27,8 @@ type runState struct {
 	// KubeProxy is the kube-proxy binary, whose --cleanup removes its
 	// rules.
 	KubeProxy string `json:"kubeProxy,omitempty"`
+	// TempDirs are directories outside Dir that the run made.
+	TempDirs []string `json:"tempDirs,omitempty"`
 	// Before is the host as it was.
 	Before HostState `json:"before"`
 	// Procs are the processes the harness started, in start order.
