@@ -91,6 +91,33 @@ var _ = Describe("An injected pod on the real kubelet", Ordered, func() {
 		)))
 	})
 
+	It("runs the enforcer as uid 65532, without capabilities or new privileges, on a read-only root", func() {
+		pid := containerPid(string(pod.UID), "sluice-enforcer")
+		Expect(pid).NotTo(BeZero(), "the enforcer's process is in the pod's cgroup")
+		status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+		Expect(err).NotTo(HaveOccurred())
+		fields := map[string]string{}
+		for line := range strings.SplitSeq(string(status), "\n") {
+			if k, v, ok := strings.Cut(line, ":"); ok {
+				fields[k] = strings.Join(strings.Fields(v), " ")
+			}
+		}
+		Expect(fields["Uid"]).To(Equal("65532 65532 65532 65532"))
+		Expect(fields["Gid"]).To(Equal("65532 65532 65532 65532"))
+		Expect(fields["CapEff"]).To(Equal("0000000000000000"))
+		Expect(fields["NoNewPrivs"]).To(Equal("1"))
+		Expect(fields["Seccomp"]).To(Equal("2"), "the RuntimeDefault seccomp profile filters its system calls")
+		mounts, err := os.ReadFile(fmt.Sprintf("/proc/%d/mountinfo", pid))
+		Expect(err).NotTo(HaveOccurred())
+		var rootOptions string
+		for line := range strings.SplitSeq(string(mounts), "\n") {
+			if f := strings.Fields(line); len(f) > 5 && f[4] == "/" {
+				rootOptions = f[5]
+			}
+		}
+		Expect(strings.Split(rootOptions, ",")).To(ContainElement("ro"), "the root filesystem is mounted read-only")
+	})
+
 	It("limits traffic on the pod's sluice-http port: 5 answers, then 429", func() {
 		url := fmt.Sprintf("http://%s:15080/", pod.Status.PodIP)
 		var codes []int
