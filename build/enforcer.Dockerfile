@@ -15,7 +15,9 @@
 # holding the binary and the CA bundle, built on the host by hack/images.sh
 # (make images, where no Go image can be pulled). The runtime stage is the
 # one definition of the image either way, and make node-images reads it to
-# write the same image as an OCI archive.
+# write the same image as an OCI archive. Podman 4.3 (Debian 12's) needs
+# --build-arg BINARIES=build spelled out: it skips a stage named only by an
+# ARG's default.
 ARG GO_IMAGE=golang:1.26
 ARG BASE_IMAGE=scratch
 ARG BINARIES=build

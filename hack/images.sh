@@ -93,7 +93,11 @@ build() {
     [ "$tool" = podman ] && args+=(--network none)
     engine build "${args[@]}" --build-arg BINARIES=prebuilt "bin/images/context/sluice-$name"
     ;;
-  build) engine build "${args[@]}" . ;;
+  build)
+    # Spelled out: Podman 4.3 (Debian 12's) skips the stage an ARG's
+    # default names and then tries to pull it.
+    engine build "${args[@]}" --build-arg BINARIES=build .
+    ;;
   *)
     echo "BINARIES must be prebuilt or build, not '$BINARIES'" >&2
     exit 2

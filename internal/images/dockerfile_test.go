@@ -2,7 +2,9 @@ package images
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -75,5 +77,35 @@ func TestCheckPrefix(t *testing.T) {
 	}
 	for _, bad := range []string{"", "sluice/", "localhost", "team/sluice/"} {
 		g.Expect(checkPrefix(bad)).To(MatchError(ContainSubstring("must start with a registry host")), bad)
+	}
+}
+
+// The Dockerfiles' build stage compiles from a context that .dockerignore
+// keeps to an allowlist: every package the two binaries import must be on
+// it, or a CI building the images from source fails where no test here would.
+func TestDockerignoreKeepsEveryPackageTheImagesImport(t *testing.T) {
+	g := NewWithT(t)
+	root := filepath.Join("..", "..")
+	ignore, err := os.ReadFile(filepath.Join(root, ".dockerignore"))
+	g.Expect(err).NotTo(HaveOccurred())
+	var kept []string
+	for _, line := range strings.Split(string(ignore), "\n") {
+		if dir, ok := strings.CutPrefix(strings.TrimSpace(line), "!"); ok {
+			kept = append(kept, strings.TrimSuffix(dir, "/"))
+		}
+	}
+	cmd := exec.Command("go", "list", "-deps", "-f", "{{if .Module}}{{if .Module.Main}}{{.Dir}}{{end}}{{end}}", "./cmd/manager", "./cmd/enforcer")
+	cmd.Dir = root
+	out, err := cmd.Output()
+	g.Expect(err).NotTo(HaveOccurred())
+	abs, err := filepath.Abs(root)
+	g.Expect(err).NotTo(HaveOccurred())
+	for _, dir := range strings.Fields(string(out)) {
+		rel, err := filepath.Rel(abs, dir)
+		g.Expect(err).NotTo(HaveOccurred())
+		rel = filepath.ToSlash(rel)
+		g.Expect(kept).To(ContainElement(Satisfy(func(k string) bool {
+			return rel == k || strings.HasPrefix(rel, k+"/")
+		})), "%s is imported by the images but left out of the build context by .dockerignore", rel)
 	}
 }
