@@ -136,6 +136,27 @@ var _ = Describe("An injected pod on the real kubelet", Ordered, func() {
 		Expect(limit).To(Equal("5"))
 	})
 
+	It("is reached through a Service whose targetPort is the sidecar's sluice-http", func(ctx SpecContext) {
+		svc := &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "api"},
+			Spec: corev1.ServiceSpec{
+				Selector: labels,
+				Ports:    []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromString("sluice-http")}},
+			},
+		}
+		Expect(cluster.Client.Create(ctx, svc)).To(Succeed())
+		Eventually(func(g Gomega) {
+			req, err := http.NewRequest(http.MethodGet, "http://"+svc.Spec.ClusterIP+"/", nil)
+			g.Expect(err).NotTo(HaveOccurred())
+			req.Header.Set("X-Tenant-ID", "through-the-service")
+			resp, err := (&http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}).Do(req)
+			g.Expect(err).NotTo(HaveOccurred())
+			_ = resp.Body.Close()
+			g.Expect(resp.StatusCode).To(Equal(http.StatusOK))
+			g.Expect(resp.Header.Get("X-RateLimit-Limit")).NotTo(BeEmpty(), "the answer came through the enforcer")
+		}).Should(Succeed())
+	})
+
 	It("follows a policy edit through the real kubelet's ConfigMap volume update", func(ctx SpecContext) {
 		var p v1alpha1.RateLimitPolicy
 		Expect(cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "api"}, &p)).To(Succeed())
