@@ -1,7 +1,7 @@
 # syntax=docker/dockerfile:1
 # sluice-enforcer: the rate limiting sidecar the manager injects into pods.
 #
-# Build from the repository root (make images does):
+# Build from source in a Go image, from the repository root (as CI does):
 #   docker build -f build/enforcer.Dockerfile --build-arg VERSION=v0.1.0 -t sluice-enforcer:v0.1.0 .
 #
 # The runtime image is scratch: one static binary and the CA bundle (for

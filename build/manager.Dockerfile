@@ -1,7 +1,7 @@
 # syntax=docker/dockerfile:1
 # sluice-manager: the controllers and the pod injection webhook.
 #
-# Build from the repository root (make images does):
+# Build from source in a Go image, from the repository root (as CI does):
 #   docker build -f build/manager.Dockerfile --build-arg VERSION=v0.1.0 -t sluice-manager:v0.1.0 .
 #
 # The runtime image is scratch: one static binary, the CA bundle, nothing to
