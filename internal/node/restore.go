@@ -1,6 +1,8 @@
 package node
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -79,6 +81,7 @@ func (s *runState) undo() error {
 // run's only if they did not exist before it: Start refuses otherwise.
 func (s *runState) killLeftovers() []error {
 	var errs []error
+	var shims []string
 	for attempt := 0; ; attempt++ {
 		var pids []int
 		if s.Dir != "" {
@@ -89,7 +92,12 @@ func (s *runState) killLeftovers() []error {
 		}
 		pids = slices.DeleteFunc(pids, func(pid int) bool { return pid == os.Getpid() })
 		if len(pids) == 0 {
-			return errs
+			return append(errs, removeShimSockets(shims)...)
+		}
+		for _, pid := range pids {
+			if sock := shimSocket(pid); sock != "" && !slices.Contains(shims, sock) {
+				shims = append(shims, sock)
+			}
 		}
 		if attempt == 50 {
 			return append(errs, fmt.Errorf("processes left by the run do not end: %v", pids))
@@ -99,6 +107,43 @@ func (s *runState) killLeftovers() []error {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// shimSocket is where the containerd shim pid listens: containerd 1.6
+// puts every shim's socket in /run/containerd/s, named by the SHA-256 of
+// its containerd's address, namespace and container id, whatever its
+// configuration says. A shim killed with SIGKILL leaves it behind. "" if
+// pid is no shim.
+func shimSocket(pid int) string {
+	cmdline, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cmdline"))
+	if err != nil {
+		return ""
+	}
+	args := strings.Split(strings.TrimRight(string(cmdline), "\x00"), "\x00")
+	if len(args) == 0 || !strings.HasPrefix(filepath.Base(args[0]), "containerd-shim") {
+		return ""
+	}
+	flags := map[string]string{}
+	for i := 1; i+1 < len(args); i++ {
+		if strings.HasPrefix(args[i], "-") {
+			flags[strings.TrimLeft(args[i], "-")] = args[i+1]
+		}
+	}
+	if flags["address"] == "" || flags["namespace"] == "" || flags["id"] == "" {
+		return ""
+	}
+	sum := sha256.Sum256([]byte(filepath.Join(flags["address"], flags["namespace"], flags["id"])))
+	return filepath.Join("/run/containerd/s", hex.EncodeToString(sum[:]))
+}
+
+func removeShimSockets(sockets []string) []error {
+	var errs []error
+	for _, sock := range sockets {
+		if err := os.Remove(sock); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	return errs
 }
 
 // pidsNaming lists the live processes whose command line contains s.
