@@ -1,9 +1,11 @@
 package enforcer
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -32,26 +34,31 @@ func TestHTTPVersionsOnOnePort(t *testing.T) {
 		{"H2C", "HTTP/2.0"},
 	} {
 		t.Run(tc.upstream, func(t *testing.T) {
-			g := NewWithT(t)
 			e := start(t, setup{upstream: protoApp(t, tc.upstream), config: grpcPolicy(namespace(t), tc.upstream, "Open", "1s",
 				tenantRule("all", `[{"prefix": "/"}]`, 100))})
 			remaining := 100
-			for _, proto := range []string{"HTTP/1.1", "HTTP/2.0", "HTTP/1.1", "HTTP/2.0"} {
-				req, err := http.NewRequest(http.MethodPost, e.url+"/v1/orders", strings.NewReader("book"))
-				g.Expect(err).NotTo(HaveOccurred())
-				req.Header.Set("X-Tenant-ID", "acme")
-				resp, err := clients[proto].Do(req)
-				g.Expect(err).NotTo(HaveOccurred(), "%s client", proto)
-				body, err := io.ReadAll(resp.Body)
-				resp.Body.Close()
-				g.Expect(err).NotTo(HaveOccurred())
+			for i, proto := range []string{"HTTP/1.1", "HTTP/2.0", "HTTP/1.1", "HTTP/2.0"} {
 				remaining--
-				g.Expect(resp.StatusCode).To(Equal(200), "%s client: %s", proto, body)
-				g.Expect(resp.Proto).To(Equal(proto), "answered in the client's version")
-				g.Expect(string(body)).To(Equal(tc.appSees+" POST /v1/orders book"), "%s client", proto)
-				g.Expect(resp.Trailer.Get("X-App-Trailer")).To(Equal("done"), "%s client: trailers pass", proto)
-				g.Expect(resp.Header.Get("X-RateLimit-Remaining")).To(Equal(fmt.Sprint(remaining)), "%s client: one budget", proto)
+				// A subtest each, so that one combination failing still
+				// shows how the others fare.
+				t.Run(fmt.Sprintf("%d %s client", i, proto), func(t *testing.T) {
+					g := NewWithT(t)
+					req, err := http.NewRequest(http.MethodPost, e.url+"/v1/orders", strings.NewReader("book"))
+					g.Expect(err).NotTo(HaveOccurred())
+					req.Header.Set("X-Tenant-ID", "acme")
+					resp, err := clients[proto].Do(req)
+					g.Expect(err).NotTo(HaveOccurred())
+					body, err := io.ReadAll(resp.Body)
+					resp.Body.Close()
+					g.Expect(err).NotTo(HaveOccurred())
+					g.Expect(resp.StatusCode).To(Equal(200), "%s", body)
+					g.Expect(resp.Proto).To(Equal(proto), "answered in the client's version")
+					g.Expect(string(body)).To(Equal(tc.appSees + " POST /v1/orders book"))
+					g.Expect(resp.Header.Get("X-RateLimit-Remaining")).To(Equal(fmt.Sprint(remaining)), "one budget for both versions")
+					g.Expect(resp.Trailer.Get("X-App-Trailer")).To(Equal("done"), "the application's trailers pass: header %v", resp.Header)
+				})
 			}
+			g := NewWithT(t)
 			// A refusal in HTTP/2 to a client that is not gRPC stays a 429.
 			e2 := start(t, setup{upstream: protoApp(t, tc.upstream), config: grpcPolicy(namespace(t)+"-b", tc.upstream, "Open", "1s",
 				tenantRule("all", `[{"prefix": "/"}]`, 1))})
@@ -134,4 +141,29 @@ func TestGRPCMatch(t *testing.T) {
 		_, err := healthpb.NewHealthClient(cc).Check(ctx, &healthpb.HealthCheckRequest{})
 		g.Expect(err).NotTo(HaveOccurred(), "other services match no rule")
 	}
+}
+
+// TestH2CUpgradeAnsweredInHTTP1 asks for the HTTP/1.1 Upgrade: h2c
+// handshake (curl --http2 on an http:// URL): the enforcer does not offer
+// it, and answers the request itself over HTTP/1.1, decided like any other.
+func TestH2CUpgradeAnsweredInHTTP1(t *testing.T) {
+	g := NewWithT(t)
+	e := start(t, setup{upstream: protoApp(t, "HTTP1"), config: grpcPolicy(namespace(t), "HTTP1", "Open", "1s",
+		tenantRule("all", `[{"prefix": "/"}]`, 100))})
+	conn, err := net.Dial("tcp", strings.TrimPrefix(e.url, "http://"))
+	g.Expect(err).NotTo(HaveOccurred())
+	defer conn.Close()
+	g.Expect(conn.SetDeadline(time.Now().Add(10 * time.Second))).To(Succeed())
+	_, err = fmt.Fprint(conn, "GET /v1/orders HTTP/1.1\r\nHost: api.example.com\r\nX-Tenant-ID: acme\r\n"+
+		"Connection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n\r\n")
+	g.Expect(err).NotTo(HaveOccurred())
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	g.Expect(err).NotTo(HaveOccurred())
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(resp.StatusCode).To(Equal(200), "no 101: %s", body)
+	g.Expect(resp.Proto).To(Equal("HTTP/1.1"))
+	g.Expect(string(body)).To(Equal("HTTP/1.1 GET /v1/orders "))
+	g.Expect(resp.Header.Get("X-RateLimit-Remaining")).To(Equal("99"), "decided like any request")
 }
