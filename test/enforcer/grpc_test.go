@@ -134,12 +134,13 @@ func TestGRPCStreams(t *testing.T) {
 	g.Expect(remaining()).To(Equal(before-4), "each stream counted once")
 }
 
-// TestGRPCCancelReachesApplication cancels an endless server stream on the
-// client: the application sees its call cancelled.
+// TestGRPCCancelReachesApplication cancels an endless server stream, then
+// a unary call in progress, on the client: the application sees each call
+// cancelled.
 func TestGRPCCancelReachesApplication(t *testing.T) {
 	g := NewWithT(t)
 	calls := make(chan orders.Call, 4)
-	app, _ := ordersApp(t, calls)
+	app, svc := ordersApp(t, calls)
 	e := start(t, setup{config: grpcPolicy(namespace(t), "H2C", "Open", "1s",
 		tenantRule("orders", `[{"prefix": "/shop.v1.Orders"}]`, 100)), upstream: app})
 	c := orders.NewClient(dialGRPC(t, e.url))
@@ -158,6 +159,21 @@ func TestGRPCCancelReachesApplication(t *testing.T) {
 	g.Eventually(calls, 10*time.Second).Should(Receive(&call), "the application's stream ended")
 	g.Expect(call.Method).To(Equal(orders.WatchMethod))
 	g.Expect(call.Err).To(MatchError(context.Canceled), "the client's cancel reached the application")
+
+	// A unary call the application is still working on, cancelled by the
+	// client once the application has it.
+	ctx, cancel = context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Create(ctx, orders.WaitItem)
+		done <- err
+	}()
+	g.Eventually(func() int64 { return svc.Served() }, 10*time.Second, 10*time.Millisecond).Should(Equal(int64(2)))
+	cancel()
+	g.Eventually(done, 10*time.Second).Should(Receive(WithTransform(grpcstatus.Code, Equal(codes.Canceled))))
+	g.Eventually(calls, 10*time.Second).Should(Receive(&call))
+	g.Expect(call.Method).To(Equal(orders.CreateMethod))
+	g.Expect(call.Err).To(MatchError(context.Canceled), "a unary call's cancel reached the application")
 }
 
 // TestGRPCDeadlinePropagates calls with a deadline: the application's call
