@@ -16,7 +16,8 @@ import (
 // sync so that ConfigMap edits reach pods in seconds, image garbage
 // collection and disk eviction off (the images cannot be pulled again),
 // pod logs in the run's directory, its ports on the node's address and
-// loopback only.
+// loopback only. The cluster has no DNS server, and the pods are not to
+// ask the host's: their resolv.conf names their own loopback.
 func kubeletConfig(dir, socket, caFile string, port, healthzPort int) string {
 	return fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
@@ -36,6 +37,7 @@ failSwapOn: false
 containerRuntimeEndpoint: unix://%[5]s
 syncFrequency: 10s
 podLogsDir: %[6]q
+resolvConf: %[7]q
 clusterDomain: cluster.local
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
@@ -47,7 +49,7 @@ evictionHard:
 serializeImagePulls: false
 rotateCertificates: false
 serverTLSBootstrap: false
-`, NodeIP, port, healthzPort, caFile, socket, filepath.Join(dir, "pod-logs"))
+`, NodeIP, port, healthzPort, caFile, socket, filepath.Join(dir, "pod-logs"), filepath.Join(dir, "resolv.conf"))
 }
 
 func (c *Cluster) startKubelet(ctx context.Context, bin string) error {
@@ -65,6 +67,9 @@ func (c *Cluster) startKubelet(ctx context.Context, bin string) error {
 	}
 	healthz, err := freePort("127.0.0.1")
 	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "resolv.conf"), []byte("nameserver 127.0.0.1\n"), 0o644); err != nil {
 		return err
 	}
 	config := filepath.Join(dir, "config.yaml")

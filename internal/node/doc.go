@@ -11,7 +11,10 @@
 //	if err != nil { ... }
 //	defer c.Close()
 //
-// It needs root, and one run at a time per host (a lock in /run/sluice-node).
+// It needs root (hack/ensure-node.sh installs containerd, runc, the CNI
+// plugins, iptables, conntrack and nft from Debian), and one run at a time
+// per host (a lock in /run/sluice-node). After a run killed before Close,
+// the next Start undoes it first; go run ./hack/node-undo does it at once.
 //
 // # Network
 //
@@ -56,10 +59,22 @@
 //   - network: the bridge sluice0 is deleted (with its address and the
 //     Service route); the pods' veth pairs went with their namespaces.
 //   - default directories: whatever the configuration says, the kubelet
-//     links container logs in /var/log/containers, libcni caches results
-//     in /var/lib/cni and the shims put sockets in /run/containerd. The
-//     harness removes its own entries and then each of those directories
-//     that did not exist before and is empty.
+//     links container logs in /var/log/containers and keeps its device
+//     plugin socket in /var/lib/kubelet/device-plugins, libcni caches
+//     results in /var/lib/cni (for the run's network and containerd's
+//     loopback one), and the shims put sockets in /run/containerd/s (left
+//     behind by a shim killed with SIGKILL). The harness removes its own
+//     entries (the links into its directory, the results naming its
+//     network namespaces, the sockets of the shims it killed, computed from
+//     their command lines) and then each of those directories that did not
+//     exist before and is empty; /var/lib/kubelet, when it did not exist,
+//     is the run's kubelet's and goes whole.
+//   - nftables: iptables-nft makes the ip and ip6 filter, nat and mangle
+//     tables, with their built-in chains, the first time kube-proxy or the
+//     kubelet touches them; a table that was not there before and holds no
+//     rule is deleted (nft delete table).
+//   - envtest's temporary directory for the webhook's certificates, when
+//     Options.WebhookDirs is set, is removed.
 //   - the run's directory (every config, containerd's root and state, the
 //     kubelet's root, etcd's data, the logs) is removed, once nothing is
 //     mounted under it; then the record.
