@@ -18,6 +18,7 @@ import (
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -68,6 +69,9 @@ var _ = Describe("An injected pod on the real kubelet", Ordered, func() {
 			}).Should(Succeed(), "policy %s is accepted", p.Name)
 		}
 		app := appDeployment(ns, "api", labels, cluster.Images["sluice-echo.tar"], []string{"--listen=:8080"}, 8080)
+		// The default grace period, to see how long an injected pod takes
+		// to end.
+		app.Spec.Template.Spec.TerminationGracePeriodSeconds = nil
 		Expect(cluster.Client.Create(ctx, app)).To(Succeed())
 	})
 
@@ -214,6 +218,29 @@ var _ = Describe("An injected pod on the real kubelet", Ordered, func() {
 		Expect(err).NotTo(HaveOccurred())
 		_ = resp.Body.Close()
 		Expect(resp.StatusCode).To(Equal(http.StatusOK))
+	})
+
+	It("ends a deleted pod well within its grace period, and its replacement is injected", func(ctx SpecContext) {
+		var old corev1.Pod
+		Expect(cluster.Client.Get(ctx, client.ObjectKeyFromObject(&pod), &old)).To(Succeed())
+		start := time.Now()
+		Expect(cluster.Client.Delete(ctx, &old)).To(Succeed())
+		Eventually(func() bool {
+			err := cluster.Client.Get(ctx, client.ObjectKeyFromObject(&old), &corev1.Pod{})
+			return apierrors.IsNotFound(err)
+		}).WithTimeout(time.Minute).Should(BeTrue())
+		took := time.Since(start)
+		AddReportEntry("deleted injected pod gone after", took.Round(100*time.Millisecond).String())
+		GinkgoWriter.Printf("the deleted pod was gone after %s\n", took.Round(100*time.Millisecond))
+		Expect(took).To(BeNumerically("<", 20*time.Second), "the containers end on SIGTERM, not at the 30 s grace period's SIGKILL")
+		Eventually(func(g Gomega) {
+			var list corev1.PodList
+			g.Expect(cluster.Client.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels(labels))).To(Succeed())
+			g.Expect(list.Items).To(HaveLen(1))
+			g.Expect(list.Items[0].Name).NotTo(Equal(old.Name))
+			g.Expect(list.Items[0].Spec.InitContainers).To(ContainElement(HaveField("Name", "sluice-enforcer")))
+			g.Expect(podReady(&list.Items[0])).To(BeTrue())
+		}).Should(Succeed())
 	})
 })
 
