@@ -5,7 +5,8 @@
 // containerd with runc and the CNI bridge plugin from Debian. Pods are real
 // containers from images imported into containerd (no registry): the
 // archives in bin/images/ and two the harness builds FROM scratch itself
-// (PauseImage when bin/images/pause.tar is missing, HelloImage).
+// (PauseImage when no bin/images/pause.tar or *-pause.tar is there, and
+// HelloImage).
 //
 //	c, err := node.Start(ctx, node.Options{Progress: os.Stderr})
 //	if err != nil { ... }
