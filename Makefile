@@ -29,9 +29,11 @@ build: ## Build bin/sluice-manager, bin/sluice-enforcer and bin/sluice-load.
 ##@ Test
 
 .PHONY: test
-test: lint deps ## Lint (import rules included), run every test suite against real Redis and a real kube-apiserver, then fuzz briefly.
+test: lint deps ## Lint (import rules included), run every test suite against real Redis and a real kube-apiserver, fuzz briefly, then the real-node suite (as root).
 	go test $(GO_TEST_FLAGS) ./...
 	FUZZTIME=$(FUZZTIME) hack/fuzz.sh
+	@if [ "$$(id -u)" = 0 ]; then $(MAKE) test-node; else \
+		echo "test-node skipped: the real-node suite runs a kubelet and needs root (sudo make test-node)"; fi
 
 .PHONY: fuzz
 fuzz: ## Run each fuzz target for FUZZTIME (default 10s).
@@ -49,6 +51,19 @@ redis: ## Ensure redis-server, redis-cli and redis-benchmark are installed.
 envtest: ## Build etcd and kube-apiserver for envtest into ./bin/k8s (cached).
 	hack/envtest.sh $(ENVTEST_ASSETS)
 
+.PHONY: node-bin
+node-bin: envtest ## Build kubelet, kube-proxy, kube-controller-manager and kube-scheduler into ./bin/node (cached).
+	hack/envtest.sh node
+
+.PHONY: test-node
+test-node: envtest node-bin node-images ## The real-node suite: a kubelet with containerd and runc on this machine (root; restores the host after).
+	hack/ensure-node.sh
+	go test -tags node ./test/node/ -count=1 -timeout 20m -v
+
+.PHONY: node-undo
+node-undo: ## Undo what a killed real-node run left on the host (processes, mounts, iptables, sysctls).
+	go run ./hack/node-undo
+
 .PHONY: bench
 bench: redis ## Run the Go benchmarks against a local Redis.
 	go test -run '^$$' -bench . -benchmem ./enforcer/...
@@ -59,6 +74,7 @@ bench: redis ## Run the Go benchmarks against a local Redis.
 lint: $(GOLANGCI_LINT) ## gofmt, go vet and golangci-lint.
 	@bad=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$bad" ]; then echo "gofmt needed:"; echo "$$bad"; exit 1; fi
 	go vet ./...
+	go vet -tags node ./test/node/ ./internal/node/
 	$(GOLANGCI_LINT) run ./...
 
 .PHONY: fmt
