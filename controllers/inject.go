@@ -86,6 +86,11 @@ const (
 	configDir            = "/etc/sluice/config"
 	podInfoDir           = "/etc/sluice/podinfo"
 	adminTokenDir        = "/etc/sluice/admin"
+	// noAPITokenVolumeName is an empty directory over the service account
+	// token's path: the enforcer never calls the Kubernetes API, and with
+	// a mount there the ServiceAccount admission plugin gives it no token.
+	noAPITokenVolumeName = "sluice-no-api-token"
+	serviceAccountDir    = "/var/run/secrets/kubernetes.io/serviceaccount"
 )
 
 // EnforcerSidecar is how the webhook injects the enforcer, from the

@@ -21,6 +21,7 @@ import (
 	"path"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
@@ -28,7 +29,7 @@ import (
 
 // injectEnforcer adds the enforcer to a pod that d says to inject: a
 // native sidecar (an init container that restarts always, so it starts
-// before the application and stops after it), its three volumes, and the
+// before the application and stops after it), its four volumes, and the
 // annotation and label that mark the pod. The application's containers are
 // left as they are: users point their Service at the sluice-http port.
 func injectEnforcer(pod *corev1.Pod, d injectDecision, sidecar *EnforcerSidecar) {
@@ -50,6 +51,9 @@ func injectEnforcer(pod *corev1.Pod, d injectDecision, sidecar *EnforcerSidecar)
 			SecretName: AdminSecretName,
 			Items:      []corev1.KeyToPath{{Key: AdminTokenKey, Path: AdminTokenKey}},
 			Optional:   new(true),
+		}}},
+		corev1.Volume{Name: noAPITokenVolumeName, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{
+			Medium: corev1.StorageMediumMemory, SizeLimit: new(resource.MustParse("4Ki")),
 		}}},
 	)
 	if pod.Annotations == nil {
@@ -103,6 +107,7 @@ func enforcerContainerFor(pod *corev1.Pod, d injectDecision, sidecar *EnforcerSi
 			{Name: configVolumeName, MountPath: configDir, ReadOnly: true},
 			{Name: podInfoVolumeName, MountPath: podInfoDir, ReadOnly: true},
 			{Name: adminTokenVolumeName, MountPath: adminTokenDir, ReadOnly: true},
+			{Name: noAPITokenVolumeName, MountPath: serviceAccountDir, ReadOnly: true},
 		},
 		// The application starts once the enforcer serves, whether or not
 		// its configuration exists yet; /readyz then gates traffic.

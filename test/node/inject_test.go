@@ -122,6 +122,21 @@ var _ = Describe("An injected pod on the real kubelet", Ordered, func() {
 		Expect(strings.Split(rootOptions, ",")).To(ContainElement("ro"), "the root filesystem is mounted read-only")
 	})
 
+	It("gives the enforcer no Kubernetes API token, and the application its own", func() {
+		token := "/var/run/secrets/kubernetes.io/serviceaccount/token"
+		enforcer := containerPid(string(pod.UID), "sluice-enforcer")
+		Expect(enforcer).NotTo(BeZero())
+		_, err := os.Stat(fmt.Sprintf("/proc/%d/root%s", enforcer, token))
+		Expect(os.IsNotExist(err)).To(BeTrue(), "the enforcer never calls the API: no token in its filesystem (%v)", err)
+		for _, c := range pod.Spec.Containers {
+			hasToken := false
+			for _, m := range c.VolumeMounts {
+				hasToken = hasToken || m.MountPath == "/var/run/secrets/kubernetes.io/serviceaccount"
+			}
+			Expect(hasToken).To(BeTrue(), "container %s keeps its service account token", c.Name)
+		}
+	})
+
 	It("limits traffic on the pod's sluice-http port: 5 answers, then 429", func() {
 		url := fmt.Sprintf("http://%s:15080/", pod.Status.PodIP)
 		var codes []int
