@@ -383,17 +383,26 @@ func (h *Handler) evaluate(st *requestState) (refusing int, wouldDeny bool) {
 }
 
 // refund gives back what the refused request's other checks took, so that a
-// refused request counts nowhere. Only what Redis admitted was taken.
+// refused request counts nowhere. Only what Redis admitted was taken. The
+// refunded checks' outcomes then report what is left after the refund, so
+// the refusal's headers tell what the next request finds.
 func (h *Handler) refund(ctx context.Context, snap *Snapshot, st *requestState) {
 	for _, be := range snap.backends {
-		st.reqs = st.reqs[:0]
+		st.reqs, st.index = st.reqs[:0], st.index[:0]
 		for i := range st.checks {
 			if o := &st.outs[i]; o.Err == nil && o.Decision.Allowed && snap.BackendOf(st.checks[i].Policy) == be {
 				st.reqs = append(st.reqs, st.checks[i].Request)
+				st.index = append(st.index, i)
 			}
 		}
-		if len(st.reqs) > 0 {
-			_ = be.Guard.Refund(ctx, st.reqs...) // best effort: at worst the refused request counts
+		if len(st.reqs) == 0 {
+			continue
+		}
+		if be.Guard.Refund(ctx, st.reqs...) != nil {
+			continue // best effort: at worst the refused request counts
+		}
+		for _, i := range st.index {
+			st.outs[i].Decision.Remaining += st.checks[i].Request.Cost
 		}
 	}
 }

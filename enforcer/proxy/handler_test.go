@@ -221,6 +221,22 @@ func TestRefusedRequestCountsNowhere(t *testing.T) {
 	g.Expect(get(g, f.url+"/other").header.Get("X-RateLimit-Remaining")).To(Equal("8"))
 }
 
+// TestRefusalReportsWhatTheRefundLeft: the headers of a refused request
+// give the other rules' remaining after their refund, what the next
+// request finds, not what the refused one had taken.
+func TestRefusalReportsWhatTheRefundLeft(t *testing.T) {
+	g := NewWithT(t)
+	f := serve(t, configOf(t,
+		policyJSON("wide", "Enforce", "Open", "IETF", ruleJSON("all", "{}", "FixedWindow", "100/1h")),
+		policyJSON("narrow", "Enforce", "Open", "None", ruleJSON("exports", `{"paths": [{"prefix": "/exports"}]}`, "FixedWindow", "1/1h")),
+	), redisURL, nil)
+	g.Expect(get(g, f.url+"/exports").header.Get("RateLimit")).To(HavePrefix(`"wide/all";r=99;`))
+	r := get(g, f.url+"/exports")
+	g.Expect(r.status).To(Equal(429))
+	g.Expect(r.header.Get("RateLimit")).To(HavePrefix(`"wide/all";r=99;`))
+	g.Expect(get(g, f.url+"/other").header.Get("RateLimit")).To(HavePrefix(`"wide/all";r=98;`))
+}
+
 func TestDryRunNeverRefuses(t *testing.T) {
 	g := NewWithT(t)
 	f := serve(t, configOf(t, policyJSON("shadow", "DryRun", "Open", "Both", ruleJSON("all", "{}", "SlidingWindowCounter", "1/1h"))), redisURL, nil)
