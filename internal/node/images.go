@@ -24,7 +24,8 @@ import (
 // each: the pause image when bin/images/pause.tar is missing, and the
 // smoke test's application.
 const (
-	// PauseImage is the sandbox image built from internal/node/images/pause.
+	// PauseImage is the sandbox image built from build/pause, the program of
+	// make node-images' pause archive.
 	PauseImage = "sluice.local/node/pause:dev"
 	// HelloImage answers HTTP on $PORT (default 8080) with its pod's name.
 	HelloImage = "sluice.local/node/hello:dev"

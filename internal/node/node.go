@@ -257,7 +257,7 @@ func (c *Cluster) prepareImages(root string, archives []string) ([]string, error
 		}
 	}
 	pause := filepath.Join(dir, "pause.tar")
-	if err := staticImage(root, "./internal/node/images/pause", PauseImage, pause); err != nil {
+	if err := staticImage(root, "./build/pause", PauseImage, pause); err != nil {
 		return nil, err
 	}
 	c.SandboxImage = PauseImage
