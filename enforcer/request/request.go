@@ -161,6 +161,11 @@ func (c *Canonicalizer) Canonicalize(r *http.Request) (Request, error) {
 	if ct := r.Header["Content-Type"]; len(ct) > 1 && slices.ContainsFunc(ct[1:], func(v string) bool { return v != ct[0] }) {
 		return Request{}, refuse(ReasonHeader, "the request has several Content-Type headers with different values: send one")
 	}
+	if cookies := r.Header["Cookie"]; r.ProtoMajor >= 2 && len(cookies) > 1 {
+		// HTTP/2 may split cookies over several fields; HTTP/1.1 allows
+		// one Cookie header, their values joined (RFC 9113, 8.2.3).
+		r.Header["Cookie"] = []string{strings.Join(cookies, "; ")}
+	}
 	ip, trusted := c.peer(r.RemoteAddr)
 	if err := c.canonicalHeaders(r.Header, trusted); err != nil {
 		return Request{}, err

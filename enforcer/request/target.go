@@ -127,39 +127,59 @@ func cutScheme(raw string) (string, bool) {
 }
 
 // canonicalHost rewrites r.Host to lower case without a trailing dot and
-// returns the host rules match (without port or brackets).
+// returns the host rules match (without port or brackets). An HTTP/2
+// request may carry a Host field besides its :authority, which an
+// HTTP/1.1 application would read as a second Host: it is dropped when it
+// names the same host, and the request refused when it names another
+// (RFC 9113, 8.3.1).
 func canonicalHost(r *http.Request) (string, error) {
-	h := r.Host
+	canonical, match, err := canonicalAuthority(r.Host)
+	if err != nil {
+		return "", err
+	}
+	if canonical != r.Host {
+		r.Host = canonical
+	}
+	if fields, ok := r.Header["Host"]; ok {
+		for _, f := range fields {
+			if c, _, err := canonicalAuthority(f); err != nil || c != canonical {
+				return "", refuse(ReasonHost, "the request's Host header names another host than its :authority")
+			}
+		}
+		delete(r.Header, "Host")
+	}
+	return match, nil
+}
+
+// canonicalAuthority is host (a Host header's value) in lower case without
+// a trailing dot, and the host rules match.
+func canonicalAuthority(h string) (canonical, match string, err error) {
 	if h == "" {
-		return "", nil
+		return "", "", nil
 	}
 	name, port := h, ""
 	if i := strings.LastIndexByte(h, ':'); i >= 0 && i > strings.LastIndexByte(h, ']') {
 		name, port = h[:i], h[i:]
 		if !validPort(port[1:]) {
-			return "", refuse(ReasonHost, "the Host header has an invalid port")
+			return "", "", refuse(ReasonHost, "the Host header has an invalid port")
 		}
 	}
-	var match string
 	switch {
 	case len(name) > 1 && name[0] == '[' && name[len(name)-1] == ']':
 		if ip := net.ParseIP(name[1 : len(name)-1]); ip == nil || strings.IndexByte(name, '%') >= 0 {
-			return "", refuse(ReasonHost, "the Host header is not a valid IPv6 literal")
+			return "", "", refuse(ReasonHost, "the Host header is not a valid IPv6 literal")
 		}
 		match = strings.ToLower(name[1 : len(name)-1])
 		name = "[" + match + "]"
 	default:
 		name = strings.TrimSuffix(name, ".")
 		if !validHostname(name) {
-			return "", refuse(ReasonHost, "the Host header is not a DNS name or an IP address")
+			return "", "", refuse(ReasonHost, "the Host header is not a DNS name or an IP address")
 		}
 		name = strings.ToLower(name)
 		match = name
 	}
-	if canonical := name + port; canonical != r.Host {
-		r.Host = canonical
-	}
-	return match, nil
+	return name + port, match, nil
 }
 
 func validPort(p string) bool {
