@@ -33,6 +33,14 @@ func isGRPC(r *http.Request) bool {
 	return rest == "" || rest[0] == '+' || rest[0] == ';'
 }
 
+// isGRPCStream reports whether r is a gRPC call over HTTP/2, the only
+// protocol gRPC runs on: such a call may pause as long as it lasts. A
+// gRPC content type on HTTP/1.1 buys no such leeway, or any slow client
+// could claim it to escape the body timeouts.
+func isGRPCStream(r *http.Request) bool {
+	return r.ProtoMajor == 2 && isGRPC(r)
+}
+
 // errorDomain names the enforcer in the ErrorInfo of its gRPC answers.
 const errorDomain = "sluice.dev"
 

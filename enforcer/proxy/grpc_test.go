@@ -188,7 +188,8 @@ func TestEncodeGRPCMessage(t *testing.T) {
 
 // TestGRPCCallsOutliveTheResponseHeaderTimeout: a server stream sends its
 // headers with its first message, whenever that is; the response header
-// timeout bounds other requests to the same H2C application only.
+// timeout bounds other requests to the same H2C application, and a gRPC
+// content type on HTTP/1.1.
 func TestGRPCCallsOutliveTheResponseHeaderTimeout(t *testing.T) {
 	g := NewWithT(t)
 	app := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -211,24 +212,36 @@ func TestGRPCCallsOutliveTheResponseHeaderTimeout(t *testing.T) {
 	snap, err := NewSnapshot(configOf(t, h2cPolicy("api", "Open", ruleJSON("calls", "{}", "FixedWindow", "100/1m"))), backends)
 	g.Expect(err).NotTo(HaveOccurred())
 	h.Swap(snap)
-	srv := httptest.NewServer(h)
+	srv := httptest.NewUnstartedServer(h)
+	srv.Config.Protocols = new(http.Protocols)
+	srv.Config.Protocols.SetHTTP1(true)
+	srv.Config.Protocols.SetUnencryptedHTTP2(true)
+	srv.Start()
 	t.Cleanup(srv.Close)
+	h2 := &http.Transport{Protocols: new(http.Protocols)}
+	h2.Protocols.SetUnencryptedHTTP2(true)
+	clients := map[int]*http.Client{1: http.DefaultClient, 2: {Transport: h2}}
 
 	// call returns the response with its body read and closed, and its
 	// trailer filled in.
-	call := func(contentType string) (status int, trailer http.Header) {
+	call := func(proto int, contentType string) (status int, header, trailer http.Header) {
 		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/shop.v1.Orders/Watch", http.NoBody)
 		req.Header.Set("Content-Type", contentType)
 		req.Header.Set("Te", "trailers")
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := clients[proto].Do(req)
 		g.Expect(err).NotTo(HaveOccurred())
 		defer resp.Body.Close()
 		_, _ = io.Copy(io.Discard, resp.Body)
-		return resp.StatusCode, resp.Trailer
+		g.Expect(resp.ProtoMajor).To(Equal(proto))
+		return resp.StatusCode, resp.Header, resp.Trailer
 	}
-	status, trailer := call("application/grpc")
+	status, _, trailer := call(2, "application/grpc")
 	g.Expect(status).To(Equal(http.StatusOK))
 	g.Expect(trailer.Get("Grpc-Status")).To(Equal("0"), "the application's trailers arrive")
-	status, _ = call("application/json")
+	status, _, _ = call(2, "application/json")
 	g.Expect(status).To(Equal(http.StatusGatewayTimeout))
+	// gRPC runs on HTTP/2 only: its content type on HTTP/1.1 earns no
+	// leeway (the answer is a gRPC status: UNAVAILABLE).
+	_, header, _ := call(1, "application/grpc")
+	g.Expect(header.Get("Grpc-Status")).To(Equal("14"))
 }

@@ -152,7 +152,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, snap *Snapshot
 		protocol = h.protocol
 	}
 	if protocol == config.UpstreamH2C && r.Header["Upgrade"] == nil {
-		if isGRPC(r) {
+		if isGRPCStream(r) {
 			h.h2cCalls.ServeHTTP(w, r)
 		} else {
 			h.h2c.ServeHTTP(w, r)

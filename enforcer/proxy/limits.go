@@ -80,7 +80,7 @@ func (l *RequestLimits) guard(w http.ResponseWriter, r *http.Request) (http.Resp
 	// A gRPC call's request body is its stream of messages, which may
 	// pause as long as the call lasts: the call's deadline bounds it, and
 	// HTTP/2 bounds how many one connection holds.
-	if hasBody && !isGRPC(r) && (l.BodyTimeout > 0 || l.BodyIdleTimeout > 0) {
+	if hasBody && !isGRPCStream(r) && (l.BodyTimeout > 0 || l.BodyIdleTimeout > 0) {
 		b := &deadlineBody{body: r.Body, rc: rc, idle: l.BodyIdleTimeout}
 		if l.BodyTimeout > 0 {
 			b.end = time.Now().Add(l.BodyTimeout)

@@ -37,10 +37,14 @@ func TestSlowBodiesAreCutOff(t *testing.T) {
 		interval time.Duration // between bytes
 		// cutAfter is the flag that should end the body.
 		cutAfter time.Duration
+		// grpc claims a gRPC content type, which earns no leeway on
+		// HTTP/1.1: the answer is then a gRPC status.
+		grpc bool
 	}{
-		"short body, steady trickle (body timeout)": {length: 100, interval: 200 * time.Millisecond, cutAfter: 1500 * time.Millisecond},
-		"short body, one long pause (idle timeout)": {length: 100, interval: 2 * time.Second, cutAfter: 700 * time.Millisecond},
-		"streamed body, steady trickle":             {length: 200 << 10, interval: 200 * time.Millisecond, cutAfter: 1500 * time.Millisecond},
+		"short body, steady trickle (body timeout)":     {length: 100, interval: 200 * time.Millisecond, cutAfter: 1500 * time.Millisecond},
+		"short body, one long pause (idle timeout)":     {length: 100, interval: 2 * time.Second, cutAfter: 700 * time.Millisecond},
+		"streamed body, steady trickle":                 {length: 200 << 10, interval: 200 * time.Millisecond, cutAfter: 1500 * time.Millisecond},
+		"gRPC content type on HTTP/1.1, one long pause": {length: 100, interval: 2 * time.Second, cutAfter: 700 * time.Millisecond, grpc: true},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -49,7 +53,11 @@ func TestSlowBodiesAreCutOff(t *testing.T) {
 			g.Expect(err).NotTo(HaveOccurred())
 			defer conn.Close()
 			began := time.Now()
-			fmt.Fprintf(conn, "POST /upload HTTP/1.1\r\nHost: app\r\nContent-Type: application/octet-stream\r\nContent-Length: %d\r\n\r\n", c.length)
+			contentType := "application/octet-stream"
+			if c.grpc {
+				contentType = "application/grpc"
+			}
+			fmt.Fprintf(conn, "POST /upload HTTP/1.1\r\nHost: app\r\nContent-Type: %s\r\nContent-Length: %d\r\n\r\n", contentType, c.length)
 			stop := make(chan struct{})
 			defer close(stop)
 			go func() {
@@ -69,8 +77,12 @@ func TestSlowBodiesAreCutOff(t *testing.T) {
 			took := time.Since(began)
 			g.Expect(err).NotTo(HaveOccurred(), "the enforcer answers a slow body")
 			resp.Body.Close()
-			g.Expect(resp.StatusCode).To(Equal(http.StatusRequestTimeout), "%v\n%s", resp.Header, e.logs)
-			g.Expect(resp.Header.Get("Content-Type")).To(Equal("application/problem+json"))
+			if c.grpc {
+				g.Expect(resp.Header.Get("Grpc-Status")).To(Equal("4"), "DEADLINE_EXCEEDED: %v\n%s", resp.Header, e.logs)
+			} else {
+				g.Expect(resp.StatusCode).To(Equal(http.StatusRequestTimeout), "%v\n%s", resp.Header, e.logs)
+				g.Expect(resp.Header.Get("Content-Type")).To(Equal("application/problem+json"))
+			}
 			g.Expect(took).To(BeNumerically(">=", c.cutAfter-100*time.Millisecond), "not before the documented time")
 			g.Expect(took).To(BeNumerically("<", c.cutAfter+2*time.Second), "soon after it")
 		})
