@@ -1,7 +1,6 @@
 package node
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -18,6 +17,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sluice-dev/sluice/internal/stack"
+
+	"github.com/sluice-dev/sluice/internal/proc"
 )
 
 // Options configure a Cluster; the zero value is a working default.
@@ -90,7 +91,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		return nil, errors.New("a real node needs root: it runs containers, makes cgroups, a bridge and iptables rules")
 	}
 	if opts.Root == "" {
-		if opts.Root, err = findRoot(); err != nil {
+		if opts.Root, err = proc.Root(); err != nil {
 			return nil, err
 		}
 	}
@@ -357,29 +358,6 @@ func (c *containerd) procOrNil() *process {
 		return nil
 	}
 	return c.proc
-}
-
-// findRoot walks up from the working directory to the module's root.
-func findRoot() (string, error) {
-	const module = "github.com/sluice-dev/sluice"
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if f, err := os.Open(filepath.Join(dir, "go.mod")); err == nil {
-			line, _ := bufio.NewReader(f).ReadString('\n')
-			_ = f.Close()
-			if strings.TrimSpace(line) == "module "+module {
-				return dir, nil
-			}
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("not inside the " + module + " module: run from its checkout or set Options.Root")
-		}
-		dir = parent
-	}
 }
 
 // UndoStale undoes a run that ended without Close (its process killed),

@@ -5,10 +5,10 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"runtime"
-	"sync"
 	"syscall"
 	"time"
+
+	"github.com/sluice-dev/sluice/internal/proc"
 )
 
 // process is a daemon the harness started: in a process group of its own,
@@ -29,7 +29,7 @@ func startProcess(name, logPath string, cmd *exec.Cmd) (*process, error) {
 	defer log.Close() // the child has its own descriptor
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := spawn(cmd); err != nil {
+	if err := proc.Start(cmd); err != nil {
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
 	p := &process{name: name, logPath: logPath, cmd: cmd, exited: make(chan struct{})}
@@ -80,32 +80,4 @@ func tail(path string, n int64) string {
 	}
 	data, _ := io.ReadAll(f)
 	return string(data)
-}
-
-// Pdeathsig fires when the thread that forked the child ends, not the
-// process: fork every child from one goroutine locked to a thread that
-// never ends.
-var (
-	spawnOnce     sync.Once
-	spawnRequests chan spawnRequest
-)
-
-type spawnRequest struct {
-	cmd  *exec.Cmd
-	done chan error
-}
-
-func spawn(cmd *exec.Cmd) error {
-	spawnOnce.Do(func() {
-		spawnRequests = make(chan spawnRequest)
-		go func() {
-			runtime.LockOSThread() // never unlocked: see above
-			for req := range spawnRequests {
-				req.done <- req.cmd.Start()
-			}
-		}()
-	})
-	req := spawnRequest{cmd: cmd, done: make(chan error, 1)}
-	spawnRequests <- req
-	return <-req.done
 }

@@ -1,41 +1,13 @@
 package stack
 
 import (
-	"bufio"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"time"
 )
-
-// modulePath is the module the stack runs the binaries of.
-const modulePath = "github.com/sluice-dev/sluice"
-
-// findRoot walks up from the working directory to the module's root.
-func findRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if f, err := os.Open(filepath.Join(dir, "go.mod")); err == nil {
-			line, _ := bufio.NewReader(f).ReadString('\n')
-			_ = f.Close()
-			if strings.TrimSpace(line) == "module "+modulePath {
-				return dir, nil
-			}
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("not inside the " + modulePath + " module: run from its checkout or set Options.Root")
-		}
-		dir = parent
-	}
-}
 
 // buildBinaries builds sluice-manager, sluice-enforcer and the gRPC sample
 // application (hack/orders) into dir with one go build, so they share its

@@ -7,12 +7,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/sluice-dev/sluice/internal/proc"
 )
 
 // Process is a child process of the stack: in a process group of its own
@@ -38,7 +39,7 @@ func startProcess(name, logPath string, cmd *exec.Cmd) (*Process, error) {
 	defer log.Close() // the child has its own descriptor
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := spawn(cmd); err != nil {
+	if err := proc.Start(cmd); err != nil {
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
 	p := &Process{Name: name, LogPath: logPath, cmd: cmd, exited: make(chan struct{})}
@@ -120,34 +121,6 @@ func tail(path string, n int64) string {
 	}
 	data, _ := io.ReadAll(f)
 	return string(data)
-}
-
-// Pdeathsig fires when the OS thread that forked the child exits, not the
-// process, and Go may end a thread while the process runs on. So every
-// child is forked from one goroutine locked to a thread that never ends.
-type spawnRequest struct {
-	cmd  *exec.Cmd
-	done chan error
-}
-
-var (
-	spawnOnce     sync.Once
-	spawnRequests chan spawnRequest
-)
-
-func spawn(cmd *exec.Cmd) error {
-	spawnOnce.Do(func() {
-		spawnRequests = make(chan spawnRequest)
-		go func() {
-			runtime.LockOSThread() // never unlocked: see above
-			for req := range spawnRequests {
-				req.done <- req.cmd.Start()
-			}
-		}()
-	})
-	req := spawnRequest{cmd: cmd, done: make(chan error, 1)}
-	spawnRequests <- req
-	return <-req.done
 }
 
 // reaper kills process groups that the stack cannot give Pdeathsig (etcd

@@ -37,6 +37,8 @@ import (
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/internal/redistest"
+
+	"github.com/sluice-dev/sluice/internal/proc"
 )
 
 // Options configure a Stack; the zero value is a working default.
@@ -95,7 +97,7 @@ func Scheme() *runtime.Scheme {
 // Start starts the stack; on error, whatever it started is stopped.
 func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	if opts.Root == "" {
-		if opts.Root, err = findRoot(); err != nil {
+		if opts.Root, err = proc.Root(); err != nil {
 			return nil, err
 		}
 	}
