@@ -108,11 +108,34 @@ type Rule struct {
 	// +optional
 	Cost int32 `json:"cost,omitempty"`
 
+	// Leasing lets each enforcer take a busy tenant's units from Redis a few
+	// at a time and admit from them locally (Auto, for TokenBucket, GCRA and
+	// FixedWindow), and refuse locally until the Retry-After Redis gave.
+	// Every admitted request was counted in Redis first, so the limit holds
+	// across replicas. Off sends every decision to Redis.
+	// +kubebuilder:default=Auto
+	// +optional
+	Leasing Leasing `json:"leasing,omitempty"`
+
 	// Identity replaces spec.identity for this rule (as a whole: sources and
 	// partitionBy).
 	// +optional
 	Identity *Identity `json:"identity,omitempty"`
 }
+
+// Leasing says whether an enforcer may decide a rule's requests on its own,
+// exactly: admit from units it took from Redis ahead of time, and refuse
+// while Redis said no until a known time.
+// +kubebuilder:validation:Enum=Auto;Off
+type Leasing string
+
+const (
+	// LeasingAuto leases for TokenBucket, GCRA and FixedWindow rules, sized
+	// by each tenant's traffic; sliding windows decide every request in Redis.
+	LeasingAuto Leasing = "Auto"
+	// LeasingOff sends every decision to Redis.
+	LeasingOff Leasing = "Off"
+)
 
 // Limit is a budget of requests per period for each tenant.
 type Limit struct {

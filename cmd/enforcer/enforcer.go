@@ -48,7 +48,7 @@ func newEnforcer(o *options, lookupEnv func(string) (string, bool), log *slog.Lo
 	metrics := admin.NewMetrics(buildVersion())
 	e.backends = proxy.NewBackends(o.redisURL, lookupEnv, limiter.ClientOptions{PoolSize: o.redisPoolSize},
 		limiter.LocalMaxEntries(o.localFallbackMaxEntries))
-	metrics.WatchLocalFallback(e.backends.All)
+	metrics.WatchBackends(e.backends.All)
 	e.handler = proxy.New(proxy.Options{Upstream: o.upstream, UpstreamProtocol: o.upstreamProtocol, Recorder: metrics, ErrorLog: stdLogger(log, "proxy"),
 		Limits: o.limits.requests, MaxRequestBody: o.limits.maxRequestBody, ResponseHeaderTimeout: o.limits.responseHeaderTimeout})
 	e.reloader = reload.NewReloader(configSource(o), e.apply, metrics, log)
@@ -90,6 +90,8 @@ func (e *enforcer) apply(l *reload.Loaded) error {
 		return err
 	}
 	e.handler.Swap(snap)
+	// Leases were taken under the old limits: give them back.
+	e.backends.Release(context.Background())
 	return nil
 }
 

@@ -79,7 +79,7 @@ func startWith(t *testing.T, cfg *config.Config, redisURL string, token TokenSou
 	h := proxy.New(proxy.Options{Upstream: target, Recorder: m})
 	backends := proxy.NewBackends(redisURL, func(string) (string, bool) { return "", false }, limiter.ClientOptions{})
 	t.Cleanup(backends.Close)
-	m.WatchLocalFallback(backends.All)
+	m.WatchBackends(backends.All)
 	snap, err := proxy.NewSnapshot(cfg, backends)
 	if err != nil {
 		t.Fatal(err)

@@ -137,11 +137,80 @@ func (c localFallbackCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// WatchLocalFallback reports the LocalFallback state of the backends that
-// backends lists (proxy.Backends.All) as sluice_enforcer_local_fallback_entries.
-// Call it once.
-func (m *Metrics) WatchLocalFallback(backends func() []*proxy.Backend) {
-	m.Registry.MustRegister(localFallbackCollector(backends))
+// Lease metrics, read from the backends' guards at each scrape: what each
+// policy decided without Redis, and what its leases took and gave back.
+var (
+	localDecisions = prometheus.NewDesc("sluice_enforcer_local_decisions_total",
+		"Decisions made without a Redis call, by policy: admitted from a lease, or refused by the denial cache until the Retry-After Redis gave.",
+		[]string{"policy", "decision"}, nil)
+	redisCalls = prometheus.NewDesc("sluice_enforcer_redis_calls_total",
+		"Redis script calls by policy: decisions, leases, lease returns and refunds. Divided by sluice_enforcer_decisions_total, the Redis calls per decision.",
+		[]string{"policy"}, nil)
+	leaseGrants = prometheus.NewDesc("sluice_enforcer_lease_grants_total",
+		"Leases granted by Redis, by policy.", []string{"policy"}, nil)
+	leaseUnits = prometheus.NewDesc("sluice_enforcer_lease_units_total",
+		"Units of leases by policy and what became of them: leased (taken from Redis beyond the deciding request's cost), returned (given back unused), expired (their fixed window ended first), lost (a return Redis did not confirm; never sent twice).",
+		[]string{"policy", "outcome"}, nil)
+	leaseFailures = prometheus.NewDesc("sluice_enforcer_lease_failures_total",
+		"Lease calls (kind lease) and lease returns (kind return) that Redis did not answer in time, by policy.",
+		[]string{"policy", "kind"}, nil)
+)
+
+type leaseCollector func() []*proxy.Backend
+
+func (c leaseCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{localDecisions, redisCalls, leaseGrants, leaseUnits, leaseFailures} {
+		ch <- d
+	}
+}
+
+func (c leaseCollector) Collect(ch chan<- prometheus.Metric) {
+	type sums struct {
+		admits, refusals, calls, grants, leased, returned, expired, lost, leaseFails, returnFails int64
+	}
+	byPolicy := map[string]*sums{}
+	for _, be := range c() {
+		for _, p := range be.Guard.LeasePolicies() {
+			lc := be.Guard.LeaseCounts(p)
+			s := byPolicy[p]
+			if s == nil {
+				s = &sums{}
+				byPolicy[p] = s
+			}
+			s.admits += lc.LeaseAdmits.Load()
+			s.refusals += lc.CachedRefusals.Load()
+			s.calls += lc.RedisCalls.Load()
+			s.grants += lc.Grants.Load()
+			s.leased += lc.UnitsLeased.Load()
+			s.returned += lc.UnitsReturned.Load()
+			s.expired += lc.UnitsExpired.Load()
+			s.lost += lc.UnitsLost.Load()
+			s.leaseFails += lc.LeaseFailures.Load()
+			s.returnFails += lc.ReturnFailures.Load()
+		}
+	}
+	counter := func(d *prometheus.Desc, v int64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
+	}
+	for p, s := range byPolicy {
+		counter(localDecisions, s.admits, p, "admitted")
+		counter(localDecisions, s.refusals, p, "refused")
+		counter(redisCalls, s.calls, p)
+		counter(leaseGrants, s.grants, p)
+		counter(leaseUnits, s.leased, p, "leased")
+		counter(leaseUnits, s.returned, p, "returned")
+		counter(leaseUnits, s.expired, p, "expired")
+		counter(leaseUnits, s.lost, p, "lost")
+		counter(leaseFailures, s.leaseFails, p, "lease")
+		counter(leaseFailures, s.returnFails, p, "return")
+	}
+}
+
+// WatchBackends reports the state the backends that backends lists
+// (proxy.Backends.All) keep in memory: sluice_enforcer_local_fallback_entries
+// and the lease metrics. Call it once.
+func (m *Metrics) WatchBackends(backends func() []*proxy.Backend) {
+	m.Registry.MustRegister(localFallbackCollector(backends), leaseCollector(backends))
 }
 
 // cached returns the child of key from cache, making it with newChild once.

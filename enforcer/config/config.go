@@ -68,6 +68,8 @@ type Rule struct {
 	Exempt    bool      `json:"exempt,omitempty"`
 	Algorithm Algorithm `json:"algorithm,omitempty"`
 	Cost      int64     `json:"cost,omitempty"`
+	// Leasing is empty (LeasingAuto) or LeasingOff.
+	Leasing Leasing `json:"leasing,omitempty"`
 	// Identity is the rule's own identity, or the policy's when it has none.
 	Identity Identity `json:"identity"`
 	// Limits are the windows of a request whose tier has no entry in

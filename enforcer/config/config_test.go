@@ -53,6 +53,8 @@ func TestInvalidConfigsAreRefusedWithWhereAndWhy(t *testing.T) {
 			"rules[1](api).limits[0]: cost 61 exceeds its capacity 60"},
 		"unknown algorithm": {func(c map[string]any) { rule(c, 1)["algorithm"] = "Leaky" },
 			`rules[1](api).algorithm: "Leaky" is not one of TokenBucket, SlidingWindowLog`},
+		"unknown leasing": {func(c map[string]any) { rule(c, 1)["leasing"] = "Always" },
+			`rules[1](api).leasing: "Always" is not one of Auto, Off`},
 		"sub-millisecond period": {func(c map[string]any) { limit(c, 1, 0)["period"] = "1500us" },
 			"rules[1](api).limits[0].period: must be a whole number of milliseconds, at least 1ms, got 1.5ms"},
 		"two limits of one period": {func(c map[string]any) {

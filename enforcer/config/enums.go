@@ -39,6 +39,22 @@ func (p UpstreamProtocol) OrDefault() UpstreamProtocol {
 	return p
 }
 
+// Leasing says whether a rule's decisions may be made in the enforcer, from
+// units it took from Redis ahead of time (a lease) and from refusals Redis
+// gave until a known time (the denial cache), or must each go to Redis.
+type Leasing string
+
+const (
+	// LeasingAuto leases where the algorithm allows it exactly
+	// (TokenBucket, GCRA, FixedWindow), sized by each bucket's traffic.
+	LeasingAuto Leasing = "Auto"
+	// LeasingOff sends every decision to Redis.
+	LeasingOff Leasing = "Off"
+)
+
+// Leasings lists every Leasing.
+var Leasings = []Leasing{LeasingAuto, LeasingOff}
+
 // FailureMode is what a policy decides when Redis cannot answer in time.
 type FailureMode string
 

@@ -169,6 +169,9 @@ func (r *Rule) validate(path string, add addFunc) {
 	}
 	r.Identity.validate(path+".identity", add)
 	oneOf(add, path+".algorithm", r.Algorithm, Algorithms)
+	if r.Leasing != "" {
+		oneOf(add, path+".leasing", r.Leasing, Leasings)
+	}
 	if r.Cost < 1 {
 		add(path+".cost", "must be at least 1, got %d", r.Cost)
 	}

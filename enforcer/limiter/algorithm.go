@@ -36,6 +36,11 @@ type algorithm struct {
 	// (into p.entry unless Local is full) and returns remaining, reset (µs)
 	// and retry (µs).
 	answer func(p *localWindow, now, cost int64, allowed bool) (remaining, reset, retry int64)
+	// leases is set for the algorithms whose script can take more than a
+	// request's cost at once, for an enforcer to admit from locally (a
+	// lease, lease.go): those whose state only time frees, so units taken
+	// now and spent a little later never admit more than the limit.
+	leases bool
 }
 
 // algorithms is the one table of algorithms, in the order of the API's enum.

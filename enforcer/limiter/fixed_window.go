@@ -12,6 +12,7 @@ var fixedWindow = algorithm{
 	args:   windowArgs,
 	read:   (*localWindow).readFixedWindow,
 	answer: (*localWindow).answerFixedWindow,
+	leases: true,
 }
 
 func (p *localWindow) readFixedWindow(now, cost int64) bool {

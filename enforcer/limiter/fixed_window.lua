@@ -6,8 +6,13 @@
 -- ARGV[1]   cost: requests this one counts as (0 reads without counting); -n
 --           refunds the n an admitted decision counted, while its window lasts
 -- ARGV[2+2(i-1)] requests, ARGV[3+2(i-1)] period in ms of window i
--- Reply     {allowed (0|1), now_µs, then per window i: remaining, reset_µs, retry_µs}
---           reset_µs: the window's end; retry_µs: wait until cost fits (0 if it does).
+-- ARGV[2+2n] want (n windows): the most to count when cost fits, at least
+--           cost; more than cost is a lease, counted in every window at
+--           once, as much as all of them have left up to want
+-- Reply     {allowed (0|1), now_µs, then per window i: remaining, reset_µs,
+--           retry_µs, then taken}
+--           reset_µs: the window's end; retry_µs: wait until cost fits (0 if
+--           it does); taken: what was counted in each window (0 when refused).
 --           A refund replies the number of windows it gave back to.
 
 local time = redis.call('TIME')
@@ -26,8 +31,10 @@ if cost < 0 then
   return refunded
 end
 
+local want = math.max(cost, tonumber(ARGV[2 + 2 * #KEYS]) or cost)
 local counts, current, requests, periods, wins = {}, {}, {}, {}, {}
 local allowed = 1
+local take = want
 for i = 1, #KEYS do
   local a = 2 + 2 * (i - 1)
   requests[i] = tonumber(ARGV[a])
@@ -43,6 +50,10 @@ for i = 1, #KEYS do
   if count + cost > requests[i] then
     allowed = 0
   end
+  take = math.min(take, requests[i] - count)
+end
+if allowed == 0 then
+  take = 0
 end
 
 local reply = {allowed, now}
@@ -51,11 +62,11 @@ for i = 1, #KEYS do
   local reset = (wins[i] + 1) * periods[i]
   local retry = 0
   if allowed == 1 then
-    if cost > 0 then
-      count = count + cost
+    if take > 0 then
+      count = count + take
       if current[i] then
         -- same window: its number and expiry are already set
-        redis.call('HINCRBY', KEYS[i], 'c', cost)
+        redis.call('HINCRBY', KEYS[i], 'c', take)
       else
         redis.call('HSET', KEYS[i], 'w', wins[i], 'c', count)
         redis.call('PEXPIRE', KEYS[i], math.max(1, math.ceil((reset - now) / 1000)))
@@ -72,4 +83,5 @@ for i = 1, #KEYS do
   reply[#reply + 1] = reset
   reply[#reply + 1] = retry
 end
+reply[#reply + 1] = take
 return reply

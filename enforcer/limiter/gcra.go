@@ -16,6 +16,7 @@ var gcra = algorithm{
 	args:   gcraArgs,
 	read:   (*localWindow).readGCRA,
 	answer: (*localWindow).answerGCRA,
+	leases: true,
 }
 
 // gcraMaxTolerance bounds a window's tolerance (about 35 years of µs) so

@@ -12,10 +12,15 @@
 --           refunds the n units an admitted decision took, up to whole
 -- ARGV[2+2(i-1)] emission interval in µs (period / requests, rounded up),
 --           ARGV[3+2(i-1)] tolerance in µs (capacity * interval) of window i
--- Reply     {allowed (0|1), now_µs, then per window i: remaining, reset_µs, retry_µs}
+-- ARGV[2+2n] want (n windows): the most units to take when cost fits, at
+--           least cost; more than cost is a lease, taken from every window
+--           at once, as many as fit all of them now up to want
+-- Reply     {allowed (0|1), now_µs, then per window i: remaining, reset_µs,
+--           retry_µs, then taken}
 --           remaining: whole units that fit now; reset_µs: the TAT, when the
 --           window is whole again; retry_µs: exact wait until cost fits (0 if
---           it does). A refund replies the number of windows it gave back to.
+--           it does); taken: the units taken from each window (0 when
+--           refused). A refund replies the number of windows it gave back to.
 
 local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000000 + tonumber(time[2])
@@ -43,8 +48,10 @@ if cost < 0 then
   return refunded
 end
 
+local want = math.max(cost, tonumber(ARGV[2 + 2 * #KEYS]) or cost)
 local tats, intervals, tolerances = {}, {}, {}
 local allowed = 1
+local take = want
 for i = 1, #KEYS do
   local a = 2 + 2 * (i - 1)
   intervals[i] = tonumber(ARGV[a])
@@ -58,6 +65,10 @@ for i = 1, #KEYS do
   if tat + cost * intervals[i] - now > tolerances[i] then
     allowed = 0
   end
+  take = math.min(take, math.floor((tolerances[i] - (tat - now)) / intervals[i]))
+end
+if allowed == 0 then
+  take = 0
 end
 
 local reply = {allowed, now}
@@ -65,8 +76,8 @@ for i = 1, #KEYS do
   local tat, interval, tolerance = tats[i], intervals[i], tolerances[i]
   local retry = 0
   if allowed == 1 then
-    if cost > 0 then
-      tat = tat + cost * interval
+    if take > 0 then
+      tat = tat + take * interval
       store(KEYS[i], tat)
     end
   elseif tat + cost * interval - now > tolerance then
@@ -77,4 +88,5 @@ for i = 1, #KEYS do
   reply[#reply + 1] = tat
   reply[#reply + 1] = retry
 end
+reply[#reply + 1] = take
 return reply

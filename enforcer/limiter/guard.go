@@ -34,9 +34,10 @@ const (
 // policy's timeout and, when Redis fails, lets the policy's failure mode
 // decide: admit (Open), refuse (Closed), or limit in-process (LocalFallback).
 type Guard struct {
-	redis *Redis
-	local *Local
-	now   func() time.Time
+	redis  *Redis
+	local  *Local
+	leases *leases
+	now    func() time.Time
 
 	failures     atomic.Int64 // consecutive Redis failures
 	failingSince atomic.Int64 // unix nanoseconds of the first of them
@@ -48,12 +49,14 @@ type Guard struct {
 
 	stop chan struct{}
 	done chan struct{}
+	// prefetches are lease requests in flight, which Close waits for
+	prefetches sync.WaitGroup
 }
 
 // NewGuard wraps r, with opts for the LocalFallback state; Close stops the
 // guard's background sweeping of that state.
 func NewGuard(r *Redis, opts ...LocalOption) *Guard {
-	g := &Guard{redis: r, local: NewLocal(nil, opts...), now: time.Now, stop: make(chan struct{}), done: make(chan struct{})}
+	g := &Guard{redis: r, local: NewLocal(nil, opts...), leases: newLeases(), now: time.Now, stop: make(chan struct{}), done: make(chan struct{})}
 	go g.sweep()
 	return g
 }
@@ -62,23 +65,64 @@ func NewGuard(r *Redis, opts ...LocalOption) *Guard {
 // reaching its bound means new tenants are admitted unlimited.
 func (g *Guard) LocalEntries() int { return g.local.Len() }
 
-// Close stops background work. It does not close the Redis limiter.
+// Close stops background work and gives back what is left of the leases
+// it holds. It does not close the Redis limiter.
 func (g *Guard) Close() {
 	close(g.stop)
 	<-g.done
+	g.prefetches.Wait()
+	g.leases.giveBack(context.Background(), g.redis, g.leases.release(g.now().UnixNano()))
+}
+
+// Release gives back every lease and forgets every cached refusal, waiting
+// no longer than returns take (returnTimeout): for a new configuration,
+// whose limits the leases were not taken under.
+func (g *Guard) Release(ctx context.Context) {
+	g.leases.giveBack(ctx, g.redis, g.leases.release(g.now().UnixNano()))
+}
+
+// LeaseCounts are the lease counters of policy (its name), nil before any
+// of its rules leased or was decided.
+func (g *Guard) LeaseCounts(policy string) *LeaseCounts {
+	if c, ok := g.leases.stats.Load(policy); ok {
+		return c.(*LeaseCounts)
+	}
+	return nil
+}
+
+// LeasePolicies are the policies with lease counters.
+func (g *Guard) LeasePolicies() []string {
+	var ps []string
+	g.leases.stats.Range(func(k, _ any) bool {
+		ps = append(ps, k.(string))
+		return true
+	})
+	return ps
 }
 
 func (g *Guard) sweep() {
 	defer close(g.done)
-	t := time.NewTicker(sweepInterval)
+	t := time.NewTicker(leaseTick)
 	defer t.Stop()
+	nextSweep := g.now().Add(sweepInterval)
+	var returns []pendingReturn
 	for {
 		select {
 		case <-g.stop:
 			return
 		case <-t.C:
-			g.local.Sweep()
 		}
+		now := g.now()
+		var idleBefore int64
+		if !now.Before(nextSweep) {
+			g.local.Sweep()
+			idleBefore = now.Add(-leaseIdle).UnixNano()
+			nextSweep = now.Add(sweepInterval)
+		}
+		returns = g.leases.ended(now.UnixNano(), idleBefore, returns[:0])
+		// one batch in flight at a time: returns are bounded by the table
+		g.leases.giveBack(context.Background(), g.redis, returns)
+		clear(returns)
 	}
 }
 
@@ -98,58 +142,160 @@ type Outcome struct {
 // a bug that lifts a limit is never silent.
 var errUncheckedRequest = fmt.Errorf("%w: not built from a checked rule", ErrInvalidRequest)
 
-// AllowAll decides every rule an HTTP request must pass. All of them go to
-// Redis together, in one pipelined round trip, and each waits no longer than
-// its own policy's timeout. out is reused when it has room.
+// AllowAll decides every rule an HTTP request must pass. Rules that lease
+// are answered from their bucket's lease or cached refusal when it can;
+// the others go to Redis together, in one pipelined round trip, and each
+// waits no longer than its own policy's timeout. out is reused when it has
+// room.
 func (g *Guard) AllowAll(ctx context.Context, reqs []Request, out []Outcome) []Outcome {
 	out = slices.Grow(out[:0], len(reqs))[:len(reqs)]
-	skip := g.skipping()
-	var buf [8]pendingCheck
+	var skip, skipKnown bool
+	now := g.now()
+	var buf [8]guardCheck
 	pending := buf[:0]
 	for i := range reqs {
 		req := &reqs[i]
-		switch {
-		case !req.checked:
+		if !req.checked {
 			out[i] = Outcome{Err: errUncheckedRequest}
-		case skip:
-			out[i] = Outcome{Decision: g.fallback(req), Err: ErrRedisUnavailable}
-		default:
-			out[i] = Outcome{}
-			pending = append(pending, g.redis.submit(ctx, req, req.Cost))
-		}
-	}
-	// Rules of one policy share its timeout: one deadline serves them all.
-	start := g.now()
-	var deadlines budgets
-	defer deadlines.cancel()
-	for i, p := 0, 0; i < len(reqs) && p < len(pending); i++ {
-		if out[i].Err != nil {
 			continue
 		}
-		deadline := deadlines.get(ctx, start.Add(reqs[i].Failure.timeout()))
-		d, err := pending[p].wait(deadline)
-		d, err = g.settle(ctx, &reqs[i], d, err)
-		out[i] = Outcome{Decision: d, Err: err}
-		p++
+		var a localAnswer
+		if req.Lease {
+			// Waiting once this batch has calls in flight could wait for
+			// one of them: a bucket twice in one batch.
+			if a = g.answer(ctx, req, now, len(pending) == 0); a.local {
+				out[i] = Outcome{Decision: a.decision}
+				continue
+			}
+		} else {
+			a.want = req.Cost
+		}
+		if !skipKnown {
+			skip, skipKnown = g.skipping(), true
+		}
+		if skip {
+			if a.owner {
+				g.leases.unfetch(a.entry, false)
+			}
+			out[i] = Outcome{Decision: g.fallback(req), Err: ErrRedisUnavailable}
+			continue
+		}
+		out[i] = Outcome{}
+		g.leases.counts(req.Bucket.Policy).RedisCalls.Add(1)
+		pending = append(pending, guardCheck{i: i, entry: a.entry, owner: a.owner,
+			check: g.redis.submit(ctx, req, req.Cost, a.want)})
+	}
+	// Rules of one policy share its timeout: one deadline serves them all.
+	var deadlines budgets
+	defer deadlines.cancel()
+	for _, p := range pending {
+		req := &reqs[p.i]
+		deadline := deadlines.get(ctx, now.Add(req.Failure.timeout()))
+		d, taken, err := p.check.wait(deadline)
+		if err == nil && p.entry != nil {
+			g.leases.settle(p.entry, d, taken, req.Cost, now.UnixNano(), p.owner)
+		} else if p.owner {
+			g.leases.unfetch(p.entry, p.check.want > req.Cost)
+		}
+		d, err = g.settle(ctx, req, d, err)
+		out[p.i] = Outcome{Decision: d, Err: err}
 	}
 	return out
 }
 
-// Refund gives back, best effort, what the admitted decisions of reqs took
-// from Redis, when another rule refused the HTTP request they belong to. Only
-// pass requests whose decision was admitted by Redis (not Degraded).
+// guardCheck is a rule of AllowAll sent to Redis: its index, its bucket's
+// lease entry, and whether it is the bucket's call in flight.
+type guardCheck struct {
+	i     int
+	check pendingCheck
+	entry *leaseEntry
+	owner bool
+}
+
+// waitsForCall bounds how often a request waits for another's call to its
+// bucket before asking Redis itself.
+const waitsForCall = 3
+
+// answer asks the lease table about req at now, waiting (when it may) for
+// the bucket's call in flight when there is one, no longer than req's
+// timeout in all. It starts the prefetch of the next lease when the answer
+// asks for one.
+func (g *Guard) answer(ctx context.Context, req *Request, now time.Time, mayWait bool) localAnswer {
+	var timer *time.Timer
+	waits := 0
+	if !mayWait {
+		waits = waitsForCall
+	}
+	for ; ; waits++ {
+		a := g.leases.answer(req, now.UnixNano(), waits >= waitsForCall)
+		if a.prefetch > 0 {
+			g.prefetches.Go(func() { g.prefetch(a.entry, a.prefetch) })
+		}
+		if a.wait == nil {
+			if timer != nil {
+				timer.Stop()
+			}
+			return a
+		}
+		if timer == nil {
+			timer = time.NewTimer(req.Failure.timeout())
+		}
+		select {
+		case <-a.wait:
+		case <-timer.C:
+			waits = waitsForCall
+		case <-ctx.Done():
+			waits = waitsForCall
+		}
+		now = g.now()
+	}
+}
+
+// prefetch asks Redis for the next lease of e's bucket, want units, while
+// the current one still serves.
+func (g *Guard) prefetch(e *leaseEntry, want int64) {
+	ctx, cancel := context.WithTimeout(context.Background(), e.req.Failure.timeout())
+	defer cancel()
+	sent := g.now().UnixNano()
+	g.leases.counts(e.req.Bucket.Policy).RedisCalls.Add(1)
+	d, taken, err := g.redis.submit(ctx, &e.req, 0, want).wait(ctx)
+	if err != nil {
+		g.leases.unfetch(e, true)
+		g.failed(err)
+		return
+	}
+	g.succeeded()
+	g.leases.settle(e, d, taken, 0, sent, true)
+}
+
+// Refund gives back, best effort, what the admitted decisions of reqs took,
+// when another rule refused the HTTP request they belong to: into the
+// bucket's lease when it holds one, to Redis otherwise. Only pass requests
+// whose decision was admitted by Redis or a lease (not Degraded).
 func (g *Guard) Refund(ctx context.Context, reqs ...Request) error {
-	if len(reqs) == 0 || g.skipping() {
+	now := g.now().UnixNano()
+	var toRedis []Request
+	for i := range reqs {
+		if reqs[i].Lease && g.leases.refund(&reqs[i], now) {
+			continue
+		}
+		if toRedis == nil {
+			toRedis = make([]Request, 0, len(reqs)-i)
+		}
+		toRedis = append(toRedis, reqs[i])
+	}
+	if len(toRedis) == 0 || g.skipping() {
 		return nil
 	}
 	// The requests may be of several policies: the longest timeout of them.
-	timeout := reqs[0].Failure.timeout()
-	for i := range reqs[1:] {
-		timeout = max(timeout, reqs[i+1].Failure.timeout())
+	timeout := toRedis[0].Failure.timeout()
+	for i := range toRedis {
+		timeout = max(timeout, toRedis[i].Failure.timeout())
+		g.leases.counts(toRedis[i].Bucket.Policy).RedisCalls.Add(1)
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	return g.redis.Refund(ctx, reqs...)
+	return g.redis.Refund(ctx, toRedis...)
 }
 
 // settle records the outcome of a Redis decision and lets the failure mode

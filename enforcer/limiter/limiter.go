@@ -43,6 +43,9 @@ type Request struct {
 	Cost int64
 	// Failure says what to decide when Redis cannot answer.
 	Failure FailurePolicy
+	// Lease lets the guard admit from leases and refuse from its denial
+	// cache (lease.go), for the algorithms that allow it exactly.
+	Lease bool
 
 	// checked is set by Rule.Request: the request's rule passed NewRule and
 	// its tenant is not empty. Guard.AllowAll refuses any other Request.
@@ -57,12 +60,29 @@ type Rule struct {
 	req Request
 }
 
+// RuleOption sets an optional property of a Rule.
+type RuleOption func(*Request)
+
+// Leasing sets whether the rule's decisions may come from leases and the
+// denial cache (config.LeasingAuto) or each go to Redis (config.LeasingOff).
+// Only the algorithms that lease exactly (TokenBucket, GCRA, FixedWindow)
+// use it; without the option a rule leases.
+func Leasing(l config.Leasing) RuleOption {
+	return func(req *Request) { req.Lease = l != config.LeasingOff }
+}
+
 // NewRule checks a rule of algorithm a with these windows and cost, for the
 // buckets named by b (whose Tenant is ignored), and returns it. Configurations
 // are checked with field paths by config.Parse; an error here is a bug in
 // how the rule was compiled. NewRule keeps windows: do not modify them.
-func NewRule(b Bucket, a Algorithm, windows []Window, cost int64, f FailurePolicy) (Rule, error) {
-	req := Request{Bucket: b, Algorithm: a, Windows: windows, Cost: cost, Failure: f}
+func NewRule(b Bucket, a Algorithm, windows []Window, cost int64, f FailurePolicy, opts ...RuleOption) (Rule, error) {
+	req := Request{Bucket: b, Algorithm: a, Windows: windows, Cost: cost, Failure: f, Lease: true}
+	for _, o := range opts {
+		o(&req)
+	}
+	if d := descriptorOf(a); d == nil || !d.leases {
+		req.Lease = false
+	}
 	req.Bucket.Tenant = "-" // any tenant Rule.Request accepts; checked there
 	if err := req.validate(); err != nil {
 		return Rule{}, err
@@ -108,6 +128,9 @@ type Decision struct {
 	Now time.Time
 	// Degraded is set when the policy's failure mode decided, not Redis.
 	Degraded bool
+	// Local is set when the guard decided without asking Redis: admitted
+	// from a lease, or refused from the denial cache (lease.go).
+	Local bool
 }
 
 // ErrInvalidRequest wraps every validation failure of a Request.

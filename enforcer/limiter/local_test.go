@@ -402,7 +402,9 @@ func TestLocalMatchesRedisScripts(t *testing.T) {
 	}
 }
 
-// runLocalScript runs req's algorithm script and returns its reply.
+// runLocalScript runs req's algorithm script without asking for a lease and
+// returns its reply, without the taken units of the algorithms that lease:
+// those must be the cost when allowed, 0 when refused.
 func runLocalScript(t *testing.T, client *redis.Client, req *Request) []int64 {
 	t.Helper()
 	d := descriptorOf(req.Algorithm)
@@ -414,6 +416,13 @@ func runLocalScript(t *testing.T, client *redis.Client, req *Request) []int64 {
 	reply, err := redis.NewScript(d.script.src).Run(context.Background(), client, keys, args...).Int64Slice()
 	if err != nil {
 		t.Fatal(err)
+	}
+	if d.leases {
+		taken := reply[len(reply)-1]
+		reply = reply[:len(reply)-1]
+		if want := reply[0] * req.Cost; taken != want {
+			t.Fatalf("allowed %d at cost %d took %d, want %d", reply[0], req.Cost, taken, want)
+		}
 	}
 	return reply
 }

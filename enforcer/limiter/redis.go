@@ -48,38 +48,44 @@ func (r *Redis) Peek(ctx context.Context, req Request) (Decision, error) {
 }
 
 func (r *Redis) check(ctx context.Context, req *Request, cost int64) (Decision, error) {
-	return r.submit(ctx, req, cost).wait(ctx)
+	d, _, err := r.submit(ctx, req, cost, cost).wait(ctx)
+	return d, err
 }
 
 // pendingCheck is a decision sent to Redis whose reply has not been read.
 type pendingCheck struct {
 	r      *Redis
 	req    *Request
+	cost   int64
+	want   int64
 	script algorithmScript
 	call   scriptCall
 }
 
-// submit queues the script deciding req without waiting, so several rules of
-// one HTTP request travel in one pipelined round trip.
-func (r *Redis) submit(ctx context.Context, req *Request, cost int64) pendingCheck {
-	script, args := evalSHA(req, cost)
-	return pendingCheck{r: r, req: req, script: script, call: r.send(ctx, args)}
+// submit queues the script deciding req at cost without waiting, so several
+// rules of one HTTP request travel in one pipelined round trip. want, when
+// more than cost and req's algorithm leases, asks for a lease: up to want
+// units taken at once when cost fits.
+func (r *Redis) submit(ctx context.Context, req *Request, cost, want int64) pendingCheck {
+	script, args := evalSHA(req, cost, want)
+	return pendingCheck{r: r, req: req, cost: cost, want: want, script: script, call: r.send(ctx, args)}
 }
 
-// wait reads the decision, no longer than ctx allows.
-func (p pendingCheck) wait(ctx context.Context) (Decision, error) {
-	reply, err := p.r.receive(ctx, p.script, p.call)
+// wait reads the decision and what it took from every window (its cost, or
+// a lease's larger amount), no longer than ctx allows.
+func (p pendingCheck) wait(ctx context.Context) (Decision, int64, error) {
+	raw, err := p.r.receive(ctx, p.script, p.call)
 	if err != nil {
-		return Decision{}, fmt.Errorf("redis %s %s: %w", p.req.Algorithm, p.req.Bucket, err)
+		return Decision{}, 0, fmt.Errorf("redis %s %s: %w", p.req.Algorithm, p.req.Bucket, err)
 	}
 	// decide keeps nothing of the results: for usual window counts they
 	// stay on the stack.
 	var stack [4]WindowResult
-	allowed, now, results, err := parseReply(reply, len(p.req.Windows), stack[:0])
+	rep, err := parseReply(raw, descriptorOf(p.req.Algorithm), len(p.req.Windows), p.cost, stack[:0])
 	if err != nil {
-		return Decision{}, fmt.Errorf("redis %s %s: %w", p.req.Algorithm, p.req.Bucket, err)
+		return Decision{}, 0, fmt.Errorf("redis %s %s: %w", p.req.Algorithm, p.req.Bucket, err)
 	}
-	return decide(p.req, allowed, now, results), nil
+	return decide(p.req, rep.allowed, rep.now, rep.results), rep.taken, nil
 }
 
 // scriptCall is one EVALSHA in flight.
@@ -112,18 +118,30 @@ func (r *Redis) receive(ctx context.Context, s algorithmScript, c scriptCall) (a
 // rule refused the HTTP request they belong to. It waits for all of them,
 // no longer than ctx allows.
 func (r *Redis) Refund(ctx context.Context, reqs ...Request) error {
+	units := make([]int64, len(reqs))
+	for i := range reqs {
+		units[i] = reqs[i].Cost
+	}
+	return errors.Join(r.giveBack(ctx, reqs, units)...)
+}
+
+// giveBack returns units[i] to the windows of reqs[i], all in one pipelined
+// round trip, and reports each one's error; it waits no longer than ctx
+// allows. Each is sent once: a reply that is lost may or may not have given
+// back, and sending it again could give back twice.
+func (r *Redis) giveBack(ctx context.Context, reqs []Request, units []int64) []error {
 	calls := make([]scriptCall, len(reqs))
 	scripts := make([]algorithmScript, len(reqs))
 	for i := range reqs {
 		var args []any
-		scripts[i], args = evalSHA(&reqs[i], -reqs[i].Cost)
+		scripts[i], args = evalSHA(&reqs[i], -units[i], 0)
 		calls[i] = r.send(ctx, args)
 	}
-	var errs []error
+	errs := make([]error, len(reqs))
 	for i, c := range calls {
 		if _, err := r.receive(ctx, scripts[i], c); err != nil {
-			errs = append(errs, fmt.Errorf("redis refund %s: %w", reqs[i].Bucket, err))
+			errs[i] = fmt.Errorf("redis refund %s: %w", reqs[i].Bucket, err)
 		}
 	}
-	return errors.Join(errs...)
+	return errs
 }

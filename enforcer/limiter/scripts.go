@@ -33,14 +33,19 @@ func newScript(name string) algorithmScript {
 }
 
 // evalSHA is the whole EVALSHA command of req's algorithm with cost as
-// ARGV[1] (0 reads without consuming, -req.Cost refunds), then each window's
-// arguments: EVALSHA sha numkeys key... cost arg...
-func evalSHA(req *Request, cost int64) (s algorithmScript, cmd []any) {
+// ARGV[1] (0 reads without consuming, -n refunds n), then each window's
+// arguments, then, for the algorithms that lease, want: the most units to
+// take when cost fits (at least cost; more than cost is a lease).
+// EVALSHA sha numkeys key... cost arg... [want]
+func evalSHA(req *Request, cost, want int64) (s algorithmScript, cmd []any) {
 	d := descriptorOf(req.Algorithm)
-	// room for the cost and up to 4 arguments per window, without regrowing
-	cmd = append(evalSHAKeys(d.script.shaArg, req, 1+4*len(req.Windows)), cost)
+	// room for the cost, up to 4 arguments per window and want, without regrowing
+	cmd = append(evalSHAKeys(d.script.shaArg, req, 2+4*len(req.Windows)), cost)
 	for _, w := range req.Windows {
 		cmd = d.args(cmd, w)
+	}
+	if d.leases {
+		cmd = append(cmd, max(cost, want))
 	}
 	return d.script, cmd
 }
@@ -71,28 +76,52 @@ func (s algorithmScript) eval(evalsha []any) []any {
 	return cmd
 }
 
-// parseReply decodes {allowed, now_µs, remaining, reset_µs, retry_µs, ...},
-// appending the windows' results to dst.
-func parseReply(reply any, windows int, dst []WindowResult) (allowed bool, now time.Time, results []WindowResult, err error) {
-	vals, ok := reply.([]any)
-	if !ok || len(vals) != 2+3*windows {
-		return false, time.Time{}, nil, fmt.Errorf("unexpected script reply %v", reply)
+// reply is a decoded script reply.
+type reply struct {
+	allowed bool
+	now     time.Time
+	results []WindowResult
+	// taken is what the decision took from every window: its cost, or a
+	// lease's larger amount; 0 when refused.
+	taken int64
+}
+
+// parseReply decodes {allowed, now_µs, remaining, reset_µs, retry_µs, ...,
+// [taken]} of a script deciding cost, appending the windows' results to dst.
+// Scripts of algorithms that lease reply taken; for the others it is cost
+// when allowed.
+func parseReply(raw any, d *algorithm, windows int, cost int64, dst []WindowResult) (reply, error) {
+	n := 2 + 3*windows
+	if d.leases {
+		n++
+	}
+	vals, ok := raw.([]any)
+	if !ok || len(vals) != n {
+		return reply{}, fmt.Errorf("unexpected script reply %v", raw)
 	}
 	for i, v := range vals {
 		if _, ok := v.(int64); !ok {
-			return false, time.Time{}, nil, fmt.Errorf("unexpected script reply element %d: %v", i, v)
+			return reply{}, fmt.Errorf("unexpected script reply element %d: %v", i, v)
 		}
 	}
 	at := func(i int) int64 { return vals[i].(int64) }
-	now = time.UnixMicro(at(1))
-	results = dst
+	r := reply{allowed: at(0) == 1, now: time.UnixMicro(at(1)), results: dst}
 	for i := range windows {
 		j := 2 + 3*i
-		results = append(results, WindowResult{
+		r.results = append(r.results, WindowResult{
 			Remaining: at(j),
 			Reset:     time.UnixMicro(at(j + 1)),
 			Retry:     time.Duration(at(j+2)) * time.Microsecond,
 		})
 	}
-	return at(0) == 1, now, results, nil
+	switch {
+	case d.leases:
+		r.taken = at(n - 1)
+	case r.allowed:
+		r.taken = cost
+	}
+	if r.allowed && r.taken < cost || !r.allowed && r.taken != 0 {
+		return reply{}, fmt.Errorf("unexpected script reply: allowed %v taking %d of cost %d", r.allowed, r.taken, cost)
+	}
+	return r, nil
 }

@@ -17,6 +17,7 @@ var tokenBucket = algorithm{
 	args:   tokenBucketArgs,
 	read:   (*localWindow).readTokenBucket,
 	answer: (*localWindow).answerTokenBucket,
+	leases: true,
 }
 
 // tokenBucketArgs is a window's ARGV: requests, period in ms, capacity.

@@ -6,9 +6,14 @@
 -- ARGV[1]   cost: tokens this request takes (0 reads without taking); -n
 --           refunds the n tokens an admitted decision took, up to full
 -- ARGV[2+3(i-1)] requests, ARGV[3+3(i-1)] period in ms, ARGV[4+3(i-1)] capacity of window i
--- Reply     {allowed (0|1), now_µs, then per window i: remaining, reset_µs, retry_µs}
+-- ARGV[2+3n] want (n windows): the most tokens to take when cost fits, at
+--           least cost; more than cost is a lease, taken from every window
+--           at once, as many whole tokens as all of them hold up to want
+-- Reply     {allowed (0|1), now_µs, then per window i: remaining, reset_µs,
+--           retry_µs, then taken}
 --           remaining: whole tokens left; reset_µs: when the bucket is full
---           again; retry_µs: wait until it holds cost tokens (0 if it does).
+--           again; retry_µs: wait until it holds cost tokens (0 if it does);
+--           taken: the tokens taken from each window (0 when refused).
 --           A refund replies the number of windows it gave back to.
 
 local time = redis.call('TIME')
@@ -29,8 +34,10 @@ if cost < 0 then
   return refunded
 end
 
+local want = math.max(cost, tonumber(ARGV[2 + 3 * #KEYS]) or cost)
 local tokens, requests, periods, caps = {}, {}, {}, {}
 local allowed = 1
+local take = want
 for i = 1, #KEYS do
   local a = 2 + 3 * (i - 1)
   requests[i] = tonumber(ARGV[a])
@@ -47,6 +54,10 @@ for i = 1, #KEYS do
   if tok + eps < cost then
     allowed = 0
   end
+  take = math.min(take, math.floor(tok + eps))
+end
+if allowed == 0 then
+  take = 0
 end
 
 local reply = {allowed, now}
@@ -54,8 +65,8 @@ for i = 1, #KEYS do
   local tok = tokens[i]
   local retry = 0
   if allowed == 1 then
-    if cost > 0 then
-      tok = tok - cost
+    if take > 0 then
+      tok = tok - take
       redis.call('HSET', KEYS[i], 't', string.format('%.17g', tok), 'ts', string.format('%d', now))
       -- once full again the bucket equals a fresh one: let it expire then
       local full_ms = math.ceil((caps[i] - tok) * periods[i] / requests[i] / 1000)
@@ -69,4 +80,5 @@ for i = 1, #KEYS do
   reply[#reply + 1] = reset
   reply[#reply + 1] = retry
 end
+reply[#reply + 1] = take
 return reply

@@ -117,7 +117,15 @@ func (b *Backends) Monitor(ctx context.Context, interval, timeout time.Duration)
 	}
 }
 
-// Close stops every backend's guard and client.
+// Release gives back every backend's leases and forgets their cached
+// refusals, for a new configuration.
+func (b *Backends) Release(ctx context.Context) {
+	for _, be := range b.All() {
+		be.Guard.Release(ctx)
+	}
+}
+
+// Close gives back every backend's leases, then stops its guard and client.
 func (b *Backends) Close() {
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -346,10 +346,14 @@ func (h *Handler) decide(ctx context.Context, snap *Snapshot, st *requestState) 
 }
 
 // observe records a round trip's latency, unless no request went to Redis
-// (the guard skips Redis while it is known to be down).
+// (the guard skips Redis while it is known to be down, and decides from
+// leases and cached refusals without it).
 func (h *Handler) observe(be *Backend, start time.Time, outs []limiter.Outcome) {
-	if !errors.Is(outs[0].Err, limiter.ErrRedisUnavailable) {
-		h.rec.RedisRoundTrip(be, time.Since(start))
+	for i := range outs {
+		if !outs[i].Decision.Local && !errors.Is(outs[i].Err, limiter.ErrRedisUnavailable) {
+			h.rec.RedisRoundTrip(be, time.Since(start))
+			return
+		}
 	}
 }
 

@@ -319,6 +319,7 @@ type Rule struct {
 	Exempt    bool
 	Algorithm limiter.Algorithm
 	Cost      int64
+	Leasing   config.Leasing
 
 	match    matcher
 	identity *identity.Resolver
@@ -341,7 +342,7 @@ func compileRule(b bucketOf, cr *config.Rule, resolvers *[]compiledIdentity) (*R
 	if err != nil {
 		return nil, err
 	}
-	r := &Rule{Name: cr.Name, Exempt: cr.Exempt, Algorithm: cr.Algorithm, Cost: max(1, cr.Cost), match: m}
+	r := &Rule{Name: cr.Name, Exempt: cr.Exempt, Algorithm: cr.Algorithm, Cost: max(1, cr.Cost), Leasing: cr.Leasing, match: m}
 	if r.Exempt {
 		return r, nil
 	}
@@ -400,7 +401,7 @@ func (b bucketOf) rule(limits []config.Limit, r *Rule) (limiter.Rule, error) {
 		ws[i] = limiter.Window{Requests: l.Requests, Period: l.Period.Duration, Burst: l.Burst}
 	}
 	return limiter.NewRule(limiter.Bucket{Namespace: b.namespace, Policy: b.policy, Rule: r.Name},
-		r.Algorithm, ws, r.Cost, b.failure)
+		r.Algorithm, ws, r.Cost, b.failure, limiter.Leasing(r.Leasing))
 }
 
 // windows are the rule's windows for a tenant (as overrides name it) of a

@@ -135,8 +135,20 @@ func TestPolicyFieldsAndDefaults(t *testing.T) {
 	api := compiledRule(g, compiled, "api")
 	g.Expect(api.Algorithm).To(Equal(config.TokenBucket))
 	g.Expect(api.Cost).To(BeEquivalentTo(1))
+	g.Expect(api.Leasing).To(BeEmpty(), "leasing Auto is the wire format's default, left out")
 	g.Expect(api.Limits).To(Equal([]config.Limit{{Requests: 60, Period: config.Duration{Duration: time.Minute}, Burst: 60}}))
 	g.Expect(api.TierLimits).To(BeNil())
+}
+
+func TestLeasingOffReachesTheConfig(t *testing.T) {
+	g := NewWithT(t)
+	p := sample(t, "public-api")
+	for i := range p.Spec.Rules {
+		p.Spec.Rules[i].Leasing = v1alpha1.LeasingOff
+	}
+	compiled, err := Policy(&p, Options{})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(compiledRule(g, compiled, "api").Leasing).To(Equal(config.LeasingOff))
 }
 
 func TestUpstreamProtocol(t *testing.T) {

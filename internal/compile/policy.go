@@ -112,6 +112,11 @@ func rule(spec *v1alpha1.RateLimitPolicySpec, r *v1alpha1.Rule, tiers []string, 
 	}
 	out.Algorithm = config.Algorithm(r.Algorithm)
 	out.Cost = int64(r.Cost)
+	if r.Leasing == v1alpha1.LeasingOff {
+		// Auto is the wire format's default: configurations that do not
+		// turn leasing off stay as they were, and so does their hash.
+		out.Leasing = config.LeasingOff
+	}
 	// A tier no limit names resolves like the empty tier: untiered limits,
 	// else the default tier's.
 	out.Limits = limits(r.LimitsForTier("", defaultTier))

@@ -1,0 +1,474 @@
+package limiter
+
+import (
+	"context"
+	"hash/maphash"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Leases and the denial cache let an enforcer decide a hot bucket's
+// requests on its own, and stay exact.
+//
+// A lease is units that a Redis decision took beyond its own cost, in the
+// same atomic script call (the algorithms with descriptor.leases). They
+// are gone from Redis when leased, so every request admitted from a lease
+// was paid for in Redis first: admissions across all enforcers never exceed
+// what the limit hands out. A lease lasts leaseFor; what is left of it then
+// goes back to Redis (and at a reload, a configuration change and
+// shutdown). A FixedWindow lease also ends with its window, since its units
+// only count there.
+//
+// The denial cache keeps a refusal until the Retry-After Redis gave: for
+// these algorithms only time frees capacity, so Redis would refuse the
+// same request until then. Two things free capacity sooner and are not
+// seen by other replicas: a refund (another rule refused a request this one
+// admitted) and a lease returned early. Both make the cache refuse a
+// little longer than Redis would, never admit more.
+//
+// Lease sizes follow each bucket's traffic: a bucket seeing few requests
+// asks Redis per request (a lease would only be returned); a busy one
+// leases about leaseFor of its traffic, at most 1/leaseShare of what Redis
+// last said it had left, so that one replica's lease never takes what a
+// tenant's requests on another replica need. As the bucket empties, leases
+// shrink to single requests.
+const (
+	// leaseFor is how long a lease lasts and how much traffic it covers.
+	leaseFor = 100 * time.Millisecond
+	// leaseShare: a lease takes at most 1/leaseShare of what is left.
+	leaseShare = 4
+	// leaseMaxUnits bounds one lease.
+	leaseMaxUnits = 1 << 20
+	// leaseMaxEntries bounds the buckets whose traffic is tracked; past it,
+	// new buckets are decided by Redis per request, which is always exact.
+	leaseMaxEntries = 100_000
+	// leaseTick is how often ended leases are returned.
+	leaseTick = leaseFor / 4
+	// leaseIdle is how long a bucket without a lease, a cached refusal or a
+	// request is remembered.
+	leaseIdle = 10 * time.Second
+	// returnTimeout bounds one batch of lease returns.
+	returnTimeout = 500 * time.Millisecond
+	leaseShards   = 32
+)
+
+// leaseKey names a lease: a bucket under one set of windows. A tier, an
+// override and a new configuration each have windows of their own (Rule
+// keeps them), so a lease never admits under limits it was not taken with.
+type leaseKey struct {
+	bucket  Bucket
+	windows *Window
+}
+
+// leaseEntry is one bucket's lease, cached refusal and traffic, guarded by
+// its shard's lock.
+type leaseEntry struct {
+	key leaseKey
+	req Request // for returns and prefetches
+
+	// units are the lease's unused units, until expires (unix ns). end is
+	// a FixedWindow lease's window end (unix ns, 0 for other algorithms):
+	// units never outlive it; window is that end on Redis' clock (µs),
+	// which names the window.
+	units, expires, end, window int64
+	// base is the decision of the last Redis grant, after it: what lease
+	// decisions report, with the lease's units added to Remaining.
+	base Decision
+	// deniedUntil (unix ns) and denial are the cached refusal.
+	deniedUntil int64
+	denial      Decision
+
+	// hits are requests since since (unix ns); rate is requests per second.
+	hits, since int64
+	rate        float64
+	// inflight is open while a call for this bucket is in flight: requests
+	// the entry cannot answer wait for it (up to their deadline) instead
+	// of all asking Redis at once when a lease runs out or a refusal ends.
+	inflight chan struct{}
+	lastSeen int64
+	// held is set while the entry is in its shard's held list.
+	held bool
+	// gone is set when the entry was dropped (Release): a grant arriving
+	// for it goes straight back.
+	gone bool
+}
+
+type leaseShard struct {
+	mu   sync.Mutex
+	m    map[leaseKey]*leaseEntry
+	held []*leaseEntry // entries with units, checked every leaseTick
+	_    [40]byte
+}
+
+// leases is a Guard's leases, denial cache and their counters.
+type leases struct {
+	seed    maphash.Seed
+	entries atomic.Int64
+	shards  [leaseShards]leaseShard
+	stats   sync.Map // policy -> *LeaseCounts
+
+	mu      sync.Mutex
+	orphans []pendingReturn // units granted to dropped entries
+}
+
+// pendingReturn is units to give back to req's windows.
+type pendingReturn struct {
+	req   Request
+	units int64
+}
+
+func newLeases() *leases {
+	t := &leases{seed: maphash.MakeSeed()}
+	for i := range t.shards {
+		t.shards[i].m = map[leaseKey]*leaseEntry{}
+	}
+	return t
+}
+
+// LeaseCounts are a policy's decisions made without Redis and what its
+// leases took and gave back, as counted since the enforcer started.
+type LeaseCounts struct {
+	// LeaseAdmits are requests admitted from a lease; CachedRefusals are
+	// requests refused by the denial cache.
+	LeaseAdmits, CachedRefusals atomic.Int64
+	// RedisCalls are script calls for decisions, leases, returns and refunds.
+	RedisCalls atomic.Int64
+	// Grants are leases granted; UnitsLeased the units they held beyond
+	// their requests' cost; UnitsReturned the units given back to Redis;
+	// UnitsExpired the units whose FixedWindow ended before they were
+	// used (they counted in that window only).
+	Grants, UnitsLeased, UnitsReturned, UnitsExpired atomic.Int64
+	// ReturnFailures are returns Redis did not confirm, and UnitsLost their
+	// units: they are not sent again, since the first may have arrived, so
+	// a failure can only under-admit.
+	ReturnFailures, UnitsLost atomic.Int64
+	// LeaseFailures are calls asking for a lease that got no answer in
+	// time: whatever Redis took for them is lost the same way.
+	LeaseFailures atomic.Int64
+}
+
+func (t *leases) counts(policy string) *LeaseCounts {
+	if c, ok := t.stats.Load(policy); ok {
+		return c.(*LeaseCounts)
+	}
+	c, _ := t.stats.LoadOrStore(policy, new(LeaseCounts))
+	return c.(*LeaseCounts)
+}
+
+func (t *leases) shard(k leaseKey) *leaseShard {
+	return &t.shards[maphash.Comparable(t.seed, k)%leaseShards]
+}
+
+// localAnswer is what the lease table says of one request.
+type localAnswer struct {
+	decision Decision
+	// local is set when decision answers the request.
+	local bool
+	// want is what to ask Redis for otherwise: the request's cost, or more
+	// for a lease. owner is set when this request's call is the bucket's
+	// call in flight: settle or unfetch must follow.
+	want  int64
+	owner bool
+	// wait, when not nil, is the bucket's call in flight: answer again
+	// once it is closed.
+	wait <-chan struct{}
+	// prefetch is set when the request was admitted from a lease running
+	// low: the caller asks Redis for the next lease of this size, then
+	// settles it.
+	prefetch int64
+	// entry is the bucket's entry, nil when the table is full.
+	entry *leaseEntry
+}
+
+// answer decides req from its lease or its cached refusal when it can, at
+// now (unix ns), and otherwise says what to ask Redis for, or which call in
+// flight to wait for; last says the request waited enough and asks Redis
+// itself.
+func (t *leases) answer(req *Request, now int64, last bool) localAnswer {
+	k := leaseKey{bucket: req.Bucket, windows: &req.Windows[0]}
+	sh := t.shard(k)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	e := sh.m[k]
+	if e == nil {
+		if t.entries.Add(1) > leaseMaxEntries {
+			t.entries.Add(-1)
+			return localAnswer{want: req.Cost}
+		}
+		e = &leaseEntry{key: k, req: *req, since: now}
+		sh.m[k] = e
+	}
+	e.lastSeen = now
+	e.observe(now)
+	if now < e.deniedUntil {
+		d := e.denial
+		d.RetryAfter = time.Duration(e.deniedUntil - now)
+		d.Now, d.Local = time.Unix(0, now), true
+		t.counts(req.Bucket.Policy).CachedRefusals.Add(1)
+		return localAnswer{decision: d, local: true}
+	}
+	if e.units >= req.Cost && now < e.expires {
+		e.units -= req.Cost
+		d := e.base
+		d.Remaining = min(d.Limit, d.Remaining+e.units)
+		d.Now, d.Local = time.Unix(0, now), true
+		t.counts(req.Bucket.Policy).LeaseAdmits.Add(1)
+		a := localAnswer{decision: d, local: true}
+		if want := e.want(req.Cost); e.inflight == nil && e.units < want/2 && want > req.Cost {
+			e.inflight = make(chan struct{})
+			a.prefetch, a.entry = want, e
+		}
+		return a
+	}
+	if e.inflight != nil && !last {
+		return localAnswer{wait: e.inflight}
+	}
+	a := localAnswer{want: req.Cost, entry: e}
+	if e.inflight == nil {
+		e.inflight = make(chan struct{})
+		a.want, a.owner = e.want(req.Cost), true
+	}
+	return a
+}
+
+// unfetch ends the call in flight of e, which got no answer; asked says
+// it reached Redis asking for a lease.
+func (t *leases) unfetch(e *leaseEntry, asked bool) {
+	if asked {
+		t.counts(e.req.Bucket.Policy).LeaseFailures.Add(1)
+	}
+	sh := t.shard(e.key)
+	sh.mu.Lock()
+	e.done()
+	sh.mu.Unlock()
+}
+
+// done ends the call in flight; the entry's lock is held.
+func (e *leaseEntry) done() {
+	if e.inflight != nil {
+		close(e.inflight)
+		e.inflight = nil
+	}
+}
+
+// observe counts a request into the bucket's rate.
+func (e *leaseEntry) observe(now int64) {
+	e.hits++
+	elapsed := now - e.since
+	if elapsed < int64(leaseFor) {
+		return
+	}
+	inst := float64(e.hits) / (float64(elapsed) / float64(time.Second))
+	if elapsed > 2*int64(leaseFor) || e.rate == 0 {
+		e.rate = inst // a gap: the old rate says nothing of now
+	} else {
+		e.rate = (e.rate + inst) / 2
+	}
+	e.hits, e.since = 0, now
+}
+
+// want is the lease to ask for: leaseFor of the bucket's traffic, at most a
+// share of what Redis last said was left (of the capacity before any
+// grant), or just cost when that is not worth a lease.
+func (e *leaseEntry) want(cost int64) int64 {
+	n := int64(e.rate*leaseFor.Seconds()) * cost
+	left := e.base.Remaining
+	if e.base.Now.IsZero() {
+		left = math.MaxInt64
+		for _, w := range e.req.Windows {
+			left = min(left, w.capacity(e.req.Algorithm))
+		}
+	}
+	n = min(n, left/leaseShare, leaseMaxUnits)
+	if n < 2*cost {
+		return cost
+	}
+	return n
+}
+
+// settle records a Redis decision of e's bucket sent at sent (unix ns)
+// that took taken units at cost: a lease for what it took beyond cost, a
+// cached refusal when it refused. owner ends the call in flight.
+func (t *leases) settle(e *leaseEntry, d Decision, taken, cost, sent int64, owner bool) {
+	sh := t.shard(e.key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if owner {
+		e.done()
+	}
+	c := t.counts(e.req.Bucket.Policy)
+	if !d.Allowed {
+		if d.RetryAfter > 0 {
+			// Redis' clock read the state at some point after sent: ending
+			// the refusal at sent + RetryAfter ends it no later than Redis would.
+			e.deniedUntil, e.denial = sent+int64(d.RetryAfter), d
+		}
+		return
+	}
+	e.base = d
+	extra := taken - cost
+	if extra <= 0 {
+		return
+	}
+	c.Grants.Add(1)
+	c.UnitsLeased.Add(extra)
+	if e.gone {
+		t.orphan(e.req, extra)
+		return
+	}
+	expires := sent + int64(leaseFor)
+	var end, window int64
+	if e.req.Algorithm == FixedWindow {
+		we := windowEnd(e.req.Windows, d.Now)
+		end, window = sent+we.Sub(d.Now).Nanoseconds(), we.UnixMicro()
+		expires = min(expires, end)
+		if e.units > 0 && e.window != window {
+			// the old units counted in a window that has ended in Redis
+			c.UnitsExpired.Add(e.units)
+			e.units = 0
+		}
+	}
+	e.units += extra
+	e.expires, e.end, e.window = expires, end, window
+	e.deniedUntil = 0
+	if !e.held {
+		e.held = true
+		sh.held = append(sh.held, e)
+	}
+}
+
+// windowEnd is when the first of fixed windows ends after now.
+func windowEnd(ws []Window, now time.Time) time.Time {
+	us := now.UnixMicro()
+	end := int64(math.MaxInt64)
+	for _, w := range ws {
+		p := w.Period.Microseconds()
+		end = min(end, (floorDiv(us, p)+1)*p)
+	}
+	return time.UnixMicro(end)
+}
+
+// refund puts back cost into req's live lease and forgets its cached
+// refusal, reporting whether a lease took it (otherwise Redis must).
+func (t *leases) refund(req *Request, now int64) bool {
+	k := leaseKey{bucket: req.Bucket, windows: &req.Windows[0]}
+	sh := t.shard(k)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	e := sh.m[k]
+	if e == nil {
+		return false
+	}
+	e.deniedUntil = 0
+	if !e.held || now >= e.expires {
+		return false
+	}
+	e.units += req.Cost
+	return true
+}
+
+// ended takes the units of leases that have ended by now, to give back,
+// dropping those whose FixedWindow is over, and forgets buckets idle since
+// idleBefore (unix ns; 0 keeps them).
+func (t *leases) ended(now, idleBefore int64, dst []pendingReturn) []pendingReturn {
+	for i := range t.shards {
+		sh := &t.shards[i]
+		sh.mu.Lock()
+		kept := sh.held[:0]
+		for _, e := range sh.held {
+			if now < e.expires {
+				kept = append(kept, e)
+				continue
+			}
+			e.held = false
+			dst = t.take(e, now, dst)
+		}
+		clear(sh.held[len(kept):])
+		sh.held = kept
+		if idleBefore > 0 {
+			for k, e := range sh.m {
+				if !e.held && e.inflight == nil && e.lastSeen < idleBefore && e.deniedUntil < now {
+					delete(sh.m, k)
+					t.entries.Add(-1)
+				}
+			}
+		}
+		sh.mu.Unlock()
+	}
+	t.mu.Lock()
+	dst = append(dst, t.orphans...)
+	t.orphans = t.orphans[:0]
+	t.mu.Unlock()
+	return dst
+}
+
+// take empties e's lease at now into dst, unless its window has ended.
+func (t *leases) take(e *leaseEntry, now int64, dst []pendingReturn) []pendingReturn {
+	if e.units == 0 {
+		return dst
+	}
+	if e.end != 0 && now >= e.end {
+		t.counts(e.req.Bucket.Policy).UnitsExpired.Add(e.units)
+	} else {
+		dst = append(dst, pendingReturn{req: e.req, units: e.units})
+	}
+	e.units = 0
+	return dst
+}
+
+// release empties every lease and forgets every bucket, for a new
+// configuration or shutdown; it returns what is to be given back.
+func (t *leases) release(now int64) []pendingReturn {
+	var dst []pendingReturn
+	for i := range t.shards {
+		sh := &t.shards[i]
+		sh.mu.Lock()
+		for k, e := range sh.m {
+			dst = t.take(e, now, dst)
+			e.held, e.gone = false, true
+			delete(sh.m, k)
+			t.entries.Add(-1)
+		}
+		clear(sh.held)
+		sh.held = sh.held[:0]
+		sh.mu.Unlock()
+	}
+	t.mu.Lock()
+	dst = append(dst, t.orphans...)
+	t.orphans = t.orphans[:0]
+	t.mu.Unlock()
+	return dst
+}
+
+func (t *leases) orphan(req Request, units int64) {
+	t.mu.Lock()
+	t.orphans = append(t.orphans, pendingReturn{req: req, units: units})
+	t.mu.Unlock()
+}
+
+// giveBack returns the units of rs to Redis in one round trip, once each,
+// and counts the outcome.
+func (t *leases) giveBack(ctx context.Context, r *Redis, rs []pendingReturn) {
+	if len(rs) == 0 {
+		return
+	}
+	reqs := make([]Request, len(rs))
+	units := make([]int64, len(rs))
+	for i := range rs {
+		reqs[i], units[i] = rs[i].req, rs[i].units
+	}
+	ctx, cancel := context.WithTimeout(ctx, returnTimeout)
+	defer cancel()
+	for i, err := range r.giveBack(ctx, reqs, units) {
+		c := t.counts(reqs[i].Bucket.Policy)
+		c.RedisCalls.Add(1)
+		if err != nil {
+			c.ReturnFailures.Add(1)
+			c.UnitsLost.Add(units[i])
+			continue
+		}
+		c.UnitsReturned.Add(units[i])
+	}
+}
