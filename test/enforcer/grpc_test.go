@@ -221,6 +221,7 @@ func TestGRPCFailClosed(t *testing.T) {
 		{"stopped", srv.Stop, func() { g.Expect(srv.Restart()).To(Succeed()) }},
 	} {
 		fault.cause()
+		time.Sleep(leaseGrace) // a held lease serves until it ends
 		served := svc.Served()
 		// The client would wait 5s; the policy waits 100ms. The slack is a
 		// busy machine's, as in TestRedisOutageUnderLoad.
