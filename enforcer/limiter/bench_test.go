@@ -94,3 +94,51 @@ func BenchmarkKeyMemory(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkGuardDecision measures a whole Guard decision, as the proxy
+// asks for it, with leasing Auto and Off: one hot tenant shared by 64
+// callers (decided mostly from leases), and 10,000 tenants in turn (each
+// seen too rarely to lease: one Redis call per decision either way). It
+// reports the Redis calls per decision next to the rate.
+func BenchmarkGuardDecision(b *testing.B) {
+	for _, traffic := range []string{"hot", "cold"} {
+		for _, leasing := range []config.Leasing{config.LeasingAuto, config.LeasingOff} {
+			b.Run(fmt.Sprintf("%s/%s", traffic, leasing), func(b *testing.B) {
+				g := NewGuard(newRedis(b, standalone.URL()))
+				defer g.Close()
+				policy := fmt.Sprintf("p%d", time.Now().UnixNano())
+				rule, err := NewRule(Bucket{Namespace: "bench", Policy: policy, Rule: "r"}, TokenBucket,
+					[]Window{{Requests: 1 << 40, Period: time.Second}}, 1, FailurePolicy{Mode: config.FailClosed}, Leasing(leasing))
+				if err != nil {
+					b.Fatal(err)
+				}
+				tenants := 1
+				if traffic == "cold" {
+					tenants = 10_000
+				}
+				reqs := make([]Request, tenants)
+				for i := range reqs {
+					reqs[i] = rule.Request(HashTenant("salt", fmt.Sprint(policy, i)))
+				}
+				var next atomic.Int64
+				b.SetParallelism(max(1, 64/runtime.GOMAXPROCS(0)))
+				b.ReportAllocs()
+				b.ResetTimer()
+				start := time.Now()
+				b.RunParallel(func(pb *testing.PB) {
+					var out []Outcome
+					for pb.Next() {
+						req := reqs[int(next.Add(1))%len(reqs)]
+						out = g.AllowAll(context.Background(), []Request{req}, out)
+						if out[0].Err != nil || !out[0].Decision.Allowed {
+							b.Errorf("%+v", out[0])
+							return
+						}
+					}
+				})
+				b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "decisions/s")
+				b.ReportMetric(float64(g.LeaseCounts(policy).RedisCalls.Load())/float64(b.N), "redis-calls/decision")
+			})
+		}
+	}
+}
