@@ -163,7 +163,7 @@ func (g *Guard) AllowAll(ctx context.Context, reqs []Request, out []Outcome) []O
 		if req.Lease {
 			// Waiting once this batch has calls in flight could wait for
 			// one of them: a bucket twice in one batch.
-			if a = g.answer(ctx, req, now, len(pending) == 0); a.local {
+			if a = g.answer(ctx, req, len(pending) == 0); a.local {
 				out[i] = Outcome{Decision: a.decision}
 				continue
 			}
@@ -182,7 +182,7 @@ func (g *Guard) AllowAll(ctx context.Context, reqs []Request, out []Outcome) []O
 		}
 		out[i] = Outcome{}
 		g.leases.counts(req.Bucket.Policy).RedisCalls.Add(1)
-		pending = append(pending, guardCheck{i: i, entry: a.entry, owner: a.owner,
+		pending = append(pending, guardCheck{i: i, entry: a.entry, owner: a.owner, sent: g.now().UnixNano(),
 			check: g.redis.submit(ctx, req, req.Cost, a.want)})
 	}
 	// Rules of one policy share its timeout: one deadline serves them all.
@@ -193,7 +193,7 @@ func (g *Guard) AllowAll(ctx context.Context, reqs []Request, out []Outcome) []O
 		deadline := deadlines.get(ctx, now.Add(req.Failure.timeout()))
 		d, taken, err := p.check.wait(deadline)
 		if err == nil && p.entry != nil {
-			g.leases.settle(p.entry, d, taken, req.Cost, now.UnixNano(), p.owner)
+			g.leases.settle(p.entry, d, taken, req.Cost, p.sent, p.owner)
 		} else if p.owner {
 			g.leases.unfetch(p.entry, p.check.want > req.Cost)
 		}
@@ -204,30 +204,32 @@ func (g *Guard) AllowAll(ctx context.Context, reqs []Request, out []Outcome) []O
 }
 
 // guardCheck is a rule of AllowAll sent to Redis: its index, its bucket's
-// lease entry, and whether it is the bucket's call in flight.
+// lease entry, whether it is the bucket's call in flight, and when it was
+// sent (unix ns).
 type guardCheck struct {
 	i     int
 	check pendingCheck
 	entry *leaseEntry
 	owner bool
+	sent  int64
 }
 
 // waitsForCall bounds how often a request waits for another's call to its
 // bucket before asking Redis itself.
 const waitsForCall = 3
 
-// answer asks the lease table about req at now, waiting (when it may) for
-// the bucket's call in flight when there is one, no longer than req's
-// timeout in all. It starts the prefetch of the next lease when the answer
-// asks for one.
-func (g *Guard) answer(ctx context.Context, req *Request, now time.Time, mayWait bool) localAnswer {
+// answer asks the lease table about req, waiting (when it may) for the
+// bucket's call in flight when there is one, no longer than req's timeout
+// in all. It starts the prefetch of the next lease when the answer asks for
+// one.
+func (g *Guard) answer(ctx context.Context, req *Request, mayWait bool) localAnswer {
 	var timer *time.Timer
 	waits := 0
 	if !mayWait {
 		waits = waitsForCall
 	}
 	for ; ; waits++ {
-		a := g.leases.answer(req, now.UnixNano(), waits >= waitsForCall)
+		a := g.leases.answer(req, waits >= waitsForCall)
 		if a.prefetch > 0 {
 			g.prefetches.Go(func() { g.prefetch(a.entry, a.prefetch) })
 		}
@@ -247,7 +249,6 @@ func (g *Guard) answer(ctx context.Context, req *Request, now time.Time, mayWait
 		case <-ctx.Done():
 			waits = waitsForCall
 		}
-		now = g.now()
 	}
 }
 

@@ -43,7 +43,7 @@ const (
 	leaseMaxUnits = 1 << 20
 	// leaseMaxEntries bounds the buckets whose traffic is tracked; past it,
 	// new buckets are decided by Redis per request, which is always exact.
-	leaseMaxEntries = 100_000
+	leaseMaxEntries = 50_000
 	// leaseTick is how often ended leases are returned.
 	leaseTick = leaseFor / 4
 	// leaseIdle is how long a bucket without a lease, a cached refusal or a
@@ -182,15 +182,17 @@ type localAnswer struct {
 	entry *leaseEntry
 }
 
-// answer decides req from its lease or its cached refusal when it can, at
-// now (unix ns), and otherwise says what to ask Redis for, or which call in
-// flight to wait for; last says the request waited enough and asks Redis
-// itself.
-func (t *leases) answer(req *Request, now int64, last bool) localAnswer {
+// answer decides req from its lease or its cached refusal when it can, and
+// otherwise says what to ask Redis for, or which call in flight to wait
+// for; last says the request waited enough and asks Redis itself. The
+// clock is read under the lock: a request that was descheduled on its way
+// here must not spend a fixed window's lease after the window ended.
+func (t *leases) answer(req *Request, last bool) localAnswer {
 	k := leaseKey{bucket: req.Bucket, windows: &req.Windows[0]}
 	sh := t.shard(k)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
+	now := time.Now().UnixNano()
 	e := sh.m[k]
 	if e == nil {
 		if t.entries.Add(1) > leaseMaxEntries {
