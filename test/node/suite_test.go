@@ -11,7 +11,6 @@
 package node
 
 import (
-	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -117,12 +116,4 @@ func alive(pid int) bool {
 		}
 	}
 	return true
-}
-
-// freePort is a free loopback TCP port.
-func freePort() int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	Expect(err).NotTo(HaveOccurred())
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
