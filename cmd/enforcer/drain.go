@@ -14,7 +14,8 @@ import (
 const DrainPath = "/drain"
 
 // drainer answers GET /drain: the proxy stops keeping client connections
-// alive (idle ones are closed, busy ones after their response), so clients
+// alive (idle HTTP/1.1 ones are closed, busy ones after their response;
+// an HTTP/2 connection gets GOAWAY once its open streams end), so clients
 // move to another pod while this one still serves, and the answer waits
 // delay, so the kubelet stops the application only once the pod has left
 // its Services' endpoints. Without it a rolling restart fails requests:

@@ -245,21 +245,29 @@ func (d *demo) deploy(ctx context.Context) error {
 	return nil
 }
 
+// answer is what a request got.
+type answer struct {
+	code         int
+	proto, state string
+	header       http.Header
+	body         []byte
+}
+
 // get sends one request to the Service as an API key's holder, on a
 // connection of its own (kube-proxy picks a pod per connection).
-func get(ctx context.Context, url, apiKey string) (*http.Response, []byte, error) {
+func get(ctx context.Context, url, apiKey string) (*answer, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	req.Header.Set("X-API-Key", apiKey)
 	resp, err := (&http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}).Do(req)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
-	return resp, body, err
+	return &answer{code: resp.StatusCode, proto: resp.Proto, state: resp.Status, header: resp.Header, body: body}, err
 }
 
 func (d *demo) serviceURL(ctx context.Context) (string, error) {
@@ -275,8 +283,7 @@ func (d *demo) traffic(ctx context.Context) error {
 	}
 	w := tabwriter.NewWriter(os.Stdout, 0, 0, 3, ' ', 0)
 	fmt.Fprintln(w, "\n   API KEY\tLIMIT\tREQUESTS\tALLOWED\tDENIED\tPODS THAT ANSWERED 200")
-	var refused *http.Response
-	var refusedBody []byte
+	var refused *answer
 	for _, key := range []string{"abusive-client", "polite-client"} {
 		n := 100
 		if key == "polite-client" {
@@ -284,21 +291,21 @@ func (d *demo) traffic(ctx context.Context) error {
 		}
 		allowed, denied, pods := 0, 0, map[string]bool{}
 		for range n {
-			resp, body, err := get(ctx, url, key)
+			a, err := get(ctx, url, key)
 			if err != nil {
 				return err
 			}
-			switch resp.StatusCode {
+			switch a.code {
 			case http.StatusOK:
 				allowed++
-				if i := bytes.Index(body, []byte(`"pod":"`)); i >= 0 {
-					pods[string(bytes.SplitN(body[i+7:], []byte(`"`), 2)[0])] = true
+				if i := bytes.Index(a.body, []byte(`"pod":"`)); i >= 0 {
+					pods[string(bytes.SplitN(a.body[i+7:], []byte(`"`), 2)[0])] = true
 				}
 			case http.StatusTooManyRequests:
 				denied++
-				refused, refusedBody = resp, body
+				refused = a
 			default:
-				return fmt.Errorf("GET %s: %s", url, resp.Status)
+				return fmt.Errorf("GET %s: %s", url, a.state)
 			}
 		}
 		fmt.Fprintf(w, "   %s\t60/min\t%d\t%d\t%d\t%d\n", key, n, allowed, denied, len(pods))
@@ -306,13 +313,13 @@ func (d *demo) traffic(ctx context.Context) error {
 	_ = w.Flush()
 	if refused != nil {
 		fmt.Println("\n   A refused answer:")
-		fmt.Printf("     %s %s\n", refused.Proto, refused.Status)
+		fmt.Printf("     %s %s\n", refused.proto, refused.state)
 		for _, h := range []string{"Content-Type", "Ratelimit", "Ratelimit-Policy", "Retry-After", "X-Ratelimit-Limit", "X-Ratelimit-Remaining", "X-Ratelimit-Reset"} {
-			if v := refused.Header.Get(h); v != "" {
+			if v := refused.header.Get(h); v != "" {
 				fmt.Printf("     %s: %s\n", h, v)
 			}
 		}
-		fmt.Printf("     %s\n", bytes.TrimSpace(refusedBody))
+		fmt.Printf("     %s\n", bytes.TrimSpace(refused.body))
 	}
 	fmt.Println("\n   One limit for both replicas: the counters are in Redis.")
 	return nil
@@ -331,8 +338,8 @@ func (d *demo) rollout(ctx context.Context) error {
 		wg.Go(func() {
 			for n := 0; !stopped.Load(); n++ {
 				sent.Add(1)
-				resp, _, err := get(ctx, url, fmt.Sprintf("steady-%d-%d", i, n))
-				if err != nil || resp.StatusCode != http.StatusOK {
+				a, err := get(ctx, url, fmt.Sprintf("steady-%d-%d", i, n))
+				if err != nil || a.code != http.StatusOK {
 					failed.Add(1)
 				}
 				time.Sleep(20 * time.Millisecond)
