@@ -296,6 +296,12 @@ var _ = Describe("Sluice installed with helm on the real node", Ordered, func() 
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(strings.TrimSpace(left)).To(BeEmpty(), "nothing of the release is left in %s", releaseNS)
 		}).Should(Succeed())
+		// Whatever the labels: what every namespace has, and the leader
+		// election Lease, which the manager makes and upgrading.md names.
+		all := kubectl(ctx, "get", "all,secrets,configmaps,serviceaccounts,roles,rolebindings,poddisruptionbudgets,leases,networkpolicies",
+			"-n", releaseNS, "-o", "name")
+		Expect(strings.Fields(all)).To(ConsistOf("configmap/kube-root-ca.crt", "serviceaccount/default",
+			"lease.coordination.k8s.io/sluice-manager.sluice.dev"))
 		clusterScoped := kubectl(ctx, "get", "mutatingwebhookconfigurations,clusterroles,clusterrolebindings,crds",
 			"-l", "app.kubernetes.io/instance="+release, "-o", "name")
 		Expect(strings.Fields(clusterScoped)).To(ConsistOf("customresourcedefinition.apiextensions.k8s.io/ratelimitpolicies.sluice.dev"))
