@@ -170,3 +170,9 @@ demo: redis envtest ## Run Sluice on this machine and show it limit traffic; KEE
 	@echo ">> building the demo"
 	go build -o $(BIN)/sluice-demo ./hack/demo
 	$(BIN)/sluice-demo $(if $(KEEP),--keep)
+
+.PHONY: demo-node
+demo-node: envtest node-bin node-images $(HELM) ## The demo on a real node: kubelet, containerd, kube-proxy, the chart installed with helm (root; changes iptables, cgroups, mounts and sysctls while it runs and restores them).
+	hack/ensure-node.sh
+	go build -o $(BIN)/sluice-demo-node ./hack/demo-node
+	$(BIN)/sluice-demo-node

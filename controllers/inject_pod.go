@@ -34,6 +34,7 @@ import (
 // left as they are: users point their Service at the sluice-http port.
 func injectEnforcer(pod *corev1.Pod, d injectDecision, sidecar *EnforcerSidecar) {
 	pod.Spec.InitContainers = append(pod.Spec.InitContainers, enforcerContainerFor(pod, d, sidecar))
+	addDrainHook(pod, sidecar)
 	pod.Spec.Volumes = append(pod.Spec.Volumes,
 		corev1.Volume{Name: configVolumeName, VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
 			LocalObjectReference: corev1.LocalObjectReference{Name: ConfigMapName},
@@ -141,6 +142,34 @@ func debugListen(pod *corev1.Pod) string {
 		}
 	}
 	return fmt.Sprintf("127.0.0.1:%d", EnforcerDebugPort)
+}
+
+// EnforcerDrainPath is the enforcer's admin endpoint that the application
+// containers' preStop hook calls (sluice-enforcer's DrainPath).
+const EnforcerDrainPath = "/drain"
+
+// addDrainHook gives each application container without a preStop hook of
+// its own one that calls the enforcer's /drain. The kubelet stops a native
+// sidecar only after the application, so this hook is how the enforcer
+// learns that the pod is going: it closes its client connections after
+// their response and waits --drain-delay, while the pod leaves its
+// Services' endpoints, before the kubelet stops the application. Without
+// it a rolling restart fails requests (refused connections and 502s).
+func addDrainHook(pod *corev1.Pod, sidecar *EnforcerSidecar) {
+	for i := range pod.Spec.Containers {
+		c := &pod.Spec.Containers[i]
+		if c.Lifecycle != nil && c.Lifecycle.PreStop != nil {
+			continue
+		}
+		if c.Lifecycle == nil {
+			c.Lifecycle = &corev1.Lifecycle{}
+		}
+		// By number: a hook's named port is looked up in its own
+		// container, which does not declare sluice-admin.
+		c.Lifecycle.PreStop = &corev1.LifecycleHandler{HTTPGet: &corev1.HTTPGetAction{
+			Path: EnforcerDrainPath, Port: intstr.FromInt32(sidecar.AdminPort),
+		}}
+	}
 }
 
 func fieldEnv(name, fieldPath string) corev1.EnvVar {

@@ -127,8 +127,11 @@ func (e *enforcer) serve(ctx context.Context) error {
 	go e.backends.Monitor(runCtx, pingInterval, pingTimeout)
 
 	proxySrv := e.proxyServer()
+	adminMux := http.NewServeMux()
+	adminMux.Handle("GET "+DrainPath, &drainer{delay: e.o.drainDelay, proxy: proxySrv, log: e.log})
+	adminMux.Handle("/", e.admin)
 	adminSrv := &http.Server{
-		Handler:           e.admin,
+		Handler:           adminMux,
 		ReadHeaderTimeout: 5 * time.Second,
 		ErrorLog:          stdLogger(e.log, "admin-server"),
 	}

@@ -35,6 +35,7 @@ type options struct {
 	labelsPath              string
 	podName, podNS          string
 	shutdownTimeout         time.Duration
+	drainDelay              time.Duration
 	logLevel                slog.Level
 	pprof                   bool
 	limits                  serverLimits
@@ -71,6 +72,7 @@ func newFlagSet(o *options, upstream, upstreamProtocol, logLevel *string) *pflag
 	fs.StringVar(&o.podNS, "pod-namespace", "", "pod namespace, reported on /status; namespace of policy files that name none")
 	addServerFlags(fs, &o.limits)
 	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 25*time.Second, "how long in-flight requests may finish after SIGTERM")
+	fs.DurationVar(&o.drainDelay, "drain-delay", 5*time.Second, "how long GET "+DrainPath+" on the admin listener (the application's preStop hook) waits, client connections closing after their response, before the kubelet stops the application")
 	fs.StringVar(logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.BoolVar(&o.pprof, "pprof", false, "serve Go profiles (net/http/pprof) under /debug/pprof/ on the debug listener")
 	fs.BoolVar(&o.version, "version", false, "print the version and exit")
@@ -147,6 +149,8 @@ func (o *options) validate(upstream, logLevel string) error {
 		return errors.New("--redis-url must not be empty")
 	case o.shutdownTimeout < 0:
 		return errors.New("--shutdown-timeout must not be negative")
+	case o.drainDelay < 0:
+		return errors.New("--drain-delay must not be negative")
 	case o.redisPoolSize < 0:
 		return errors.New("--redis-pool-size must not be negative")
 	case o.localFallbackMaxEntries < 1:

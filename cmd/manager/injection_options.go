@@ -69,7 +69,7 @@ func (a *enforcerArgs) Set(v string) error { *a = append(*a, v); return nil }
 var tunableEnforcerFlags = []string{
 	"read-header-timeout", "body-timeout", "body-idle-timeout", "write-idle-timeout", "idle-timeout",
 	"max-header-bytes", "max-request-body", "response-header-timeout", "http2-max-concurrent-streams", "redis-pool-size", "local-fallback-max-entries",
-	"log-level", "shutdown-timeout",
+	"log-level", "shutdown-timeout", "drain-delay",
 }
 
 func (o *injectionOptions) bindFlags(fs *flag.FlagSet) {

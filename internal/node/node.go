@@ -297,6 +297,10 @@ func (c *Cluster) Run(name string, cmd *exec.Cmd) error {
 	return c.state.track(name, p.pid())
 }
 
+// RuntimeSocket is containerd's socket, for ctr --address (namespace
+// k8s.io holds the kubelet's images and containers).
+func (c *Cluster) RuntimeSocket() string { return c.runtime.socket }
+
 // ImportImage loads an OCI or Docker archive into the node's runtime.
 func (c *Cluster) ImportImage(ctx context.Context, archive string) error {
 	return c.runtime.importImage(ctx, archive)

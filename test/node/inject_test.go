@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -18,84 +17,18 @@ import (
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	"github.com/sluice-dev/sluice/api/v1alpha1"
-	"github.com/sluice-dev/sluice/internal/stack"
 )
 
-const injectPolicy = `
-apiVersion: sluice.dev/v1alpha1
-kind: RateLimitPolicy
-metadata: {name: api}
-spec:
-  selector: {matchLabels: {app: api}}
-  upstreamPort: 8080
-  identity: {sources: [{header: {name: X-Tenant-ID}}]}
-  rules: [{name: all, algorithm: FixedWindow, limits: [{requests: 5, period: 1h}]}]
-`
-
-// The manager runs on the machine (as in make demo), its webhook called by
-// the API server; Redis and the application run as pods from the images
-// of make node-images, and the kubelet runs the injected enforcer.
-var _ = Describe("An injected pod on the real kubelet", Ordered, func() {
-	const ns = "shop"
-	labels := map[string]string{"app": "api"}
-	var pod corev1.Pod
-
-	BeforeAll(func(ctx SpecContext) {
-		for _, archive := range []string{"sluice-enforcer.tar", "sluice-echo.tar", "sluice-redis.tar"} {
-			if cluster.Images[archive] == "" {
-				Skip("bin/images/" + archive + " is missing: make node-images")
-			}
-		}
-		redisIP := startRedis(ctx, "sluice-system")
-		startManager(ctx, "redis://"+redisIP+":6379")
-
-		createNamespace(ctx, ns, map[string]string{"sluice.dev/injection": "enabled"})
-		policies, err := stack.ParsePolicies([]byte(injectPolicy))
-		Expect(err).NotTo(HaveOccurred())
-		for _, p := range policies {
-			p.Namespace = ns
-			Expect(cluster.Client.Create(ctx, p)).To(Succeed())
-			Eventually(func(g Gomega) {
-				g.Expect(cluster.Client.Get(ctx, client.ObjectKeyFromObject(p), p)).To(Succeed())
-				g.Expect(meta.IsStatusConditionTrue(p.Status.Conditions, v1alpha1.ConditionAccepted)).To(BeTrue())
-			}).Should(Succeed(), "policy %s is accepted", p.Name)
-		}
-		app := appDeployment(ns, "api", labels, cluster.Images["sluice-echo.tar"], []string{"--listen=:8080"}, 8080)
-		// The default grace period, to see how long an injected pod takes
-		// to end.
-		app.Spec.Template.Spec.TerminationGracePeriodSeconds = nil
-		Expect(cluster.Client.Create(ctx, app)).To(Succeed())
-	})
-
-	It("gets the enforcer as a native sidecar and turns Ready", func(ctx SpecContext) {
-		Eventually(func(g Gomega) {
-			var list corev1.PodList
-			g.Expect(cluster.Client.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels(labels))).To(Succeed())
-			g.Expect(list.Items).To(HaveLen(1))
-			pod = list.Items[0]
-			g.Expect(pod.Status.Conditions).To(ContainElement(And(HaveField("Type", corev1.PodReady), HaveField("Status", corev1.ConditionTrue))))
-		}).WithTimeout(2 * time.Minute).Should(Succeed())
-		Expect(pod.Spec.InitContainers).To(ContainElement(And(
-			HaveField("Name", "sluice-enforcer"),
-			HaveField("RestartPolicy", HaveValue(Equal(corev1.ContainerRestartPolicyAlways))),
-		)))
-		Expect(pod.Status.InitContainerStatuses).To(ContainElement(And(
-			HaveField("Name", "sluice-enforcer"),
-			HaveField("Ready", true),
-			HaveField("Started", ptr.To(true)),
-			HaveField("RestartCount", BeZero()),
-		)))
-	})
-
+// injectedPodSpecs are what a user can check of one injected pod on the
+// real kubelet: who its enforcer runs as, on which filesystem, with which
+// credentials.
+func injectedPodSpecs(injected func() corev1.Pod) {
 	It("runs the enforcer as uid 65532, without capabilities or new privileges, on a read-only root", func() {
+		pod := injected()
 		pid := containerPid(string(pod.UID), "sluice-enforcer")
 		Expect(pid).NotTo(BeZero(), "the enforcer's process is in the pod's cgroup")
 		status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
@@ -123,6 +56,7 @@ var _ = Describe("An injected pod on the real kubelet", Ordered, func() {
 	})
 
 	It("gives the enforcer no Kubernetes API token, and the application its own", func() {
+		pod := injected()
 		token := "/var/run/secrets/kubernetes.io/serviceaccount/token"
 		enforcer := containerPid(string(pod.UID), "sluice-enforcer")
 		Expect(enforcer).NotTo(BeZero())
@@ -136,128 +70,38 @@ var _ = Describe("An injected pod on the real kubelet", Ordered, func() {
 			Expect(hasToken).To(BeTrue(), "container %s keeps its service account token", c.Name)
 		}
 	})
+}
 
-	It("limits traffic on the pod's sluice-http port: 5 answers, then 429", func() {
-		url := fmt.Sprintf("http://%s:15080/", pod.Status.PodIP)
-		var codes []int
-		var limit string
-		for range 7 {
-			req, err := http.NewRequest(http.MethodGet, url, nil)
-			Expect(err).NotTo(HaveOccurred())
-			req.Header.Set("X-Tenant-ID", "acme")
-			resp, err := (&http.Client{Timeout: 2 * time.Second}).Do(req)
-			Expect(err).NotTo(HaveOccurred())
-			_ = resp.Body.Close()
-			codes = append(codes, resp.StatusCode)
-			limit = resp.Header.Get("X-RateLimit-Limit")
+// killEnforcer kills pod's enforcer with SIGKILL and checks that the
+// kubelet restarts it while the application runs on, and that the pod
+// serves again.
+func killEnforcer(ctx context.Context, pod corev1.Pod) {
+	pid := containerPid(string(pod.UID), "sluice-enforcer")
+	Expect(pid).NotTo(BeZero(), "the enforcer's process is in the pod's cgroup")
+	appBefore := appStartedAt(ctx, pod.Namespace, pod.Name)
+	Expect(syscall.Kill(pid, syscall.SIGKILL)).To(Succeed())
+	sawNotReady := false
+	Eventually(func(g Gomega) {
+		var p corev1.Pod
+		g.Expect(cluster.Client.Get(ctx, client.ObjectKeyFromObject(&pod), &p)).To(Succeed())
+		if !podReady(&p) {
+			sawNotReady = true
 		}
-		Expect(codes).To(Equal([]int{200, 200, 200, 200, 200, 429, 429}))
-		Expect(limit).To(Equal("5"))
-	})
-
-	It("is reached through a Service whose targetPort is the sidecar's sluice-http", func(ctx SpecContext) {
-		svc := &corev1.Service{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "api"},
-			Spec: corev1.ServiceSpec{
-				Selector: labels,
-				Ports:    []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromString("sluice-http")}},
-			},
-		}
-		Expect(cluster.Client.Create(ctx, svc)).To(Succeed())
-		Eventually(func(g Gomega) {
-			req, err := http.NewRequest(http.MethodGet, "http://"+svc.Spec.ClusterIP+"/", nil)
-			g.Expect(err).NotTo(HaveOccurred())
-			req.Header.Set("X-Tenant-ID", "through-the-service")
-			resp, err := (&http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}).Do(req)
-			g.Expect(err).NotTo(HaveOccurred())
-			_ = resp.Body.Close()
-			g.Expect(resp.StatusCode).To(Equal(http.StatusOK))
-			g.Expect(resp.Header.Get("X-RateLimit-Limit")).NotTo(BeEmpty(), "the answer came through the enforcer")
-		}).Should(Succeed())
-	})
-
-	It("follows a policy edit through the real kubelet's ConfigMap volume update", func(ctx SpecContext) {
-		var p v1alpha1.RateLimitPolicy
-		Expect(cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "api"}, &p)).To(Succeed())
-		patch := client.MergeFrom(p.DeepCopy())
-		p.Spec.Rules[0].Limits[0].Requests = 8
-		Expect(cluster.Client.Patch(ctx, &p, patch)).To(Succeed())
-		start := time.Now()
-		url := fmt.Sprintf("http://%s:15080/", pod.Status.PodIP)
-		Eventually(func(g Gomega) {
-			req, err := http.NewRequest(http.MethodGet, url, nil)
-			g.Expect(err).NotTo(HaveOccurred())
-			req.Header.Set("X-Tenant-ID", "edit-"+strconv.FormatInt(time.Now().UnixNano(), 10))
-			resp, err := (&http.Client{Timeout: 2 * time.Second}).Do(req)
-			g.Expect(err).NotTo(HaveOccurred())
-			_ = resp.Body.Close()
-			g.Expect(resp.Header.Get("X-RateLimit-Limit")).To(Equal("8"))
-		}).WithPolling(time.Second).Should(Succeed())
-		AddReportEntry("policy edit to enforcer", time.Since(start).Round(100*time.Millisecond).String())
-		GinkgoWriter.Printf("the edit reached the enforcer in %s\n", time.Since(start).Round(100*time.Millisecond))
-	})
-
-	It("reports the enforcer in the policy's status: Ready", func(ctx SpecContext) {
-		Eventually(func(g Gomega) {
-			var p v1alpha1.RateLimitPolicy
-			g.Expect(cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "api"}, &p)).To(Succeed())
-			cond := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionReady)
-			g.Expect(cond).NotTo(BeNil())
-			g.Expect(cond.Status).To(Equal(metav1.ConditionTrue), "%s: %s", cond.Reason, cond.Message)
-		}).Should(Succeed())
-	})
-
-	It("has the kubelet restart an enforcer killed with SIGKILL, the application untouched", func(ctx SpecContext) {
-		pid := containerPid(string(pod.UID), "sluice-enforcer")
-		Expect(pid).NotTo(BeZero(), "the enforcer's process is in the pod's cgroup")
-		appBefore := appStartedAt(ctx, ns, pod.Name)
-		Expect(syscall.Kill(pid, syscall.SIGKILL)).To(Succeed())
-		sawNotReady := false
-		Eventually(func(g Gomega) {
-			var p corev1.Pod
-			g.Expect(cluster.Client.Get(ctx, client.ObjectKeyFromObject(&pod), &p)).To(Succeed())
-			if !podReady(&p) {
-				sawNotReady = true
-			}
-			g.Expect(p.Status.InitContainerStatuses).To(ContainElement(And(
-				HaveField("Name", "sluice-enforcer"),
-				HaveField("RestartCount", BeEquivalentTo(1)),
-				HaveField("Ready", true),
-			)))
-			g.Expect(podReady(&p)).To(BeTrue())
-		}).WithTimeout(2 * time.Minute).Should(Succeed())
-		GinkgoWriter.Printf("the pod went not Ready while its enforcer restarted: %v\n", sawNotReady)
-		Expect(appStartedAt(ctx, ns, pod.Name)).To(Equal(appBefore), "the application container was not restarted")
-		Expect(containerPid(string(pod.UID), "sluice-enforcer")).NotTo(Equal(pid))
-		resp, err := (&http.Client{Timeout: 2 * time.Second}).Get(fmt.Sprintf("http://%s:15080/", pod.Status.PodIP))
-		Expect(err).NotTo(HaveOccurred())
-		_ = resp.Body.Close()
-		Expect(resp.StatusCode).To(Equal(http.StatusOK))
-	})
-
-	It("ends a deleted pod well within its grace period, and its replacement is injected", func(ctx SpecContext) {
-		var old corev1.Pod
-		Expect(cluster.Client.Get(ctx, client.ObjectKeyFromObject(&pod), &old)).To(Succeed())
-		start := time.Now()
-		Expect(cluster.Client.Delete(ctx, &old)).To(Succeed())
-		Eventually(func() bool {
-			err := cluster.Client.Get(ctx, client.ObjectKeyFromObject(&old), &corev1.Pod{})
-			return apierrors.IsNotFound(err)
-		}).WithTimeout(time.Minute).Should(BeTrue())
-		took := time.Since(start)
-		AddReportEntry("deleted injected pod gone after", took.Round(100*time.Millisecond).String())
-		GinkgoWriter.Printf("the deleted pod was gone after %s\n", took.Round(100*time.Millisecond))
-		Expect(took).To(BeNumerically("<", 20*time.Second), "the containers end on SIGTERM, not at the 30 s grace period's SIGKILL")
-		Eventually(func(g Gomega) {
-			var list corev1.PodList
-			g.Expect(cluster.Client.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels(labels))).To(Succeed())
-			g.Expect(list.Items).To(HaveLen(1))
-			g.Expect(list.Items[0].Name).NotTo(Equal(old.Name))
-			g.Expect(list.Items[0].Spec.InitContainers).To(ContainElement(HaveField("Name", "sluice-enforcer")))
-			g.Expect(podReady(&list.Items[0])).To(BeTrue())
-		}).Should(Succeed())
-	})
-})
+		g.Expect(p.Status.InitContainerStatuses).To(ContainElement(And(
+			HaveField("Name", "sluice-enforcer"),
+			HaveField("RestartCount", BeEquivalentTo(1)),
+			HaveField("Ready", true),
+		)))
+		g.Expect(podReady(&p)).To(BeTrue())
+	}).WithTimeout(2 * time.Minute).Should(Succeed())
+	GinkgoWriter.Printf("the pod went not Ready while its enforcer restarted: %v\n", sawNotReady)
+	Expect(appStartedAt(ctx, pod.Namespace, pod.Name)).To(Equal(appBefore), "the application container was not restarted")
+	Expect(containerPid(string(pod.UID), "sluice-enforcer")).NotTo(Equal(pid))
+	resp, err := (&http.Client{Timeout: 2 * time.Second}).Get(fmt.Sprintf("http://%s:15080/", pod.Status.PodIP))
+	Expect(err).NotTo(HaveOccurred())
+	_ = resp.Body.Close()
+	Expect(resp.StatusCode).To(Equal(http.StatusOK))
+}
 
 func podReady(p *corev1.Pod) bool {
 	for _, c := range p.Status.Conditions {
@@ -324,37 +168,6 @@ func startRedis(ctx context.Context, ns string) string {
 		g.Expect(d.Status.AvailableReplicas).To(BeEquivalentTo(1))
 	}).Should(Succeed())
 	return svc.Spec.ClusterIP
-}
-
-// startManager builds sluice-manager and runs it on the machine with the
-// webhook where the API server calls it.
-func startManager(ctx context.Context, redisURL string) {
-	bin := filepath.Join(cluster.Dir, "sluice-manager")
-	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/manager")
-	build.Dir = root
-	out, err := build.CombinedOutput()
-	Expect(err).NotTo(HaveOccurred(), "%s", out)
-	probe := "127.0.0.1:" + strconv.Itoa(freePort())
-	Expect(cluster.Run("sluice-manager", exec.Command(bin,
-		"--kubeconfig="+cluster.Kubeconfig,
-		"--health-probe-bind-address="+probe,
-		"--metrics-bind-address=0",
-		"--default-redis-url="+redisURL,
-		"--enforcer-image="+cluster.Images["sluice-enforcer.tar"],
-		"--enforcer-image-pull-policy=Never",
-		"--status-interval=1s",
-		"--webhook-cert-self-managed=false",
-		"--webhook-cert-dir="+cluster.WebhookCertDir,
-		"--webhook-port="+strconv.Itoa(cluster.WebhookPort),
-	))).To(Succeed())
-	Eventually(func() (int, error) {
-		resp, err := http.Get("http://" + probe + "/readyz")
-		if err != nil {
-			return 0, err
-		}
-		_ = resp.Body.Close()
-		return resp.StatusCode, nil
-	}).Should(Equal(http.StatusOK), "sluice-manager is ready")
 }
 
 func appDeployment(ns, name string, labels map[string]string, image string, args []string, port int32) *appsv1.Deployment {

@@ -11,10 +11,10 @@
 package node
 
 import (
-	"net"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -53,10 +53,8 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	root, err = filepath.Abs(root)
 	Expect(err).NotTo(HaveOccurred())
 	cluster, err = node.Start(ctx, node.Options{
-		Root:        root,
-		Progress:    GinkgoWriter,
-		CRDDirs:     []string{filepath.Join(root, "config", "crd", "bases")},
-		WebhookDirs: []string{filepath.Join(root, "config", "webhook")},
+		Root:     root,
+		Progress: GinkgoWriter,
 	})
 	Expect(err).NotTo(HaveOccurred())
 	for _, t := range cluster.Timings {
@@ -81,8 +79,13 @@ var _ = ReportAfterEach(func(report SpecReport) {
 	if !report.Failed() || cluster == nil {
 		return
 	}
-	for _, name := range []string{"kubelet", "containerd", "kube-proxy", "kube-controller-manager", "kube-scheduler", "sluice-manager"} {
+	for _, name := range []string{"kubelet", "containerd", "kube-proxy", "kube-controller-manager", "kube-scheduler"} {
 		AddReportEntry(name+".log", tailOf(cluster.LogPath(name), 4000))
+	}
+	// The pods' logs (the manager's, the enforcers'), as kubectl logs reads them.
+	logs, _ := filepath.Glob(filepath.Join(cluster.Dir, "kubelet", "pod-logs", "*", "*", "*.log"))
+	for _, l := range logs {
+		AddReportEntry(strings.TrimPrefix(l, filepath.Join(cluster.Dir, "kubelet", "pod-logs")+"/"), tailOf(l, 2000))
 	}
 })
 
@@ -113,12 +116,4 @@ func alive(pid int) bool {
 		}
 	}
 	return true
-}
-
-// freePort is a free loopback TCP port.
-func freePort() int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	Expect(err).NotTo(HaveOccurred())
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
