@@ -150,6 +150,7 @@ load=$work/bin/sluice-load
 
 # --- the processes -------------------------------------------------------------
 
+redis_port="" nginx_port="" swlog_port="" swlog_admin="" tb_port="" tb_admin=""
 pick_port redis_port
 pick_port nginx_port
 pick_port swlog_port
@@ -268,44 +269,69 @@ headers=(-H 'X-Tenant-ID: tenant-{tenant}' --tenants "$tenants")
 
 # --- Redis commands per request --------------------------------------------
 
-# redis_calls prints "SCRIPTS ALL": the EVAL and EVALSHA calls Redis has run,
-# and all its commands but the INFO that asks.
-redis_calls() {
+# Redis counts the commands a Lua script runs in its command statistics
+# too, though they cost no round trip: the names come from the scripts.
+mapfile -t in_script < <(grep -ohE "redis\.p?call\(['\"][A-Za-z]+" hack/php/limited.php enforcer/limiter/*.lua |
+  sed -E "s/.*['\"]//" | tr '[:upper:]' '[:lower:]' | sort -u)
+# cmdstats prints "COMMAND CALLS" for every command Redis has run, but INFO.
+cmdstats() {
   redis-cli -p "$redis_port" info commandstats | tr -d '\r' |
-    awk -F'[:=,]' '/^cmdstat_/ && !/^cmdstat_info:/ {all += $3} /^cmdstat_(evalsha|eval):/ {s += $3}
-      END {print s + 0, all + 0}'
+    awk -F'[:=,]' '/^cmdstat_/ && $1 != "cmdstat_info" {sub(/^cmdstat_/, "", $1); print $1, $3}'
+}
+# redis_calls prints "SCRIPTS SENT": the script calls (EVAL, EVALSHA), and
+# all commands clients sent: script calls included, what scripts ran not.
+redis_calls() {
+  cmdstats | awk -v inner=" ${in_script[*]} " '
+    $1 == "eval" || $1 == "evalsha" {s += $2}
+    index(inner, " " $1 " ") == 0 {sent += $2}
+    END {print s + 0, sent + 0}'
 }
 # Exact counts: 2,000 requests with nothing else sent, at the closed loop's
-# concurrency, so that the first calls on new connections are in the count.
+# concurrency, after 200 that load the scripts (the first decisions on new
+# connections find them missing, get NOSCRIPT and send EVAL).
 for name in "${targets[@]}"; do
-  read -r s0 a0 < <(redis_calls)
+  "$load" --requests 200 --warmup 0 --duration 60s --concurrency "$concurrency" "${headers[@]}" --json "${url[$name]}" >/dev/null
+  before=$(cmdstats)
   "$load" --requests 2000 --warmup 0 --duration 60s --concurrency "$concurrency" "${headers[@]}" --json "${url[$name]}" \
     >"$results/$name.check.json"
-  read -r s1 a1 < <(redis_calls)
+  after=$(cmdstats)
   n=$(jq '.requests + .errors' "$results/$name.check.json")
-  jq -n --argjson n "$n" --argjson s $((s1 - s0)) --argjson a $((a1 - a0)) \
-    '{requests: $n, scripts: $s, all: $a, scriptsPerRequest: ($s / $n * 1000 | round / 1000), allPerRequest: ($a / $n * 1000 | round / 1000)}' \
+  # Per command, what each request cost: {"evalsha": 1, "zadd": 1, ...}.
+  awk -v n="$n" 'NR == FNR {b[$1] = $2; next} $2 > b[$1] {printf "%s %s\n", $1, ($2 - b[$1]) / n}' \
+    <(echo "$before") <(echo "$after") |
+    jq -R -n --argjson n "$n" --arg inner " ${in_script[*]} " '
+      [inputs | split(" ") | {key: .[0], value: (.[1] | tonumber * 1000 | round / 1000)}] | from_entries as $c
+      | {requests: $n, commands: $c,
+         scripts: ([$c.eval, $c.evalsha] | map(. // 0) | add),
+         sent: ($c | to_entries | map(.key as $k | select($inner | contains(" \($k) ") | not) | .value) | add // 0)}' \
     >"$results/$name.calls.json"
-  log "$name: $n requests -> $((s1 - s0)) Redis script calls, $((a1 - a0)) commands in all; $(jq -r '"\(.status["2xx"]) 2xx, \(.status["429"]) 429, \(.status["503"]) 503, \(.errors) errors"' "$results/$name.check.json")"
+  log "$name: $n requests; per request $(jq -r '"\(.sent) commands sent, \(.scripts) of them script calls; all commands: \(.commands | to_entries | map("\(.key) \(.value)") | join(", "))"' "$results/$name.calls.json"); $(jq -r '"\(.status["2xx"]) 2xx, \(.status["429"]) 429, \(.status["503"]) 503, \(.errors) errors"' "$results/$name.check.json")"
 done
 
 # --- measure -----------------------------------------------------------------
 
 loadavg() { cut -d' ' -f1-3 /proc/loadavg; }
+# cpu_times prints "STEAL TOTAL" clock ticks of all CPUs since boot: time the
+# hypervisor gave to other virtual machines, and all time.
+cpu_times() {
+  local -a f
+  read -r -a f </proc/stat
+  echo "${f[8]} $((f[1] + f[2] + f[3] + f[4] + f[5] + f[6] + f[7] + f[8]))"
+}
 
 # ticks PID... is the CPU time (user + system, in clock ticks) of the
 # processes and their children (nginx's worker, php-fpm's children), read
 # from /proc without starting a process, so that sampling stays quick on a
 # busy machine.
 ticks() {
-  local p total=0 stat kids
+  local p q total=0 stat kids
   local -a f
   for p in "$@"; do
     kids=()
     # One line, no newline at its end: read reports EOF after filling kids.
     if [ -r "/proc/$p/task/$p/children" ]; then read -r -a kids <"/proc/$p/task/$p/children" || true; fi
-    for p in "$p" "${kids[@]}"; do
-      read -r stat 2>/dev/null <"/proc/$p/stat" || continue
+    for q in "$p" "${kids[@]}"; do
+      read -r stat 2>/dev/null <"/proc/$q/stat" || continue
       read -r -a f <<<"${stat##*) }"
       total=$((total + f[11] + f[12]))
     done
@@ -322,22 +348,22 @@ closed() {
   "$load" --concurrency "$concurrency" "${common[@]}" "${url[$name]}" >"$out" &
   local loader=$! t0 t1 e0 e1 n0 n1 f0 f1 r0 r1 l0 l1 s0 s1 a0 a1
   sleep "$warmup"
-  t0=$(date +%s.%N) l0=$(ticks "$loader") e0=$(ticks ${front_pid[$name]}) n0=$(ticks "${pid[nginx]}")
+  t0=$(date +%s.%N) l0=$(ticks "$loader") e0=$(ticks "${front_pid[$name]}") n0=$(ticks "${pid[nginx]}")
   f0=$(ticks "${pid[php-fpm]}") r0=$(ticks "${pid[redis]}")
   read -r s0 a0 < <(redis_calls)
   sleep $((duration - 1))
-  t1=$(date +%s.%N) l1=$(ticks "$loader") e1=$(ticks ${front_pid[$name]}) n1=$(ticks "${pid[nginx]}")
+  t1=$(date +%s.%N) l1=$(ticks "$loader") e1=$(ticks "${front_pid[$name]}") n1=$(ticks "${pid[nginx]}")
   f1=$(ticks "${pid[php-fpm]}") r1=$(ticks "${pid[redis]}")
   read -r s1 a1 < <(redis_calls)
   wait "$loader"
   # Requests in the sampled window: the run's rate times its length.
   jq -n --argjson rps "$(jq .rps "$out")" --argjson t0 "$t0" --argjson t1 "$t1" --argjson hz "$hz" \
     --argjson enforcer $((e1 - e0)) --argjson nginx $((n1 - n0)) --argjson php $((f1 - f0)) \
-    --argjson redis $((r1 - r0)) --argjson load $((l1 - l0)) --argjson scripts $((s1 - s0)) --argjson all $((a1 - a0)) '
+    --argjson redis $((r1 - r0)) --argjson load $((l1 - l0)) --argjson scripts $((s1 - s0)) --argjson sent $((a1 - a0)) '
     ($rps * ($t1 - $t0)) as $n
     | {enforcer: $enforcer, nginx: $nginx, php: $php, redis: $redis, load: $load}
     | map_values(. / $hz * 1e6 / $n * 10 | round / 10)
-    | . + {scriptsPerRequest: ($scripts / $n * 100 | round / 100), allPerRequest: ($all / $n * 100 | round / 100)}' \
+    | . + {scriptsPerRequest: ($scripts / $n * 100 | round / 100), sentPerRequest: ($sent / $n * 100 | round / 100)}' \
     >"$results/$name.cpu.$r.json"
 }
 
@@ -346,12 +372,12 @@ summary='"\(.rps) req/s, 2xx \(.status["2xx"]), 429 \(.status["429"]), 503 \(.st
 : >"$results/loadavg.txt"
 for ((r = 1; r <= rounds; r++)); do
   busy=$(loadavg)
-  echo "round $r: $busy" >>"$results/loadavg.txt"
+  read -r st0 all0 < <(cpu_times)
   log "round $r of $rounds (load average $busy on $(nproc) CPUs)"
   for name in "${targets[@]}"; do
     closed "$name" "$r"
     log "$name, closed loop:     $(jq -r "$summary" "$results/$name.closed.$r.json")"
-    log "$name, per request:     $(jq -r '"CPU µs: enforcer \(.enforcer), nginx \(.nginx), php-fpm \(.php), redis \(.redis), load generator \(.load); Redis script calls \(.scriptsPerRequest), commands \(.allPerRequest)"' "$results/$name.cpu.$r.json")"
+    log "$name, per request:     $(jq -r '"CPU µs: enforcer \(.enforcer), nginx \(.nginx), php-fpm \(.php), redis \(.redis), load generator \(.load); Redis commands sent \(.sentPerRequest), script calls \(.scriptsPerRequest)"' "$results/$name.cpu.$r.json")"
     sleep 1
     "$load" --rate "$rate" --concurrency "$concurrency" "${common[@]}" "${url[$name]}" >"$results/$name.open.$r.json"
     log "$name, $rate req/s:  $(jq -r "$summary" "$results/$name.open.$r.json")"
@@ -361,8 +387,11 @@ for ((r = 1; r <= rounds; r++)); do
     log "$name, one connection: $(jq -r "$summary" "$results/$name.serial.$r.json")"
     sleep 1
   done
+  read -r st1 all1 < <(cpu_times)
+  steal=$(( (st1 - st0) * 100 / (all1 - all0 > 0 ? all1 - all0 : 1) ))
+  echo "round $r: load average $busy at the start, $(loadavg) at the end; CPU steal $steal%" >>"$results/loadavg.txt"
+  log "round $r: CPU steal (time the hypervisor gave other machines) $steal%"
 done
-echo "end: $(loadavg)" >>"$results/loadavg.txt"
 
 # --- the tables ----------------------------------------------------------------
 
@@ -372,7 +401,8 @@ table() {
     def median: sort | .[(length - 1) / 2 | floor];
     def ms: if . >= 1000 then "\(. / 10 | round / 100) ms" else "\(. | round) µs" end;
     def pct: "\(. * 100 | round)%";
-    def calls: "\(.scripts) / \(.all)";
+    def two: . * 100 | round / 100 | tostring | if test("\\.") then . else . + ".0" end;
+    def calls: "\(.sent | two) (\(.scripts | two))";
     [inputs | {file: (input_filename | split("/") | last)} + .]
     | map(. + {name: (.file | split(".")[0]), mode: (.file | split(".")[1])})
     | group_by(.name)
@@ -382,8 +412,8 @@ table() {
         rps: ($runs | map(select(.mode == "closed") | .rps * .status["2xx"] / .requests) | median),
         failed: ($runs | map(select(.mode == "closed") | (.requests - .status["2xx"]) / .requests) | median),
         cpu: (["enforcer", "nginx", "php", "redis"] | map(. as $p | {key: $p, value: ($runs | map(select(.mode == "cpu") | .[$p]) | median)}) | from_entries),
-        sampled: ($runs | map(select(.mode == "cpu") | .scriptsPerRequest) | median),
-        exact: ($runs | map(select(.mode == "calls")) | .[0] | {scripts: .scriptsPerRequest, all: .allPerRequest}),
+        sampled: ($runs | map(select(.mode == "cpu") | .sentPerRequest) | median),
+        exact: ($runs | map(select(.mode == "calls")) | .[0]),
         open: (["p50", "p99", "p999"] | map(. as $q | {key: $q, value: ($runs | map(select(.mode == "open") | .latencyUs[$q]) | median)}) | from_entries),
         serial: (["min", "p50", "p99"] | map(. as $q | {key: $q, value: ($runs | map(select(.mode == "serial") | .latencyUs[$q]) | median)}) | from_entries)}})
     | from_entries as $r
@@ -392,18 +422,19 @@ table() {
     | '"$1"'
   ' "$results"/*.closed.*.json "$results"/*.open.*.json "$results"/*.serial.*.json "$results"/*.cpu.*.json "$results"/*.calls.json
 }
+# shellcheck disable=SC2016 # the single-quoted arguments are jq, not shell
 {
-  echo "Maximum throughput, closed loop, $concurrency connections (CPU per request by process; Redis calls: script calls / all commands per request, counted over 2,000 requests):"
+  echo "Maximum throughput, closed loop, $concurrency connections (Redis commands sent per request, script calls in brackets, counted over 2,000 requests and sampled during the run; CPU per request by process):"
   echo
-  echo "| | Requests/s (2xx) | vs php-limited | Redis calls per request | CPU per request: enforcer / nginx / php-fpm / Redis | not 2xx |"
+  echo "| | Requests/s (2xx) | vs php-limited | Redis commands per request (script calls) | CPU per request: enforcer / nginx / php-fpm / Redis | not 2xx |"
   echo "|---|---:|---:|---:|---:|---:|"
-  table '"| \($n) | \($m.rps | round) | \($m.rps / $r["php-limited"].rps | pct) | \($m.exact | calls) (\($m.sampled) sampled)"
+  table '"| \($n) | \($m.rps | round) | \($m.rps / $r["php-limited"].rps | pct) | \($m.exact | calls); sampled \($m.sampled | two)"
     + " | \(if $m.cpu.enforcer > 0 then "\($m.cpu.enforcer) µs" else "–" end) / \($m.cpu.nginx) µs / \($m.cpu.php) µs / \(if $m.cpu.redis >= 1 then "\($m.cpu.redis) µs" else "–" end)"
     + " | \($m.failed | pct) |"'
   echo
   echo "Latency at $rate requests/s (open model), and with one connection sending one request at a time:"
   echo
-  echo "| | Redis calls per request | p50 / p99 / p99.9 at $rate req/s | One connection: min / p50 / p99 |"
+  echo "| | Redis commands per request (script calls) | p50 / p99 / p99.9 at $rate req/s | One connection: min / p50 / p99 |"
   echo "|---|---:|---:|---:|"
   table '"| \($n) | \($m.exact | calls) | \($m.open.p50 | ms) / \($m.open.p99 | ms) / \($m.open.p999 | ms)"
     + " | \($m.serial.min | ms) / \($m.serial.p50 | ms) / \($m.serial.p99 | ms) |"'
@@ -411,7 +442,7 @@ table() {
 
 echo
 echo "$(nproc) CPUs, load generator, enforcer, nginx, php-fpm ($children children) and Redis on the same machine;"
-echo "${duration}s per measurement after ${warmup}s warm-up, $rounds round(s), median shown; load average (1, 5, 15 min):"
+echo "${duration}s per measurement after ${warmup}s warm-up, $rounds round(s), median shown; load average (1, 5, 15 min) and CPU steal:"
 sed 's/^/  /' "$results/loadavg.txt"
 echo "results in $results"
 echo
