@@ -11,6 +11,9 @@
 #                          SlidingWindowLog rule per X-Tenant-ID, the same
 #                          limit as limited.php
 #   enforcer-tokenbucket   the same with a TokenBucket rule
+#   enforcer-exempt        the enforcer whose one rule exempts every request:
+#                          its proxy path alone, no Redis decision (where the
+#                          time goes)
 # Every limit is one never reached (every request is one Redis decision that
 # admits it), and both the enforcer (failureMode Closed) and limited.php
 # answer 503 when a decision does not come back within 50 ms. Each target is
@@ -150,13 +153,15 @@ load=$work/bin/sluice-load
 
 # --- the processes -------------------------------------------------------------
 
-redis_port="" nginx_port="" swlog_port="" swlog_admin="" tb_port="" tb_admin=""
+redis_port="" nginx_port="" swlog_port="" swlog_admin="" tb_port="" tb_admin="" exempt_port="" exempt_admin=""
 pick_port redis_port
 pick_port nginx_port
 pick_port swlog_port
 pick_port swlog_admin
 pick_port tb_port
 pick_port tb_admin
+pick_port exempt_port
+pick_port exempt_admin
 
 start redis redis-server --port "$redis_port" --bind 127.0.0.1 --save "" --appendonly no \
   --dir "$work/redis" --daemonize no
@@ -196,8 +201,9 @@ start nginx "$nginx_bin" "${nginx_args[@]}"
 
 # The enforcer's policies in front of index.php: the limit of limited.php
 # (100000 requests per second per tenant, never reached) as a
-# SlidingWindowLog rule, and a TokenBucket rule never reached.
-policy() { # NAME ALGORITHM REQUESTS
+# SlidingWindowLog rule, a TokenBucket rule never reached, and a rule that
+# exempts every request.
+policy_head() { # NAME
   cat <<EOF
 apiVersion: sluice.dev/v1alpha1
 kind: RateLimitPolicy
@@ -216,15 +222,18 @@ spec:
       - header:
           name: X-Tenant-ID
   rules:
-    - name: api
-      algorithm: $2
-      limits:
-        - requests: $3
-          period: 1s
 EOF
+}
+policy() { # NAME ALGORITHM REQUESTS
+  policy_head "$1"
+  printf '    - name: api\n      algorithm: %s\n      limits:\n        - requests: %s\n          period: 1s\n' "$2" "$3"
 }
 policy bench-swlog SlidingWindowLog 100000 >"$work/swlog.yaml"
 policy bench-tokenbucket TokenBucket 1000000000000 >"$work/tokenbucket.yaml"
+{
+  policy_head bench-exempt
+  printf '    - name: all\n      match:\n        paths:\n          - prefix: /\n      exempt: true\n'
+} >"$work/exempt.yaml"
 
 enforcer() { # NAME PORT ADMIN POLICY
   start "$1" "$work/bin/sluice-enforcer" \
@@ -234,6 +243,7 @@ enforcer() { # NAME PORT ADMIN POLICY
 }
 enforcer enforcer-swlog "$swlog_port" "$swlog_admin" "$work/swlog.yaml"
 enforcer enforcer-tokenbucket "$tb_port" "$tb_admin" "$work/tokenbucket.yaml"
+enforcer enforcer-exempt "$exempt_port" "$exempt_admin" "$work/exempt.yaml"
 
 # wait_ready NAME URL: URL answers 2xx, or NAME's log is shown and the run ends.
 wait_ready() {
@@ -253,18 +263,20 @@ wait_ready php-fpm "http://127.0.0.1:$nginx_port/index.php"
 wait_ready php-fpm "http://127.0.0.1:$nginx_port/limited.php"
 wait_ready enforcer-swlog "http://127.0.0.1:$swlog_admin/readyz"
 wait_ready enforcer-tokenbucket "http://127.0.0.1:$tb_admin/readyz"
+wait_ready enforcer-exempt "http://127.0.0.1:$exempt_admin/readyz"
 
-targets=(php-plain php-limited php-limited-pconnect enforcer-swlog enforcer-tokenbucket)
+targets=(php-plain php-limited php-limited-pconnect enforcer-swlog enforcer-tokenbucket enforcer-exempt)
 declare -A url=(
   [php-plain]="http://127.0.0.1:$nginx_port/index.php"
   [php-limited]="http://127.0.0.1:$nginx_port/limited.php"
   [php-limited-pconnect]="http://127.0.0.1:$nginx_port/limited-pconnect.php"
   [enforcer-swlog]="http://127.0.0.1:$swlog_port/index.php"
   [enforcer-tokenbucket]="http://127.0.0.1:$tb_port/index.php"
+  [enforcer-exempt]="http://127.0.0.1:$exempt_port/index.php"
 )
 # The proxy in front of nginx, whose CPU is counted apart.
 declare -A front_pid=([php-plain]="" [php-limited]="" [php-limited-pconnect]=""
-  [enforcer-swlog]=${pid[enforcer-swlog]} [enforcer-tokenbucket]=${pid[enforcer-tokenbucket]})
+  [enforcer-swlog]=${pid[enforcer-swlog]} [enforcer-tokenbucket]=${pid[enforcer-tokenbucket]} [enforcer-exempt]=${pid[enforcer-exempt]})
 headers=(-H 'X-Tenant-ID: tenant-{tenant}' --tenants "$tenants")
 
 # --- Redis commands per request --------------------------------------------
@@ -402,6 +414,10 @@ table() {
     def ms: if . >= 1000 then "\(. / 10 | round / 100) ms" else "\(. | round) µs" end;
     def pct: "\(. * 100 | round)%";
     def two: . * 100 | round / 100 | tostring | if test("\\.") then . else . + ".0" end;
+    # vs($b): throughput against target $b, the median and, with more
+    # rounds, the range of the ratios round by round.
+    def vs($b): (.rps / $b.rps | pct) + (. as $a | [$a.rounds | keys[] as $k | $a.rounds[$k] / $b.rounds[$k]]
+      | if length > 1 then " (\(min | pct)–\(max | pct))" else "" end);
     def calls: "\(.sent | two) (\(.scripts | two))";
     [inputs | {file: (input_filename | split("/") | last)} + .]
     | map(. + {name: (.file | split(".")[0]), mode: (.file | split(".")[1])})
@@ -410,6 +426,7 @@ table() {
         # Throughput counts the answers that admitted a request: a 503 is a
         # decision that did not come back in time.
         rps: ($runs | map(select(.mode == "closed") | .rps * .status["2xx"] / .requests) | median),
+        rounds: ($runs | map(select(.mode == "closed") | {key: (.file | split(".")[2]), value: (.rps * .status["2xx"] / .requests)}) | from_entries),
         failed: ($runs | map(select(.mode == "closed") | (.requests - .status["2xx"]) / .requests) | median),
         cpu: (["enforcer", "nginx", "php", "redis"] | map(. as $p | {key: $p, value: ($runs | map(select(.mode == "cpu") | .[$p]) | median)}) | from_entries),
         sampled: ($runs | map(select(.mode == "cpu") | .sentPerRequest) | median),
@@ -426,9 +443,9 @@ table() {
 {
   echo "Maximum throughput, closed loop, $concurrency connections (Redis commands sent per request, script calls in brackets, counted over 2,000 requests and sampled during the run; CPU per request by process):"
   echo
-  echo "| | Requests/s (2xx) | vs php-limited | Redis commands per request (script calls) | CPU per request: enforcer / nginx / php-fpm / Redis | not 2xx |"
-  echo "|---|---:|---:|---:|---:|---:|"
-  table '"| \($n) | \($m.rps | round) | \($m.rps / $r["php-limited"].rps | pct) | \($m.exact | calls); sampled \($m.sampled | two)"
+  echo "| | Requests/s (2xx) | vs php-limited (by round) | vs php-limited-pconnect (by round) | Redis commands per request (script calls) | CPU per request: enforcer / nginx / php-fpm / Redis | not 2xx |"
+  echo "|---|---:|---:|---:|---:|---:|---:|"
+  table '"| \($n) | \($m.rps | round) | \($m | vs($r["php-limited"])) | \($m | vs($r["php-limited-pconnect"])) | \($m.exact | calls); sampled \($m.sampled | two)"
     + " | \(if $m.cpu.enforcer > 0 then "\($m.cpu.enforcer) µs" else "–" end) / \($m.cpu.nginx) µs / \($m.cpu.php) µs / \(if $m.cpu.redis >= 1 then "\($m.cpu.redis) µs" else "–" end)"
     + " | \($m.failed | pct) |"'
   echo
