@@ -443,11 +443,11 @@ table() {
 {
   echo "Maximum throughput, closed loop, $concurrency connections (Redis commands sent per request, script calls in brackets, counted over 2,000 requests and sampled during the run; CPU per request by process):"
   echo
-  echo "| | Requests/s (2xx) | vs php-limited (by round) | vs php-limited-pconnect (by round) | Redis commands per request (script calls) | CPU per request: enforcer / nginx / php-fpm / Redis | not 2xx |"
-  echo "|---|---:|---:|---:|---:|---:|---:|"
+  echo "| | Requests/s (2xx) | vs php-limited (by round) | vs php-limited-pconnect (by round) | Redis commands per request (script calls) | CPU per request: enforcer / nginx / php-fpm / Redis | CPU per request, the four | not 2xx |"
+  echo "|---|---:|---:|---:|---:|---:|---:|---:|"
   table '"| \($n) | \($m.rps | round) | \($m | vs($r["php-limited"])) | \($m | vs($r["php-limited-pconnect"])) | \($m.exact | calls); sampled \($m.sampled | two)"
     + " | \(if $m.cpu.enforcer > 0 then "\($m.cpu.enforcer) µs" else "–" end) / \($m.cpu.nginx) µs / \($m.cpu.php) µs / \(if $m.cpu.redis >= 1 then "\($m.cpu.redis) µs" else "–" end)"
-    + " | \($m.failed | pct) |"'
+    + " | \([$m.cpu[]] | add * 10 | round / 10) µs | \($m.failed * 1000 | round / 10)% |"'
   echo
   echo "Latency at $rate requests/s (open model), and with one connection sending one request at a time:"
   echo
