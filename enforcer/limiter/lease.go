@@ -399,11 +399,7 @@ func (t *leases) ended(now, idleBefore int64, dst []pendingReturn) []pendingRetu
 		}
 		sh.mu.Unlock()
 	}
-	t.mu.Lock()
-	dst = append(dst, t.orphans...)
-	t.orphans = t.orphans[:0]
-	t.mu.Unlock()
-	return dst
+	return t.takeOrphans(dst)
 }
 
 // take empties e's lease at now into dst, unless its window has ended.
@@ -437,10 +433,15 @@ func (t *leases) release(now int64) []pendingReturn {
 		sh.held = sh.held[:0]
 		sh.mu.Unlock()
 	}
+	return t.takeOrphans(dst)
+}
+
+// takeOrphans moves the units granted to dropped entries into dst.
+func (t *leases) takeOrphans(dst []pendingReturn) []pendingReturn {
 	t.mu.Lock()
+	defer t.mu.Unlock()
 	dst = append(dst, t.orphans...)
 	t.orphans = t.orphans[:0]
-	t.mu.Unlock()
 	return dst
 }
 
