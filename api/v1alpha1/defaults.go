@@ -111,6 +111,9 @@ func (r *Rule) applyDefaults() {
 	if r.Cost == 0 {
 		r.Cost = DefaultCost
 	}
+	if r.Leasing == "" {
+		r.Leasing = LeasingAuto
+	}
 	r.Identity.applyDefaults()
 }
 

@@ -51,6 +51,7 @@ func TestApplyDefaultsFillsUnsetFields(t *testing.T) {
 	for _, rule := range spec.Rules {
 		g.Expect(rule.Algorithm).To(Equal(AlgorithmTokenBucket))
 		g.Expect(rule.Cost).To(BeEquivalentTo(1))
+		g.Expect(rule.Leasing).To(Equal(LeasingAuto))
 	}
 	g.Expect(spec.Rules[1].Identity.Sources[0].JWTClaim.Header).To(Equal("Authorization"))
 }
@@ -64,7 +65,7 @@ func TestApplyDefaultsKeepsSetFields(t *testing.T) {
 		Timeout:          &metav1.Duration{Duration: 200 * time.Millisecond},
 		ResponseHeaders:  ResponseHeadersNone,
 		Storage:          &Storage{SecretRef: SecretKeyReference{Name: "redis", Key: "address"}},
-		Rules:            []Rule{{Name: "login", Algorithm: AlgorithmFixedWindow, Cost: 5}},
+		Rules:            []Rule{{Name: "login", Algorithm: AlgorithmFixedWindow, Cost: 5, Leasing: LeasingOff}},
 	}
 	want := *spec.DeepCopy()
 
