@@ -168,9 +168,8 @@ func (c *h2Conn) writeLoop() {
 	for len(c.pending) > 0 && c.err == nil {
 		buf := c.pending
 		c.pending = c.spare[:0]
-		closing := c.closing
 		c.mu.Unlock()
-		err := c.send(buf, closing)
+		err := c.send(buf)
 		c.mu.Lock()
 		c.spare = nil // it is pending's now
 		if cap(buf) <= h2KeptBuffer {
@@ -196,12 +195,14 @@ func (c *h2Conn) writeLoop() {
 
 // send writes p whole, failing when writeTimeout (h2CloseGrace once
 // closing) passes with no byte taken, as http2's WriteByteTimeout does.
-func (c *h2Conn) send(p []byte, closing bool) error {
-	timeout := c.writeTimeout
-	if closing {
-		timeout = h2CloseGrace
-	}
+func (c *h2Conn) send(p []byte) error {
 	for {
+		c.mu.Lock()
+		timeout := c.writeTimeout
+		if c.closing {
+			timeout = h2CloseGrace
+		}
+		c.mu.Unlock()
 		deadline := time.Time{}
 		if timeout > 0 {
 			deadline = time.Now().Add(timeout)
