@@ -23,18 +23,19 @@ import (
 // connection that is not HTTP/2 is left as it is.
 
 const (
-	// h2ReadBuffer is the read buffer of a server connection: a few
-	// frames of a unary call at once.
-	h2ReadBuffer = 16 << 10
+	// h2ReadBuffer is the read buffer of a server connection: the frames
+	// of a few unary calls at once, and little held by an idle one.
+	h2ReadBuffer = 4 << 10
 	// h2MaxPending bounds what a connection holds that its peer has not
 	// taken yet; a write beyond it waits, as a socket write would.
 	h2MaxPending = 256 << 10
 	// h2CloseGrace bounds how long a closed connection's last writes (a
 	// GOAWAY) may take.
 	h2CloseGrace = 5 * time.Second
-	// h2KeptBuffer is the largest write buffer a connection keeps
-	// between bursts.
-	h2KeptBuffer = 32 << 10
+	// h2KeptBuffer bounds the write buffers a connection keeps between
+	// bursts: an idle connection holds at most 1.5 times this and the
+	// read buffer.
+	h2KeptBuffer = 8 << 10
 )
 
 // h2Preface is what a client sends first on a cleartext HTTP/2 connection
@@ -181,6 +182,13 @@ func (c *h2Conn) writeLoop() {
 		c.cond.Broadcast()
 	}
 	c.writing = false
+	// Between bursts an idle connection keeps little.
+	if cap(c.spare) > h2KeptBuffer/2 {
+		c.spare = nil
+	}
+	if cap(c.pending) > h2KeptBuffer {
+		c.pending = nil
+	}
 	if c.err != nil {
 		// A peer that takes nothing must not keep the connection: its
 		// reader learns of it as it would of a failed write.
