@@ -14,16 +14,18 @@
 # gRPC callers share CONNECTIONS client connections, HTTP/1.1 ones have a
 # connection each), latency at a fixed RATE (open model), and one caller
 # sending one request at a time. Requests rotate X-Tenant-ID (gRPC metadata
-# x-tenant-id) among TENANTS tenants. Then the gRPC enforcer's CPU is
-# profiled under closed-loop load through its own pprof (--pprof on the
-# debug listener). Everything runs on 127.0.0.1, and every process the
+# x-tenant-id) among TENANTS tenants. Then both enforcers' CPU and
+# allocations are profiled under closed-loop load through their own pprof
+# (--pprof on the debug listener). Everything runs on 127.0.0.1, and every process the
 # script starts is stopped, by its PID, on exit.
 #
 # Settings (environment): DURATION and WARMUP (whole seconds, per
 # measurement; default 10 and 2), CONCURRENCY (64), CONNECTIONS (4), RATE
 # (2000), TENANTS (10), ROUNDS (1: more rounds interleave the targets and
-# report medians), PROFILE (1: profile; 0: skip), RESULTS (directory for
-# the raw JSON, profiles and table; default a new temporary directory, kept).
+# report medians), PROFILE (1: profile; 0: skip), ENFORCER_GOMAXPROCS (the
+# enforcers' GOMAXPROCS; default Go's, the machine's CPUs), RESULTS
+# (directory for the raw JSON, profiles and table; default a new temporary
+# directory, kept).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -35,7 +37,8 @@ rate=${RATE:-2000}
 tenants=${TENANTS:-10}
 profile=${PROFILE:-1}
 rounds=${ROUNDS:-1}
-for v in duration warmup concurrency connections rate tenants profile rounds; do
+enforcer_procs=${ENFORCER_GOMAXPROCS:-0}
+for v in duration warmup concurrency connections rate tenants profile rounds enforcer_procs; do
   [[ ${!v} =~ ^[0-9]+$ ]] || { echo "error: ${v^^} must be a whole number, got '${!v}'" >&2; exit 2; }
 done
 (( duration >= 2 )) || { echo "error: DURATION must be at least 2 seconds" >&2; exit 2; }
@@ -141,7 +144,7 @@ policy bench-http "$http_port" HTTP1 '{paths: [{prefix: /}]}' >"$work/http.yaml"
 policy bench-grpc "$grpc_port" H2C '{grpc: [{service: shop.v1.Orders}]}' >"$work/grpc.yaml"
 
 enforcer() { # NAME PORT ADMIN DEBUG UPSTREAM POLICY
-  start "$1" "$work/bin/sluice-enforcer" --listen "127.0.0.1:$2" --admin-listen "127.0.0.1:$3" \
+  start "$1" env ${ENFORCER_GOMAXPROCS:+GOMAXPROCS=$ENFORCER_GOMAXPROCS} "$work/bin/sluice-enforcer" --listen "127.0.0.1:$2" --admin-listen "127.0.0.1:$3" \
     --debug-listen "127.0.0.1:$4" --pprof --upstream "http://127.0.0.1:$5" \
     --redis-url "redis://127.0.0.1:$redis_port" --policy-file "$6" --log-level warn
 }
@@ -295,18 +298,25 @@ if [ "$profile" = 1 ]; then
     "${args[@]}" >"$results/$name.profiled.json" &
     loader=$!
     sleep "$warmup"
-    curl -sf -o "$results/$name.cpu.pprof" "http://127.0.0.1:$debug/debug/pprof/profile?seconds=$secs"
-    wait "$loader"
+    curl -sf -o "$results/$name.cpu.pprof" "http://127.0.0.1:$debug/debug/pprof/profile?seconds=$secs" &
+    cpu=$!
+    curl -sf -o "$results/$name.allocs.pprof" "http://127.0.0.1:$debug/debug/pprof/allocs?seconds=$secs"
+    wait "$cpu" "$loader"
     go tool pprof -top -nodecount=40 "$work/bin/sluice-enforcer" "$results/$name.cpu.pprof" >"$results/$name.cpu.txt" 2>/dev/null
     go tool pprof -top -cum -nodecount=80 "$work/bin/sluice-enforcer" "$results/$name.cpu.pprof" >"$results/$name.cpu-cum.txt" 2>/dev/null
+    go tool pprof -top -sample_index=alloc_space -nodecount=40 "$work/bin/sluice-enforcer" \
+      "$results/$name.allocs.pprof" >"$results/$name.allocs.txt" 2>/dev/null
+    go tool pprof -top -sample_index=alloc_objects -nodecount=40 "$work/bin/sluice-enforcer" \
+      "$results/$name.allocs.pprof" >"$results/$name.alloc-objects.txt" 2>/dev/null
+    jq -r --arg name "$name" '"\($name): \(.requests) calls while profiled"' "$results/$name.profiled.json" >&2 || true
   done
   cp "$work/bin/sluice-enforcer" "$results/sluice-enforcer"
-  log "profiles: $results/{grpc,http}-enforcer.cpu.pprof (binary: $results/sluice-enforcer)"
+  log "profiles: $results/{grpc,http}-enforcer.{cpu,allocs}.pprof (binary: $results/sluice-enforcer)"
 fi
 
 echo
 echo "$(nproc) CPUs, load generator, enforcers, Redis and upstreams on the same machine; ${duration}s per"
 echo "measurement after ${warmup}s warm-up, $rounds round(s), median shown; gRPC callers share $connections"
-echo "connections; results in $results"
+echo "connections; enforcers' GOMAXPROCS ${ENFORCER_GOMAXPROCS:-as Go sets it}; results in $results"
 echo
 cat "$results/table.md"

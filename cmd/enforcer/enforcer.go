@@ -69,6 +69,9 @@ func newEnforcer(o *options, lookupEnv func(string) (string, bool), log *slog.Lo
 		e.backends.Close()
 		return nil, fmt.Errorf("proxy listener: %w", err)
 	}
+	// HTTP/2 clients' frames coalesced into few writes, under the same
+	// bound on a client that reads nothing as the server's.
+	e.proxyLn = proxy.H2Listener(e.proxyLn, o.limits.requests.WriteIdleTimeout)
 	if e.adminLn, err = net.Listen("tcp", o.adminListen); err != nil {
 		_ = e.proxyLn.Close()
 		e.backends.Close()

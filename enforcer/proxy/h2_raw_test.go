@@ -153,3 +153,70 @@ func TestHTTP2FieldsTheApplicationReads(t *testing.T) {
 		g.Expect(head).To(ContainSubstring("\r\nCookie: a=1; b=2\r\n"))
 	})
 }
+
+// TestHTTP2StalledStreamIsReset: an HTTP/2 client that grants a response
+// no flow-control window holds its stream no longer than the write-idle
+// timeout; the stream is reset, and its connection, which the client
+// still reads, lives on.
+func TestHTTP2StalledStreamIsReset(t *testing.T) {
+	g := NewWithT(t)
+	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = w.Write(bytes.Repeat([]byte("x"), 256<<10))
+	}))
+	t.Cleanup(app.Close)
+	target, _ := url.Parse(app.URL)
+	h := New(Options{Upstream: target, Limits: RequestLimits{WriteIdleTimeout: 300 * time.Millisecond}})
+	backends := NewBackends(redisURL, func(string) (string, bool) { return "", false }, limiter.ClientOptions{})
+	t.Cleanup(backends.Close)
+	snap, err := NewSnapshot(configOf(t, policyJSON("api", "Enforce", "Open", "Both",
+		ruleJSON("all", "{}", "TokenBucket", "1000/1m"))), backends)
+	g.Expect(err).NotTo(HaveOccurred())
+	h.Swap(snap)
+	srv := httptest.NewUnstartedServer(h)
+	srv.Listener = H2Listener(srv.Listener, time.Minute)
+	srv.Config.Protocols = new(http.Protocols)
+	srv.Config.Protocols.SetHTTP1(true)
+	srv.Config.Protocols.SetUnencryptedHTTP2(true)
+	srv.Start()
+	t.Cleanup(srv.Close)
+
+	nc, err := net.Dial("tcp", srv.Listener.Addr().String())
+	g.Expect(err).NotTo(HaveOccurred())
+	defer nc.Close()
+	_ = nc.SetDeadline(time.Now().Add(30 * time.Second))
+	fr := http2.NewFramer(nc, nc)
+	fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	_, _ = io.WriteString(nc, http2.ClientPreface)
+	g.Expect(fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 1024})).To(Succeed())
+	var block bytes.Buffer
+	enc := hpack.NewEncoder(&block)
+	for _, f := range [][2]string{{":method", "GET"}, {":scheme", "http"}, {":path", "/big"}, {":authority", "app.example.com"}} {
+		_ = enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
+	}
+	g.Expect(fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: block.Bytes(), EndStream: true, EndHeaders: true})).To(Succeed())
+
+	received, pinged := 0, false
+	for {
+		f, err := fr.ReadFrame()
+		g.Expect(err).NotTo(HaveOccurred(), "the stream was never reset")
+		switch f := f.(type) {
+		case *http2.SettingsFrame:
+			if !f.IsAck() {
+				_ = fr.WriteSettingsAck()
+			}
+		case *http2.DataFrame:
+			received += len(f.Data())
+		case *http2.RSTStreamFrame:
+			g.Expect(f.StreamID).To(Equal(uint32(1)))
+			g.Expect(received).To(BeNumerically("<=", 1024), "only the window was sent")
+			g.Expect(fr.WritePing(false, [8]byte{1})).To(Succeed())
+			pinged = true
+		case *http2.PingFrame:
+			if pinged && f.IsAck() {
+				return // the connection lives on
+			}
+		case *http2.GoAwayFrame:
+			t.Fatalf("the connection was closed: %v", f.ErrCode)
+		}
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -87,11 +88,12 @@ func (l *RequestLimits) guard(w http.ResponseWriter, r *http.Request) (http.Resp
 		}
 		r.Body = b
 	}
+	if l.WriteIdleTimeout > 0 && r.ProtoMajor >= 2 {
+		sw := &streamWriteTimer{ResponseWriter: w, rc: rc, idle: l.WriteIdleTimeout}
+		return sw, sw.stop
+	}
 	if l.WriteIdleTimeout > 0 {
-		// An HTTP/2 stream's write deadline resets the stream when it
-		// passes, write or not: there it is cleared after each write, so
-		// that a quiet stream lives on.
-		w = &deadlineWriter{ResponseWriter: w, rc: rc, idle: l.WriteIdleTimeout, clear: r.ProtoMajor >= 2}
+		w = &deadlineWriter{ResponseWriter: w, rc: rc, idle: l.WriteIdleTimeout}
 	}
 	// The read deadline stays: a body read whole has cleared it, and one
 	// that was not must not be drained by the server for longer than the
@@ -149,31 +151,83 @@ func (b *deadlineBody) Close() error { return b.body.Close() }
 // a response.
 type deadlineWriter struct {
 	http.ResponseWriter
-	rc    *http.ResponseController
-	idle  time.Duration
-	clear bool // clear the deadline once a write is done
+	rc   *http.ResponseController
+	idle time.Duration
 }
 
 func (w *deadlineWriter) Write(p []byte) (int, error) {
 	_ = w.rc.SetWriteDeadline(time.Now().Add(w.idle))
-	n, err := w.ResponseWriter.Write(p)
-	if w.clear {
-		_ = w.rc.SetWriteDeadline(time.Time{})
-	}
-	return n, err
+	return w.ResponseWriter.Write(p)
 }
 
 func (w *deadlineWriter) Flush() {
 	_ = w.rc.SetWriteDeadline(time.Now().Add(w.idle))
 	_ = w.rc.Flush()
-	if w.clear {
-		_ = w.rc.SetWriteDeadline(time.Time{})
-	}
 }
 
 // Unwrap lets http.ResponseController (the reverse proxy's flushes and
 // hijacks) reach the server's writer.
 func (w *deadlineWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// streamWriteTimer bounds each write of an HTTP/2 response, where a
+// client can stall one stream (by granting it no flow-control window)
+// while its connection stays busy. An HTTP/2 stream's write deadline
+// resets the stream when it passes, write or not, and each setting is a
+// message to the connection's goroutine (four per write and flush, the
+// largest share of a unary call's hand-offs): instead a timer of the
+// writer's own, armed during each write, sets a deadline in the past,
+// which resets the stream at once, when a write has waited idle. A quiet
+// stream lives on.
+type streamWriteTimer struct {
+	http.ResponseWriter
+	rc      *http.ResponseController
+	idle    time.Duration
+	timer   *time.Timer
+	writing atomic.Bool
+}
+
+func (w *streamWriteTimer) arm() {
+	w.writing.Store(true)
+	if w.timer == nil {
+		w.timer = time.AfterFunc(w.idle, w.expire)
+		return
+	}
+	w.timer.Reset(w.idle)
+}
+
+func (w *streamWriteTimer) disarm() {
+	w.writing.Store(false)
+	w.timer.Stop()
+}
+
+// expire resets the stream of a write still waiting; a write that has
+// returned is left alone.
+func (w *streamWriteTimer) expire() {
+	if w.writing.Load() {
+		_ = w.rc.SetWriteDeadline(time.Now().Add(-time.Second))
+	}
+}
+
+func (w *streamWriteTimer) Write(p []byte) (int, error) {
+	w.arm()
+	defer w.disarm()
+	return w.ResponseWriter.Write(p)
+}
+
+func (w *streamWriteTimer) Flush() {
+	w.arm()
+	defer w.disarm()
+	_ = w.rc.Flush()
+}
+
+func (w *streamWriteTimer) stop() {
+	if w.timer != nil {
+		w.timer.Stop()
+	}
+}
+
+// Unwrap lets http.ResponseController reach the server's writer.
+func (w *streamWriteTimer) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // bufferedBody is a request body read whole before forwarding.
 type bufferedBody struct {

@@ -41,6 +41,17 @@ func NewTransport() *http.Transport {
 // replaced. Otherwise as NewTransport.
 func NewH2CTransport() *http.Transport {
 	t := NewTransport()
+	dial := t.DialContext
+	t.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		// The application's frames coalesced (h2Conn); a write the
+		// application takes nothing of for this long fails the
+		// connection, as a silent one fails its pings.
+		return newH2ClientConn(c, h2cWriteTimeout), nil
+	}
 	t.Protocols = new(http.Protocols)
 	t.Protocols.SetUnencryptedHTTP2(true)
 	t.HTTP2 = &http.HTTP2Config{
@@ -51,6 +62,9 @@ func NewH2CTransport() *http.Transport {
 	}
 	return t
 }
+
+// h2cWriteTimeout bounds a write to an H2C application that takes no byte.
+const h2cWriteTimeout = 45 * time.Second
 
 // ProblemUpstreamTimeout: the application sent no response head within
 // the response header timeout (504).
