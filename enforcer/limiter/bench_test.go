@@ -108,7 +108,7 @@ func BenchmarkGuardDecision(b *testing.B) {
 				defer g.Close()
 				policy := fmt.Sprintf("p%d", time.Now().UnixNano())
 				rule, err := NewRule(Bucket{Namespace: "bench", Policy: policy, Rule: "r"}, TokenBucket,
-					[]Window{{Requests: 1 << 40, Period: time.Second}}, 1, FailurePolicy{Mode: config.FailClosed}, Leasing(leasing))
+					[]Window{{Requests: 1 << 40, Period: time.Second}}, 1, FailurePolicy{Mode: config.FailClosed, Timeout: time.Second}, Leasing(leasing))
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -231,7 +231,9 @@ func (g *Guard) answer(ctx context.Context, req *Request, mayWait bool) localAns
 	for ; ; waits++ {
 		a := g.leases.answer(req, waits >= waitsForCall)
 		if a.prefetch > 0 {
-			g.prefetches.Go(func() { g.prefetch(a.entry, a.prefetch) })
+			// copied, so that a itself does not escape to the heap
+			e, want := a.entry, a.prefetch
+			g.prefetches.Go(func() { g.prefetch(e, want) })
 		}
 		if a.wait == nil {
 			if timer != nil {

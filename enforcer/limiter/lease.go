@@ -83,9 +83,11 @@ type leaseEntry struct {
 	// hits are requests since since (unix ns); rate is requests per second.
 	hits, since int64
 	rate        float64
-	// inflight is open while a call for this bucket is in flight: requests
+	// calling is set while a call for this bucket is in flight: requests
 	// the entry cannot answer wait for it (up to their deadline) instead
 	// of all asking Redis at once when a lease runs out or a refusal ends.
+	// inflight, made by the first of them, is closed when the call ends.
+	calling  bool
 	inflight chan struct{}
 	lastSeen int64
 	// held is set while the entry is in its shard's held list.
@@ -218,18 +220,21 @@ func (t *leases) answer(req *Request, last bool) localAnswer {
 		d.Now, d.Local = time.Unix(0, now), true
 		t.counts(req.Bucket.Policy).LeaseAdmits.Add(1)
 		a := localAnswer{decision: d, local: true}
-		if want := e.want(req.Cost); e.inflight == nil && e.units < want/2 && want > req.Cost {
-			e.inflight = make(chan struct{})
+		if want := e.want(req.Cost); !e.calling && e.units < want/2 && want > req.Cost {
+			e.calling = true
 			a.prefetch, a.entry = want, e
 		}
 		return a
 	}
-	if e.inflight != nil && !last {
+	if e.calling && !last {
+		if e.inflight == nil {
+			e.inflight = make(chan struct{})
+		}
 		return localAnswer{wait: e.inflight}
 	}
 	a := localAnswer{want: req.Cost, entry: e}
-	if e.inflight == nil {
-		e.inflight = make(chan struct{})
+	if !e.calling {
+		e.calling = true
 		a.want, a.owner = e.want(req.Cost), true
 	}
 	return a
@@ -247,8 +252,10 @@ func (t *leases) unfetch(e *leaseEntry, asked bool) {
 	sh.mu.Unlock()
 }
 
-// done ends the call in flight; the entry's lock is held.
+// done ends the call in flight and wakes its waiters; the entry's lock is
+// held.
 func (e *leaseEntry) done() {
+	e.calling = false
 	if e.inflight != nil {
 		close(e.inflight)
 		e.inflight = nil
@@ -391,7 +398,7 @@ func (t *leases) ended(now, idleBefore int64, dst []pendingReturn) []pendingRetu
 		sh.held = kept
 		if idleBefore > 0 {
 			for k, e := range sh.m {
-				if !e.held && e.inflight == nil && e.lastSeen < idleBefore && e.deniedUntil < now {
+				if !e.held && !e.calling && e.lastSeen < idleBefore && e.deniedUntil < now {
 					delete(sh.m, k)
 					t.entries.Add(-1)
 				}
