@@ -36,7 +36,7 @@ func TestRefusedRequestIsRefundedInOtherRules(t *testing.T) {
 					g.Expect(out[0].Decision.Allowed).To(BeTrue())
 					g.Expect(out[1].Decision.Allowed).To(Equal(i == 0), "round %d", i)
 					if !out[1].Decision.Allowed {
-						g.Expect(guard.Refund(context.Background(), generous)).To(Succeed())
+						g.Expect(guard.Refund(context.Background(), []Request{reqs[0]}, []time.Time{out[0].Decision.CountedAt})).To(Succeed())
 					}
 				}
 				for _, w := range generous.Windows {

@@ -24,6 +24,7 @@ func decide(req *Request, allowed bool, now time.Time, results []WindowResult) D
 		Remaining: max(r.Remaining, 0),
 		Reset:     r.Reset,
 		Now:       now,
+		CountedAt: now,
 	}
 	if !allowed {
 		d.RetryAfter = r.Retry

@@ -5,10 +5,12 @@
 -- KEYS[i]   hash {w = window number, c = count} of window i
 -- ARGV[1]   cost: requests this one counts as (0 reads without counting); -n
 --           refunds the n an admitted decision counted, while its window lasts
+--           (the window of ARGV[2+2n], the µs the n were counted at)
 -- ARGV[2+2(i-1)] requests, ARGV[3+2(i-1)] period in ms of window i
 -- ARGV[2+2n] want (n windows): the most to count when cost fits, at least
 --           cost; more than cost is a lease, counted in every window at
---           once, as much as all of them have left up to want
+--           once, as much as all of them have left up to want (a
+--           lease at most a quarter of that)
 -- Reply     {allowed (0|1), now_µs, then per window i: remaining, reset_µs,
 --           retry_µs, then taken}
 --           reset_µs: the window's end; retry_µs: wait until cost fits (0 if
@@ -20,10 +22,14 @@ local now = tonumber(time[1]) * 1000000 + tonumber(time[2])
 local cost = tonumber(ARGV[1])
 
 if cost < 0 then
+  -- only into the window the units were counted in: given back after it
+  -- ended, they must not free room in the next one
+  local counted = tonumber(ARGV[2 + 2 * #KEYS]) or now
   local refunded = 0
   for i = 1, #KEYS do
     local state = redis.call('HMGET', KEYS[i], 'w', 'c')
-    if state[1] and tonumber(state[1]) == math.floor(now / (tonumber(ARGV[3 + 2 * (i - 1)]) * 1000)) then
+    local period = tonumber(ARGV[3 + 2 * (i - 1)]) * 1000
+    if state[1] and tonumber(state[1]) == math.floor(counted / period) and math.floor(counted / period) == math.floor(now / period) then
       redis.call('HSET', KEYS[i], 'c', math.max(0, tonumber(state[2]) + cost))
       refunded = refunded + 1
     end
@@ -34,7 +40,7 @@ end
 local want = math.max(cost, tonumber(ARGV[2 + 2 * #KEYS]) or cost)
 local counts, current, requests, periods, wins = {}, {}, {}, {}, {}
 local allowed = 1
-local take = want
+local take, left = 0, math.huge
 for i = 1, #KEYS do
   local a = 2 + 2 * (i - 1)
   requests[i] = tonumber(ARGV[a])
@@ -50,10 +56,15 @@ for i = 1, #KEYS do
   if count + cost > requests[i] then
     allowed = 0
   end
-  take = math.min(take, requests[i] - count)
+  left = math.min(left, requests[i] - count)
 end
-if allowed == 0 then
-  take = 0
+if allowed == 1 then
+  -- what every window holds, up to want; a lease (more than cost) at most
+  -- a quarter of it, so that the tenant's requests on other replicas find some
+  take = math.min(want, left)
+  if take > cost then
+    take = math.min(take, math.max(cost, math.floor(left / 4)))
+  end
 end
 
 local reply = {allowed, now}

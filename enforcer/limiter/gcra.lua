@@ -14,7 +14,8 @@
 --           ARGV[3+2(i-1)] tolerance in µs (capacity * interval) of window i
 -- ARGV[2+2n] want (n windows): the most units to take when cost fits, at
 --           least cost; more than cost is a lease, taken from every window
---           at once, as many as fit all of them now up to want
+--           at once, as many as fit all of them now up to want (a
+--           lease at most a quarter of that)
 -- Reply     {allowed (0|1), now_µs, then per window i: remaining, reset_µs,
 --           retry_µs, then taken}
 --           remaining: whole units that fit now; reset_µs: the TAT, when the
@@ -51,7 +52,7 @@ end
 local want = math.max(cost, tonumber(ARGV[2 + 2 * #KEYS]) or cost)
 local tats, intervals, tolerances = {}, {}, {}
 local allowed = 1
-local take = want
+local take, left = 0, math.huge
 for i = 1, #KEYS do
   local a = 2 + 2 * (i - 1)
   intervals[i] = tonumber(ARGV[a])
@@ -65,10 +66,15 @@ for i = 1, #KEYS do
   if tat + cost * intervals[i] - now > tolerances[i] then
     allowed = 0
   end
-  take = math.min(take, math.floor((tolerances[i] - (tat - now)) / intervals[i]))
+  left = math.min(left, math.floor((tolerances[i] - (tat - now)) / intervals[i]))
 end
-if allowed == 0 then
-  take = 0
+if allowed == 1 then
+  -- what every window holds, up to want; a lease (more than cost) at most
+  -- a quarter of it, so that the tenant's requests on other replicas find some
+  take = math.min(want, left)
+  if take > cost then
+    take = math.min(take, math.max(cost, math.floor(left / 4)))
+  end
 end
 
 local reply = {allowed, now}

@@ -72,13 +72,13 @@ func TestGCRARefundGivesBackTheUnits(t *testing.T) {
 			d1 := allow(t, r, req)
 			g.Expect(d1.Remaining).To(Equal(int64(8)))
 			allow(t, r, req)
-			g.Expect(r.Refund(context.Background(), req)).To(Succeed())
+			g.Expect(r.Refund(context.Background(), []Request{req}, []time.Time{d1.Now})).To(Succeed())
 			d3 := allow(t, r, req)
 			g.Expect(d3.Remaining).To(Equal(int64(6)), "the refunded units count no more")
 			g.Expect(d3.Reset).To(Equal(d1.Now.Add(4*6*time.Second)), "the TAT went back two intervals per unit")
 
 			// a refund never makes a window more than whole
-			g.Expect(r.Refund(context.Background(), req, req, req)).To(Succeed())
+			g.Expect(r.Refund(context.Background(), []Request{req, req, req}, []time.Time{d1.Now, d1.Now, d1.Now})).To(Succeed())
 			d, err := r.Peek(context.Background(), mustCheck(t, req))
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(d.Remaining).To(Equal(int64(10)))
@@ -101,7 +101,7 @@ func TestGCRARecoversFromScriptFlush(t *testing.T) {
 		g.Expect(allow(t, r, req).Remaining).To(Equal(int64(9 - i)))
 	}
 	g.Expect(server.Client().ScriptFlush(context.Background()).Err()).To(Succeed())
-	g.Expect(r.Refund(context.Background(), req)).To(Succeed(), "the refund reloads the script too")
+	g.Expect(r.Refund(context.Background(), []Request{req}, []time.Time{time.Now()})).To(Succeed(), "the refund reloads the script too")
 	g.Expect(allow(t, r, req).Remaining).To(Equal(int64(6)))
 }
 

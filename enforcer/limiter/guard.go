@@ -49,7 +49,10 @@ type Guard struct {
 
 	stop chan struct{}
 	done chan struct{}
-	// prefetches are lease requests in flight, which Close waits for
+	// prefetches are lease requests in flight, which Close waits for;
+	// none starts once closing is set (under prefetchMu).
+	prefetchMu sync.Mutex
+	closing    bool
 	prefetches sync.WaitGroup
 }
 
@@ -70,15 +73,18 @@ func (g *Guard) LocalEntries() int { return g.local.Len() }
 func (g *Guard) Close() {
 	close(g.stop)
 	<-g.done
+	g.prefetchMu.Lock()
+	g.closing = true
+	g.prefetchMu.Unlock()
 	g.prefetches.Wait()
-	g.leases.giveBack(context.Background(), g.redis, g.leases.release(g.now().UnixNano()))
+	g.leases.giveBack(context.Background(), g.redis, g.leases.release(g.leases.clock()))
 }
 
 // Release gives back every lease and forgets every cached refusal, waiting
 // no longer than returns take (returnTimeout): for a new configuration,
 // whose limits the leases were not taken under.
 func (g *Guard) Release(ctx context.Context) {
-	g.leases.giveBack(ctx, g.redis, g.leases.release(g.now().UnixNano()))
+	g.leases.giveBack(ctx, g.redis, g.leases.release(g.leases.clock()))
 }
 
 // LeaseCounts are the lease counters of policy (its name), nil before any
@@ -112,14 +118,12 @@ func (g *Guard) sweep() {
 			return
 		case <-t.C:
 		}
-		now := g.now()
-		var idleBefore int64
+		now, idle := g.now(), false
 		if !now.Before(nextSweep) {
 			g.local.Sweep()
-			idleBefore = now.Add(-leaseIdle).UnixNano()
-			nextSweep = now.Add(sweepInterval)
+			idle, nextSweep = true, now.Add(sweepInterval)
 		}
-		returns = g.leases.ended(now.UnixNano(), idleBefore, returns[:0])
+		returns = g.leases.ended(g.leases.clock(), idle, returns[:0])
 		// one batch in flight at a time: returns are bounded by the table
 		g.leases.giveBack(context.Background(), g.redis, returns)
 		clear(returns)
@@ -182,7 +186,7 @@ func (g *Guard) AllowAll(ctx context.Context, reqs []Request, out []Outcome) []O
 		}
 		out[i] = Outcome{}
 		g.leases.counts(req.Bucket.Policy).RedisCalls.Add(1)
-		pending = append(pending, guardCheck{i: i, entry: a.entry, owner: a.owner, sent: g.now().UnixNano(),
+		pending = append(pending, guardCheck{i: i, entry: a.entry, owner: a.owner, sent: g.leases.clock(),
 			check: g.redis.submit(ctx, req, req.Cost, a.want)})
 	}
 	// Rules of one policy share its timeout: one deadline serves them all.
@@ -205,7 +209,7 @@ func (g *Guard) AllowAll(ctx context.Context, reqs []Request, out []Outcome) []O
 
 // guardCheck is a rule of AllowAll sent to Redis: its index, its bucket's
 // lease entry, whether it is the bucket's call in flight, and when it was
-// sent (unix ns).
+// sent (the lease table's clock).
 type guardCheck struct {
 	i     int
 	check pendingCheck
@@ -214,44 +218,43 @@ type guardCheck struct {
 	sent  int64
 }
 
-// waitsForCall bounds how often a request waits for another's call to its
+// waitsForCall is how often a request waits for another's call to its
 // bucket before asking Redis itself.
-const waitsForCall = 3
+const waitsForCall = 1
 
 // answer asks the lease table about req, waiting (when it may) for the
-// bucket's call in flight when there is one, no longer than req's timeout
-// in all. It starts the prefetch of the next lease when the answer asks for
-// one.
+// bucket's call in flight when there is one: once, for at most half of
+// req's timeout, so that its own call keeps the other half. It starts the
+// prefetch of the next lease when the answer asks for one.
 func (g *Guard) answer(ctx context.Context, req *Request, mayWait bool) localAnswer {
-	var timer *time.Timer
-	waits := 0
-	if !mayWait {
-		waits = waitsForCall
-	}
-	for ; ; waits++ {
-		a := g.leases.answer(req, waits >= waitsForCall)
+	for waited := 0; ; waited++ {
+		a := g.leases.answer(req, waited == 0, mayWait && waited < waitsForCall)
 		if a.prefetch > 0 {
-			// copied, so that a itself does not escape to the heap
-			e, want := a.entry, a.prefetch
-			g.prefetches.Go(func() { g.prefetch(e, want) })
+			g.startPrefetch(a.entry, a.prefetch)
 		}
 		if a.wait == nil {
-			if timer != nil {
-				timer.Stop()
-			}
 			return a
 		}
-		if timer == nil {
-			timer = time.NewTimer(req.Failure.timeout())
-		}
+		timer := time.NewTimer(req.Failure.timeout() / 2)
 		select {
 		case <-a.wait:
 		case <-timer.C:
-			waits = waitsForCall
 		case <-ctx.Done():
-			waits = waitsForCall
 		}
+		timer.Stop()
 	}
+}
+
+// startPrefetch asks for the next lease of e's bucket in the background,
+// unless the guard is closing.
+func (g *Guard) startPrefetch(e *leaseEntry, want int64) {
+	g.prefetchMu.Lock()
+	defer g.prefetchMu.Unlock()
+	if g.closing {
+		g.leases.unfetch(e, false)
+		return
+	}
+	g.prefetches.Go(func() { g.prefetch(e, want) })
 }
 
 // prefetch asks Redis for the next lease of e's bucket, want units, while
@@ -259,7 +262,7 @@ func (g *Guard) answer(ctx context.Context, req *Request, mayWait bool) localAns
 func (g *Guard) prefetch(e *leaseEntry, want int64) {
 	ctx, cancel := context.WithTimeout(context.Background(), e.req.Failure.timeout())
 	defer cancel()
-	sent := g.now().UnixNano()
+	sent := g.leases.clock()
 	g.leases.counts(e.req.Bucket.Policy).RedisCalls.Add(1)
 	d, taken, err := g.redis.submit(ctx, &e.req, 0, want).wait(ctx)
 	if err != nil {
@@ -273,19 +276,17 @@ func (g *Guard) prefetch(e *leaseEntry, want int64) {
 
 // Refund gives back, best effort, what the admitted decisions of reqs took,
 // when another rule refused the HTTP request they belong to: into the
-// bucket's lease when it holds one, to Redis otherwise. Only pass requests
+// bucket's lease when it holds one of the same fixed window, to Redis
+// otherwise; counted[i] is the decision's CountedAt. Only pass requests
 // whose decision was admitted by Redis or a lease (not Degraded).
-func (g *Guard) Refund(ctx context.Context, reqs ...Request) error {
-	now := g.now().UnixNano()
+func (g *Guard) Refund(ctx context.Context, reqs []Request, counted []time.Time) error {
 	var toRedis []Request
+	var toRedisAt []time.Time
 	for i := range reqs {
-		if reqs[i].Lease && g.leases.refund(&reqs[i], now) {
+		if reqs[i].Lease && g.leases.refund(&reqs[i], counted[i]) {
 			continue
 		}
-		if toRedis == nil {
-			toRedis = make([]Request, 0, len(reqs)-i)
-		}
-		toRedis = append(toRedis, reqs[i])
+		toRedis, toRedisAt = append(toRedis, reqs[i]), append(toRedisAt, counted[i])
 	}
 	if len(toRedis) == 0 || g.skipping() {
 		return nil
@@ -298,7 +299,7 @@ func (g *Guard) Refund(ctx context.Context, reqs ...Request) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	return g.redis.Refund(ctx, toRedis...)
+	return g.redis.Refund(ctx, toRedis, toRedisAt)
 }
 
 // settle records the outcome of a Redis decision and lets the failure mode

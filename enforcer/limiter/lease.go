@@ -74,7 +74,8 @@ type leaseEntry struct {
 	// which names the window.
 	units, expires, end, window int64
 	// base is the decision of the last Redis grant, after it: what lease
-	// decisions report, with the lease's units added to Remaining.
+	// decisions report, with the lease's units added to Remaining. Its
+	// CountedAt dates the units (the fixed window they count in).
 	base Decision
 	// deniedUntil (unix ns) and denial are the cached refusal.
 	deniedUntil int64
@@ -104,8 +105,11 @@ type leaseShard struct {
 	_    [40]byte
 }
 
-// leases is a Guard's leases, denial cache and their counters.
+// leases is a Guard's leases, denial cache and their counters. Its times
+// (expiries, refusals, traffic) are nanoseconds of a monotonic clock since
+// base, so that a wall clock set back never makes a lease outlive its end.
 type leases struct {
+	base    time.Time
 	seed    maphash.Seed
 	entries atomic.Int64
 	shards  [leaseShards]leaseShard
@@ -115,14 +119,16 @@ type leases struct {
 	orphans []pendingReturn // units granted to dropped entries
 }
 
-// pendingReturn is units to give back to req's windows.
+// pendingReturn is units to give back to req's windows, counted at
+// counted (µs, Redis' clock).
 type pendingReturn struct {
-	req   Request
-	units int64
+	req     Request
+	units   int64
+	counted int64
 }
 
 func newLeases() *leases {
-	t := &leases{seed: maphash.MakeSeed()}
+	t := &leases{base: time.Now(), seed: maphash.MakeSeed()}
 	for i := range t.shards {
 		t.shards[i].m = map[leaseKey]*leaseEntry{}
 	}
@@ -159,6 +165,12 @@ func (t *leases) counts(policy string) *LeaseCounts {
 	return c.(*LeaseCounts)
 }
 
+// clock is the time on the table's monotonic clock.
+func (t *leases) clock() int64 { return int64(time.Since(t.base)) }
+
+// wall is a time of the table's clock as a time.Time.
+func (t *leases) wall(at int64) time.Time { return t.base.Add(time.Duration(at)) }
+
 func (t *leases) shard(k leaseKey) *leaseShard {
 	return &t.shards[maphash.Comparable(t.seed, k)%leaseShards]
 }
@@ -186,15 +198,16 @@ type localAnswer struct {
 
 // answer decides req from its lease or its cached refusal when it can, and
 // otherwise says what to ask Redis for, or which call in flight to wait
-// for; last says the request waited enough and asks Redis itself. The
-// clock is read under the lock: a request that was descheduled on its way
-// here must not spend a fixed window's lease after the window ended.
-func (t *leases) answer(req *Request, last bool) localAnswer {
+// for when mayWait; first is set on a request's first answer, the one that
+// counts it into the bucket's rate. The clock is read under the lock: a
+// request that was descheduled on its way here must not spend a fixed
+// window's lease after the window ended.
+func (t *leases) answer(req *Request, first, mayWait bool) localAnswer {
 	k := leaseKey{bucket: req.Bucket, windows: &req.Windows[0]}
 	sh := t.shard(k)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	now := time.Now().UnixNano()
+	now := t.clock()
 	e := sh.m[k]
 	if e == nil {
 		if t.entries.Add(1) > leaseMaxEntries {
@@ -205,19 +218,16 @@ func (t *leases) answer(req *Request, last bool) localAnswer {
 		sh.m[k] = e
 	}
 	e.lastSeen = now
-	e.observe(now)
-	if now < e.deniedUntil {
-		d := e.denial
-		d.RetryAfter = time.Duration(e.deniedUntil - now)
-		d.Now, d.Local = time.Unix(0, now), true
-		t.counts(req.Bucket.Policy).CachedRefusals.Add(1)
-		return localAnswer{decision: d, local: true}
+	if first {
+		e.observe(now) // once per request, however long it waits
 	}
+	// A lease first: its units were taken from Redis, so spending them is
+	// exact even when a refusal arrived after them.
 	if e.units >= req.Cost && now < e.expires {
 		e.units -= req.Cost
 		d := e.base
 		d.Remaining = min(d.Limit, d.Remaining+e.units)
-		d.Now, d.Local = time.Unix(0, now), true
+		d.Now, d.Local = t.wall(now), true
 		t.counts(req.Bucket.Policy).LeaseAdmits.Add(1)
 		a := localAnswer{decision: d, local: true}
 		if want := e.want(req.Cost); !e.calling && e.units < want/2 && want > req.Cost {
@@ -226,7 +236,14 @@ func (t *leases) answer(req *Request, last bool) localAnswer {
 		}
 		return a
 	}
-	if e.calling && !last {
+	if now < e.deniedUntil {
+		d := e.denial
+		d.RetryAfter = time.Duration(e.deniedUntil - now)
+		d.Now, d.Local = t.wall(now), true
+		t.counts(req.Bucket.Policy).CachedRefusals.Add(1)
+		return localAnswer{decision: d, local: true}
+	}
+	if e.calling && mayWait {
 		if e.inflight == nil {
 			e.inflight = make(chan struct{})
 		}
@@ -297,7 +314,7 @@ func (e *leaseEntry) want(cost int64) int64 {
 	return n
 }
 
-// settle records a Redis decision of e's bucket sent at sent (unix ns)
+// settle records a Redis decision of e's bucket sent at sent (the table's clock)
 // that took taken units at cost: a lease for what it took beyond cost, a
 // cached refusal when it refused. owner ends the call in flight.
 func (t *leases) settle(e *leaseEntry, d Decision, taken, cost, sent int64, owner bool) {
@@ -324,7 +341,7 @@ func (t *leases) settle(e *leaseEntry, d Decision, taken, cost, sent int64, owne
 	c.Grants.Add(1)
 	c.UnitsLeased.Add(extra)
 	if e.gone {
-		t.orphan(e.req, extra)
+		t.orphan(pendingReturn{req: e.req, units: extra, counted: d.Now.UnixMicro()})
 		return
 	}
 	expires := sent + int64(leaseFor)
@@ -359,9 +376,11 @@ func windowEnd(ws []Window, now time.Time) time.Time {
 	return time.UnixMicro(end)
 }
 
-// refund puts back cost into req's live lease and forgets its cached
-// refusal, reporting whether a lease took it (otherwise Redis must).
-func (t *leases) refund(req *Request, now int64) bool {
+// refund puts back cost, counted at counted (Redis' clock), into req's
+// live lease and forgets its cached refusal, reporting whether a lease took
+// it (otherwise Redis must). A fixed window's lease takes back only units
+// of its own window.
+func (t *leases) refund(req *Request, counted time.Time) bool {
 	k := leaseKey{bucket: req.Bucket, windows: &req.Windows[0]}
 	sh := t.shard(k)
 	sh.mu.Lock()
@@ -371,7 +390,10 @@ func (t *leases) refund(req *Request, now int64) bool {
 		return false
 	}
 	e.deniedUntil = 0
-	if !e.held || now >= e.expires {
+	if !e.held || t.clock() >= e.expires {
+		return false
+	}
+	if e.end != 0 && windowEnd(e.req.Windows, counted).UnixMicro() != e.window {
 		return false
 	}
 	e.units += req.Cost
@@ -379,9 +401,10 @@ func (t *leases) refund(req *Request, now int64) bool {
 }
 
 // ended takes the units of leases that have ended by now, to give back,
-// dropping those whose FixedWindow is over, and forgets buckets idle since
-// idleBefore (unix ns; 0 keeps them).
-func (t *leases) ended(now, idleBefore int64, dst []pendingReturn) []pendingReturn {
+// dropping those whose FixedWindow is over, and, when idle, forgets buckets
+// not seen for leaseIdle.
+func (t *leases) ended(now int64, idle bool, dst []pendingReturn) []pendingReturn {
+	idleBefore := now - int64(leaseIdle)
 	for i := range t.shards {
 		sh := &t.shards[i]
 		sh.mu.Lock()
@@ -396,7 +419,7 @@ func (t *leases) ended(now, idleBefore int64, dst []pendingReturn) []pendingRetu
 		}
 		clear(sh.held[len(kept):])
 		sh.held = kept
-		if idleBefore > 0 {
+		if idle {
 			for k, e := range sh.m {
 				if !e.held && !e.calling && e.lastSeen < idleBefore && e.deniedUntil < now {
 					delete(sh.m, k)
@@ -417,7 +440,7 @@ func (t *leases) take(e *leaseEntry, now int64, dst []pendingReturn) []pendingRe
 	if e.end != 0 && now >= e.end {
 		t.counts(e.req.Bucket.Policy).UnitsExpired.Add(e.units)
 	} else {
-		dst = append(dst, pendingReturn{req: e.req, units: e.units})
+		dst = append(dst, pendingReturn{req: e.req, units: e.units, counted: e.base.CountedAt.UnixMicro()})
 	}
 	e.units = 0
 	return dst
@@ -452,9 +475,9 @@ func (t *leases) takeOrphans(dst []pendingReturn) []pendingReturn {
 	return dst
 }
 
-func (t *leases) orphan(req Request, units int64) {
+func (t *leases) orphan(r pendingReturn) {
 	t.mu.Lock()
-	t.orphans = append(t.orphans, pendingReturn{req: req, units: units})
+	t.orphans = append(t.orphans, r)
 	t.mu.Unlock()
 }
 
@@ -466,12 +489,13 @@ func (t *leases) giveBack(ctx context.Context, r *Redis, rs []pendingReturn) {
 	}
 	reqs := make([]Request, len(rs))
 	units := make([]int64, len(rs))
+	counted := make([]int64, len(rs))
 	for i := range rs {
-		reqs[i], units[i] = rs[i].req, rs[i].units
+		reqs[i], units[i], counted[i] = rs[i].req, rs[i].units, rs[i].counted
 	}
 	ctx, cancel := context.WithTimeout(ctx, returnTimeout)
 	defer cancel()
-	for i, err := range r.giveBack(ctx, reqs, units) {
+	for i, err := range r.giveBack(ctx, reqs, units, counted) {
 		c := t.counts(reqs[i].Bucket.Policy)
 		c.RedisCalls.Add(1)
 		if err != nil {

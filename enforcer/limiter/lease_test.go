@@ -44,40 +44,62 @@ func TestLeaseScriptsTakeFromEveryWindowAtOnce(t *testing.T) {
 				r := newRedis(t, url)
 				// hours: nothing comes back during the test
 				req := leasingRule(t, a, config.LeasingAuto,
-					Window{Requests: 5, Period: time.Hour}, Window{Requests: 20, Period: 2 * time.Hour})
+					Window{Requests: 40, Period: time.Hour}, Window{Requests: 100, Period: 2 * time.Hour})
 				ctx := context.Background()
 
-				d, taken, err := r.submit(ctx, &req, 1, 10).wait(ctx)
+				d, taken, err := r.submit(ctx, &req, 1, 100).wait(ctx)
 				g.Expect(err).NotTo(HaveOccurred())
 				g.Expect(d.Allowed).To(BeTrue())
 				if !descriptorOf(a).leases {
 					g.Expect(taken).To(Equal(int64(1)), "%s takes its cost only: it does not lease", a)
 					return
 				}
-				g.Expect(taken).To(Equal(int64(5)), "a lease takes what every window holds, up to want")
-				g.Expect(d.Remaining).To(BeZero(), "the 5-unit window is empty")
+				g.Expect(taken).To(Equal(int64(10)), "a lease takes a quarter of what every window holds")
+				g.Expect(d.Remaining).To(Equal(int64(30)), "from both windows: the 40-unit one decides")
 
-				peek, err := r.Peek(ctx, req)
-				g.Expect(err).NotTo(HaveOccurred())
-				g.Expect(peek.Allowed).To(BeFalse())
-				// the 20-unit window gave 5 too: a request the first window allows
-				// no longer sees them
-				g.Expect(r.giveBack(ctx, []Request{req}, []int64{5})).To(ConsistOf(BeNil()))
+				g.Expect(r.giveBack(ctx, []Request{req}, []int64{taken}, []int64{d.CountedAt.UnixMicro()})).To(ConsistOf(BeNil()))
 				d, taken, err = r.submit(ctx, &req, 1, 1).wait(ctx)
 				g.Expect(err).NotTo(HaveOccurred())
-				g.Expect(taken).To(Equal(int64(1)))
-				g.Expect(d.Remaining).To(Equal(int64(4)), "the returned units are back in the smaller window")
+				g.Expect(taken).To(Equal(int64(1)), "without want more than cost, the cost")
+				g.Expect(d.Remaining).To(Equal(int64(39)), "the returned units are back in both windows")
 
-				d, taken, err = r.submit(ctx, &req, 2, 100).wait(ctx)
+				d, taken, err = r.submit(ctx, &req, 2, 1000).wait(ctx)
 				g.Expect(err).NotTo(HaveOccurred())
-				g.Expect(taken).To(Equal(int64(4)))
+				g.Expect(taken).To(Equal(int64(9)), "a quarter of the 39 left")
+				for d.Allowed {
+					d, taken, err = r.submit(ctx, &req, 1, 1).wait(ctx)
+					g.Expect(err).NotTo(HaveOccurred())
+				}
+				g.Expect(taken).To(BeZero(), "a refusal takes nothing")
 				d, taken, err = r.submit(ctx, &req, 1, 100).wait(ctx)
 				g.Expect(err).NotTo(HaveOccurred())
 				g.Expect(d.Allowed).To(BeFalse())
-				g.Expect(taken).To(BeZero(), "a refusal takes nothing")
+				g.Expect(taken).To(BeZero())
 			})
 		}
 	}
+}
+
+// TestFixedWindowReturnsStayInTheirWindow gives units back after their
+// window ended: the next window must not take them.
+func TestFixedWindowReturnsStayInTheirWindow(t *testing.T) {
+	g := NewWithT(t)
+	r := newRedis(t, standalone.URL())
+	ctx := context.Background()
+	req := leasingRule(t, FixedWindow, config.LeasingAuto, Window{Requests: 100, Period: 200 * time.Millisecond})
+	d, taken, err := r.submit(ctx, &req, 1, 100).wait(ctx)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(taken).To(Equal(int64(25)))
+	// into the next window, and count in it
+	time.Sleep(time.Until(windowEnd(req.Windows, d.Now)) + 5*time.Millisecond)
+	next, _, err := r.submit(ctx, &req, 1, 1).wait(ctx)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(next.Remaining).To(Equal(int64(99)))
+	// the first window's lease comes back late
+	g.Expect(r.giveBack(ctx, []Request{req}, []int64{taken - 1}, []int64{d.CountedAt.UnixMicro()})).To(ConsistOf(BeNil()))
+	peek, err := r.Peek(ctx, req)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(peek.Remaining).To(Equal(int64(99)), "units of an ended window free nothing in the next")
 }
 
 // hammerLeases runs workers goroutines per guard deciding req until d
@@ -352,16 +374,14 @@ func TestRefundGoesIntoTheLease(t *testing.T) {
 	// 10 requests admitted from the lease, each refunded as the proxy does
 	// when another rule refused it: into the lease, which just served
 	for range 10 {
-		for {
-			o := decideOnce(guard, req)
+		var o Outcome
+		for !o.Decision.Local {
+			o = decideOnce(guard, req)
 			if o.Err == nil && o.Decision.Allowed {
 				n++
 			}
-			if o.Decision.Local {
-				break
-			}
 		}
-		g.Expect(guard.leases.refund(&req, time.Now().UnixNano())).To(BeTrue(), "the live lease takes the refund")
+		g.Expect(guard.leases.refund(&req, o.Decision.CountedAt)).To(BeTrue(), "the live lease takes the refund")
 		n--
 	}
 	guard.Close()
@@ -372,4 +392,21 @@ func TestRefundGoesIntoTheLease(t *testing.T) {
 		return
 	}
 	g.Expect(peek.Remaining).To(Equal(1_000_000-n), "the refunded units went back to Redis with the lease")
+}
+
+// TestRefundIntoALeaseOfTheSameWindowOnly refunds a fixed-window admission
+// counted in the window before the lease's: the lease must not take it.
+func TestRefundIntoALeaseOfTheSameWindowOnly(t *testing.T) {
+	g := NewWithT(t)
+	guard := newGuard(t, standalone.URL())
+	req := leasingRule(t, FixedWindow, config.LeasingAuto, Window{Requests: 1_000_000, Period: time.Hour})
+	req.Failure.Timeout = time.Second
+	hammerLeases([]*Guard{guard}, req, 8, 300*time.Millisecond)
+	var o Outcome
+	for !o.Decision.Local {
+		o = decideOnce(guard, req)
+	}
+	g.Expect(guard.leases.refund(&req, o.Decision.CountedAt.Add(-time.Hour))).To(BeFalse(),
+		"a unit of the previous hour goes to Redis, which frees nothing in this one")
+	g.Expect(guard.leases.refund(&req, o.Decision.CountedAt)).To(BeTrue())
 }

@@ -131,6 +131,11 @@ type Decision struct {
 	// Local is set when the guard decided without asking Redis: admitted
 	// from a lease, or refused from the denial cache (lease.go).
 	Local bool
+	// CountedAt is when Redis counted what an admitted decision took, on
+	// Redis' clock: Now for a Redis decision, the lease's grant for one
+	// admitted from a lease. A refund gives it back to that time's fixed
+	// window only.
+	CountedAt time.Time
 }
 
 // ErrInvalidRequest wraps every validation failure of a Request.

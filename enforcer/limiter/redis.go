@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -115,26 +116,28 @@ func (r *Redis) receive(ctx context.Context, s algorithmScript, c scriptCall) (a
 }
 
 // Refund gives back what admitted decisions of reqs took, because another
-// rule refused the HTTP request they belong to. It waits for all of them,
-// no longer than ctx allows.
-func (r *Redis) Refund(ctx context.Context, reqs ...Request) error {
+// rule refused the HTTP request they belong to; counted[i] is the
+// decision's CountedAt. It waits for all of them, no longer than ctx allows.
+func (r *Redis) Refund(ctx context.Context, reqs []Request, counted []time.Time) error {
 	units := make([]int64, len(reqs))
+	at := make([]int64, len(reqs))
 	for i := range reqs {
-		units[i] = reqs[i].Cost
+		units[i], at[i] = reqs[i].Cost, counted[i].UnixMicro()
 	}
-	return errors.Join(r.giveBack(ctx, reqs, units)...)
+	return errors.Join(r.giveBack(ctx, reqs, units, at)...)
 }
 
-// giveBack returns units[i] to the windows of reqs[i], all in one pipelined
-// round trip, and reports each one's error; it waits no longer than ctx
-// allows. Each is sent once: a reply that is lost may or may not have given
-// back, and sending it again could give back twice.
-func (r *Redis) giveBack(ctx context.Context, reqs []Request, units []int64) []error {
+// giveBack returns units[i], counted at counted[i] (µs, Redis' clock), to
+// the windows of reqs[i], all in one pipelined round trip, and reports each
+// one's error; it waits no longer than ctx allows. Each is sent once: a
+// reply that is lost may or may not have given back, and sending it again
+// could give back twice.
+func (r *Redis) giveBack(ctx context.Context, reqs []Request, units, counted []int64) []error {
 	calls := make([]scriptCall, len(reqs))
 	scripts := make([]algorithmScript, len(reqs))
 	for i := range reqs {
 		var args []any
-		scripts[i], args = evalSHA(&reqs[i], -units[i], 0)
+		scripts[i], args = evalSHA(&reqs[i], -units[i], counted[i])
 		calls[i] = r.send(ctx, args)
 	}
 	errs := make([]error, len(reqs))

@@ -34,18 +34,23 @@ func newScript(name string) algorithmScript {
 
 // evalSHA is the whole EVALSHA command of req's algorithm with cost as
 // ARGV[1] (0 reads without consuming, -n refunds n), then each window's
-// arguments, then, for the algorithms that lease, want: the most units to
-// take when cost fits (at least cost; more than cost is a lease).
-// EVALSHA sha numkeys key... cost arg... [want]
-func evalSHA(req *Request, cost, want int64) (s algorithmScript, cmd []any) {
+// arguments, then, for the algorithms that lease, extra: for a decision,
+// want, the most units to take when cost fits (at least cost; more than
+// cost is a lease); for a refund, the time the units were counted at (µs,
+// Redis' clock), whose fixed window alone may take them back.
+// EVALSHA sha numkeys key... cost arg... [extra]
+func evalSHA(req *Request, cost, extra int64) (s algorithmScript, cmd []any) {
 	d := descriptorOf(req.Algorithm)
 	// room for the cost, up to 4 arguments per window and want, without regrowing
 	cmd = append(evalSHAKeys(d.script.shaArg, req, 2+4*len(req.Windows)), cost)
 	for _, w := range req.Windows {
 		cmd = d.args(cmd, w)
 	}
-	if d.leases {
-		cmd = append(cmd, max(cost, want))
+	switch {
+	case d.leases && cost < 0:
+		cmd = append(cmd, extra)
+	case d.leases:
+		cmd = append(cmd, max(cost, extra))
 	}
 	return d.script, cmd
 }

@@ -8,7 +8,8 @@
 -- ARGV[2+3(i-1)] requests, ARGV[3+3(i-1)] period in ms, ARGV[4+3(i-1)] capacity of window i
 -- ARGV[2+3n] want (n windows): the most tokens to take when cost fits, at
 --           least cost; more than cost is a lease, taken from every window
---           at once, as many whole tokens as all of them hold up to want
+--           at once, as many whole tokens as all of them hold up to want (a
+--           lease at most a quarter of that)
 -- Reply     {allowed (0|1), now_µs, then per window i: remaining, reset_µs,
 --           retry_µs, then taken}
 --           remaining: whole tokens left; reset_µs: when the bucket is full
@@ -37,7 +38,7 @@ end
 local want = math.max(cost, tonumber(ARGV[2 + 3 * #KEYS]) or cost)
 local tokens, requests, periods, caps = {}, {}, {}, {}
 local allowed = 1
-local take = want
+local take, left = 0, math.huge
 for i = 1, #KEYS do
   local a = 2 + 3 * (i - 1)
   requests[i] = tonumber(ARGV[a])
@@ -54,10 +55,15 @@ for i = 1, #KEYS do
   if tok + eps < cost then
     allowed = 0
   end
-  take = math.min(take, math.floor(tok + eps))
+  left = math.min(left, math.floor(tok + eps))
 end
-if allowed == 0 then
-  take = 0
+if allowed == 1 then
+  -- what every window holds, up to want; a lease (more than cost) at most
+  -- a quarter of it, so that the tenant's requests on other replicas find some
+  take = math.min(want, left)
+  if take > cost then
+    take = math.min(take, math.max(cost, math.floor(left / 4)))
+  end
 end
 
 local reply = {allowed, now}

@@ -213,7 +213,9 @@ type requestState struct {
 	outs   []limiter.Outcome
 	sub    []limiter.Outcome
 	index  []int
-	buf    []byte
+	// counted are the refunded decisions' CountedAt, beside reqs.
+	counted []time.Time
+	buf     []byte
 }
 
 var statePool = sync.Pool{New: func() any {
@@ -392,17 +394,18 @@ func (h *Handler) evaluate(st *requestState) (refusing int, wouldDeny bool) {
 // the refusal's headers tell what the next request finds.
 func (h *Handler) refund(ctx context.Context, snap *Snapshot, st *requestState) {
 	for _, be := range snap.backends {
-		st.reqs, st.index = st.reqs[:0], st.index[:0]
+		st.reqs, st.index, st.counted = st.reqs[:0], st.index[:0], st.counted[:0]
 		for i := range st.checks {
 			if o := &st.outs[i]; o.Err == nil && o.Decision.Allowed && snap.BackendOf(st.checks[i].Policy) == be {
 				st.reqs = append(st.reqs, st.checks[i].Request)
 				st.index = append(st.index, i)
+				st.counted = append(st.counted, o.Decision.CountedAt)
 			}
 		}
 		if len(st.reqs) == 0 {
 			continue
 		}
-		if be.Guard.Refund(ctx, st.reqs...) != nil {
+		if be.Guard.Refund(ctx, st.reqs, st.counted) != nil {
 			continue // best effort: at worst the refused request counts
 		}
 		for _, i := range st.index {
