@@ -57,44 +57,9 @@ results=${RESULTS:-$(mktemp -d /tmp/sluice-bench-grpc.XXXXXX)}
 mkdir -p "$results" "$work/bin" "$work/redis"
 # A reused RESULTS directory must not mix an earlier run's rounds into the medians.
 rm -f "$results"/*.closed.*.json "$results"/*.open.*.json "$results"/*.serial.*.json "$results"/*.cpu.*.json
-pids=()
-cleanup() {
-  local status=$?
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-  rm -rf "$work"
-  exit "$status"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-# start NAME CMD... runs CMD in the background, its output in NAME.log, and
-# remembers its pid as pid[NAME].
-declare -A pid
-start() {
-  local name=$1
-  shift
-  "$@" >"$work/$name.log" 2>&1 &
-  pids+=($!)
-  pid[$name]=$!
-}
-
-used_ports=" "
-read -r ephemeral_low _ </proc/sys/net/ipv4/ip_local_port_range
-# pick_port VAR sets VAR to a loopback port below the ephemeral range that
-# nothing listens on.
-pick_port() {
-  local p
-  while :; do
-    p=$((20000 + RANDOM % (ephemeral_low > 21000 ? ephemeral_low - 20000 : 1000)))
-    [[ $used_ports == *" $p "* ]] && continue
-    if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
-      used_ports+="$p "
-      printf -v "$1" '%s' "$p"
-      return
-    fi
-  done
-}
+# cleanup on exit, start, pick_port and ticks
+# shellcheck source=hack/lib/bench.sh
+source hack/lib/bench.sh
 
 # --- build and start -----------------------------------------------------------
 
@@ -208,18 +173,6 @@ done
 
 # --- measure -----------------------------------------------------------------
 
-# ticks PID... is the CPU time (user + system, in clock ticks) of the
-# processes, read from /proc.
-ticks() {
-  local p total=0 stat
-  local -a f
-  for p in "$@"; do
-    read -r stat 2>/dev/null <"/proc/$p/stat" || continue
-    read -r -a f <<<"${stat##*) }"
-    total=$((total + f[11] + f[12]))
-  done
-  echo "$total"
-}
 hz=$(getconf CLK_TCK)
 
 # closed NAME ROUND: max throughput, and the CPU each process spent per request,

@@ -83,45 +83,9 @@ results=${RESULTS:-$(mktemp -d /tmp/sluice-bench.XXXXXX)}
 mkdir -p "$results" "$work/bin" "$work/redis" "$work/nginx"
 # A reused RESULTS directory must not mix an earlier run's rounds into the medians.
 rm -f "$results"/*.closed.*.json "$results"/*.open.*.json "$results"/*.serial.*.json "$results"/*.cpu.*.json
-pids=()
-cleanup() {
-  local status=$?
-  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-  for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
-  rm -rf "$work"
-  exit "$status"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-# start NAME CMD... runs CMD in the background, its output in NAME.log, and
-# remembers its pid as pid[NAME].
-declare -A pid
-start() {
-  local name=$1
-  shift
-  "$@" >"$work/$name.log" 2>&1 &
-  pids+=($!)
-  pid[$name]=$!
-}
-
-used_ports=" "
-# Ports below the ephemeral range, which outgoing connections (and servers
-# asking for port 0) take from, so no other program can be handed ours.
-read -r ephemeral_low _ </proc/sys/net/ipv4/ip_local_port_range
-# pick_port VAR sets VAR to a loopback port nothing listens on.
-pick_port() {
-  local p
-  while :; do
-    p=$((20000 + RANDOM % (ephemeral_low > 21000 ? ephemeral_low - 20000 : 1000)))
-    [[ $used_ports == *" $p "* ]] && continue
-    if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
-      used_ports+="$p "
-      printf -v "$1" '%s' "$p"
-      return
-    fi
-  done
-}
+# cleanup on exit, start, pick_port and ticks
+# shellcheck source=hack/lib/bench.sh
+source hack/lib/bench.sh
 
 # --- build -------------------------------------------------------------------
 
@@ -313,24 +277,6 @@ done
 
 loadavg() { cut -d' ' -f1 /proc/loadavg; }
 
-# ticks PID... is the CPU time (user + system, in clock ticks) of the
-# processes and their children (nginx's worker), read from /proc without
-# starting a process, so that sampling stays quick on a busy machine.
-ticks() {
-  local p total=0 stat kids
-  local -a f
-  for p in "$@"; do
-    kids=()
-    # One line, no newline at its end: read reports EOF after filling kids.
-    if [ -r "/proc/$p/task/$p/children" ]; then read -r -a kids <"/proc/$p/task/$p/children" || true; fi
-    for p in "$p" "${kids[@]}"; do
-      read -r stat 2>/dev/null <"/proc/$p/stat" || continue
-      read -r -a f <<<"${stat##*) }"
-      total=$((total + f[11] + f[12]))
-    done
-  done
-  echo "$total"
-}
 hz=$(getconf CLK_TCK)
 declare -A proxy_pid=([direct]="" [nginx]=${pid[nginx]} [enforcer-allow]=${pid[enforcer-allow]} [enforcer-deny]=${pid[enforcer-deny]:-}
   [enforcer-exempt]=${pid[enforcer-exempt]})
