@@ -190,7 +190,9 @@ func TestLeasesNeverAdmitMoreThanTheLimit(t *testing.T) {
 			}
 			calls := redisCalls(guards...)
 			t.Logf("%d decisions, %d admitted, %d Redis calls (%.3f per decision)", decisions, len(admitted), calls, float64(calls)/float64(decisions))
-			g.Expect(float64(calls)/float64(decisions)).To(BeNumerically("<", 0.1), "a hot tenant is decided mostly locally")
+			// about 0.02 here, most of it the calls of a bucket refilling every
+			// 2.5 ms; the bound leaves room for a slower machine
+			g.Expect(float64(calls)/float64(decisions)).To(BeNumerically("<", 0.2), "a hot tenant is decided mostly locally")
 		})
 	}
 }
