@@ -45,6 +45,11 @@ func (s *runState) undo() error {
 		errs = append(errs, err)
 	}
 	if s.Bridge != "" && !slices.Contains(s.Before.Links, s.Bridge) {
+		// The pods' veth ends first: the kernel removes a veth with its
+		// network namespace, but does so asynchronously, so after the
+		// containers are killed some may linger a moment.
+		errs = append(errs, deletePorts(s.Bridge, s.Before.Links)...)
+		waitVethsGone(s.Before.Links, 5*time.Second)
 		if _, err := os.Stat(filepath.Join("/sys/class/net", s.Bridge)); err == nil {
 			if out, err := exec.Command("ip", "link", "delete", s.Bridge).CombinedOutput(); err != nil {
 				errs = append(errs, fmt.Errorf("ip link delete %s: %w: %s", s.Bridge, err, out))
@@ -377,4 +382,40 @@ func answers(socket string) bool {
 	}
 	_ = conn.Close()
 	return true
+}
+
+// deletePorts deletes the interfaces attached to bridge that keep lists
+// not (the run's veths), ignoring those the kernel removed meanwhile.
+func deletePorts(bridge string, keep []string) []error {
+	ports, err := os.ReadDir(filepath.Join("/sys/class/net", bridge, "brif"))
+	if err != nil {
+		return nil // no bridge, or no ports
+	}
+	var errs []error
+	for _, p := range ports {
+		name := p.Name()
+		if slices.Contains(keep, name) {
+			continue
+		}
+		if out, err := exec.Command("ip", "link", "delete", name).CombinedOutput(); err != nil {
+			if _, statErr := os.Stat(filepath.Join("/sys/class/net", name)); statErr == nil {
+				errs = append(errs, fmt.Errorf("ip link delete %s: %w: %s", name, err, out))
+			}
+		}
+	}
+	return errs
+}
+
+// waitVethsGone waits, up to d, until no veth the host did not have before
+// (keep) is left: the ends of pod namespaces the kernel is still tearing
+// down when they were not on the bridge any more.
+func waitVethsGone(keep []string, d time.Duration) {
+	for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		now, err := links()
+		if err != nil || !slices.ContainsFunc(now, func(l string) bool {
+			return strings.HasPrefix(l, "veth") && !slices.Contains(keep, l)
+		}) {
+			return
+		}
+	}
 }
