@@ -3,6 +3,8 @@ package limiter
 import (
 	"fmt"
 	"time"
+
+	"github.com/sluice-dev/sluice/enforcer/config"
 )
 
 // Delay instead of refusal: a rule with a Delay lets a request over its
@@ -25,12 +27,10 @@ import (
 // or another rule refused the request) goes to Redis, never into a lease:
 // a lease admits now, and the reservation's units belong to a later time.
 
+// MinDelay and MaxDelay bound a rule's Delay (config.MinDelay, MaxDelay).
 const (
-	// MinDelay and MaxDelay bound a rule's Delay: a wait shorter than a
-	// millisecond is below what a timer keeps; a longer one than 30 s
-	// holds a connection longer than clients and proxies usually wait.
-	MinDelay = time.Millisecond
-	MaxDelay = 30 * time.Second
+	MinDelay = config.MinDelay
+	MaxDelay = config.MaxDelay
 )
 
 // delayAlgorithm reports whether a's script can book a reservation.
