@@ -36,22 +36,22 @@ const (
 // delayAlgorithm reports whether a's script can book a reservation.
 func delayAlgorithm(a Algorithm) bool { return a == TokenBucket || a == GCRA }
 
-// Delay lets the rule's requests over the limit wait up to max for capacity
-// instead of being refused; zero refuses them at once.
-func Delay(max time.Duration) RuleOption {
-	return func(req *Request) { req.Delay = max }
+// Delay lets the rule's requests over the limit wait up to longest for
+// capacity instead of being refused; zero refuses them at once.
+func Delay(longest time.Duration) RuleOption {
+	return func(req *Request) { req.Delay = longest }
 }
 
-// validateDelay reports why a rule of algorithm a cannot delay by max.
-func validateDelay(a Algorithm, max time.Duration) error {
-	if max == 0 {
+// validateDelay reports why a rule of algorithm a cannot delay by longest.
+func validateDelay(a Algorithm, longest time.Duration) error {
+	if longest == 0 {
 		return nil
 	}
 	if !delayAlgorithm(a) {
 		return fmt.Errorf("%w: %s cannot book future capacity: only TokenBucket and GCRA rules delay", ErrInvalidRequest, a)
 	}
-	if max < MinDelay || max > MaxDelay || max%time.Microsecond != 0 {
-		return fmt.Errorf("%w: delay must be a whole number of microseconds between %s and %s, got %s", ErrInvalidRequest, MinDelay, MaxDelay, max)
+	if longest < MinDelay || longest > MaxDelay || longest%time.Microsecond != 0 {
+		return fmt.Errorf("%w: delay must be a whole number of microseconds between %s and %s, got %s", ErrInvalidRequest, MinDelay, MaxDelay, longest)
 	}
 	return nil
 }

@@ -73,7 +73,7 @@ func TestDelayNeverAdmitsMoreThanTheLimit(t *testing.T) {
 			g.Expect(statuses[http.StatusOK]).To(Equal(len(received)), "every admitted request reached the application")
 			g.Expect(statuses[http.StatusTooManyRequests]).To(BeNumerically(">", 0), "requests beyond max were refused")
 			for i, at := range received {
-				g.Expect(float64(i + 1)).To(BeNumerically("<=", burst+rate*at.Sub(begin).Seconds()+1e-6),
+				g.Expect(float64(i+1)).To(BeNumerically("<=", burst+rate*at.Sub(begin).Seconds()+1e-6),
 					"%d requests reached the application %s after the start", i+1, at.Sub(begin))
 			}
 			// a delayed request waits at most max, plus the machine's own latency
