@@ -138,7 +138,9 @@ func (h *Handler) enqueue(st *requestState) {
 			st.delays = append(st.delays[:0], make([]uint8, len(st.checks))...)
 		}
 		if c.Policy.DryRun {
-			c.Request = c.Request.WithoutDelay() // a DryRun policy never holds a request
+			// A DryRun policy never holds a request: its rule decides as
+			// one without a delay, every request alike, leases included.
+			c.Request.Delay = 0
 			continue
 		}
 		n, scope := h.delays.enter(c.Request.Bucket, c.Rule.DelayMaxQueued)
