@@ -82,6 +82,8 @@ type Rule struct {
 	// Overrides replace the limits for named tenants (their identity as the
 	// policy names it, before hashing), whatever their tier.
 	Overrides []Override `json:"overrides,omitempty"`
+	// Ban, when set, bans tenants that keep hitting the rule's limits.
+	Ban *Ban `json:"ban,omitempty"`
 }
 
 // Match selects requests; an empty field matches everything.

@@ -46,6 +46,8 @@ type Request struct {
 	// Lease lets the guard admit from leases and refuse from its denial
 	// cache (lease.go), for the algorithms that allow it exactly.
 	Lease bool
+	// Ban, when set, bans tenants that keep hitting the rule (ban.go).
+	Ban *Ban
 
 	// checked is set by Rule.Request: the request's rule passed NewRule and
 	// its tenant is not empty. Guard.AllowAll refuses any other Request.
@@ -86,6 +88,11 @@ func NewRule(b Bucket, a Algorithm, windows []Window, cost int64, f FailurePolic
 	req.Bucket.Tenant = "-" // any tenant Rule.Request accepts; checked there
 	if err := req.validate(); err != nil {
 		return Rule{}, err
+	}
+	if req.Ban != nil {
+		if err := req.Ban.validate(); err != nil {
+			return Rule{}, err
+		}
 	}
 	req.Bucket.Tenant = ""
 	req.checked = true
@@ -136,6 +143,9 @@ type Decision struct {
 	// admitted from a lease. A refund gives it back to that time's fixed
 	// window only.
 	CountedAt time.Time
+	// Ban is set when the tenant is banned under the rule (ban.go): the
+	// decision refuses until Ban.Until.
+	Ban BanState
 }
 
 // ErrInvalidRequest wraps every validation failure of a Request.

@@ -320,6 +320,8 @@ type Rule struct {
 	Algorithm limiter.Algorithm
 	Cost      int64
 	Leasing   config.Leasing
+	// Ban is the rule's ban, nil when it has none.
+	Ban *limiter.Ban
 
 	match    matcher
 	identity *identity.Resolver
@@ -346,6 +348,7 @@ func compileRule(b bucketOf, cr *config.Rule, resolvers *[]compiledIdentity) (*R
 	if r.Exempt {
 		return r, nil
 	}
+	r.Ban = banOf(cr.Ban)
 	for _, c := range *resolvers {
 		if reflect.DeepEqual(c.cfg, cr.Identity) {
 			r.identity = c.resolver
@@ -401,7 +404,7 @@ func (b bucketOf) rule(limits []config.Limit, r *Rule) (limiter.Rule, error) {
 		ws[i] = limiter.Window{Requests: l.Requests, Period: l.Period.Duration, Burst: l.Burst}
 	}
 	return limiter.NewRule(limiter.Bucket{Namespace: b.namespace, Policy: b.policy, Rule: r.Name},
-		r.Algorithm, ws, r.Cost, b.failure, limiter.Leasing(r.Leasing))
+		r.Algorithm, ws, r.Cost, b.failure, limiter.Leasing(r.Leasing), limiter.WithBan(r.Ban))
 }
 
 // windows are the rule's windows for a tenant (as overrides name it) of a
