@@ -28,6 +28,8 @@ type TenantUsage struct {
 	Remaining         int64     `json:"remaining"`
 	Reset             time.Time `json:"reset"`
 	RetryAfterSeconds float64   `json:"retryAfterSeconds,omitempty"`
+	// Ban is the tenant's ban state, for a rule with a ban.
+	Ban *TenantBan `json:"ban,omitempty"`
 }
 
 // debugTenant answers GET /debug/tenant?policy=P&rule=R&tenant=T[&tier=X]
@@ -66,6 +68,12 @@ func (s *Server) debugTenant(w http.ResponseWriter, r *http.Request) {
 	usage.Allowed, usage.Limit, usage.Remaining, usage.Reset = d.Allowed, d.Limit, d.Remaining, d.Reset
 	if !d.Allowed {
 		usage.RetryAfterSeconds = d.RetryAfter.Seconds()
+	}
+	if c.Request.Ban != nil {
+		if usage.Ban, err = tenantBan(r.Context(), snap.BackendOf(c.Policy), c.Request); err != nil {
+			writeJSON(w, http.StatusBadGateway, map[string]string{"error": err.Error()})
+			return
+		}
 	}
 	writeJSON(w, http.StatusOK, usage)
 }
