@@ -87,3 +87,10 @@ func (b *Ban) ForgetAfterOrDefault() time.Duration {
 	}
 	return b.ForgetAfter.Duration
 }
+
+// BanStatus counts a policy's bans in force.
+type BanStatus struct {
+	// Active is how many tenants are banned now, by any rule of the
+	// policy, as counted in Redis when the enforcers were last polled.
+	Active int64 `json:"active"`
+}
