@@ -39,6 +39,7 @@ func (r *Redis) Peek(ctx context.Context, req Request) (Decision, error) {
 	if !req.checked {
 		return Decision{}, errUncheckedRequest
 	}
+	req.Ban = nil // the bucket as it stands; Guard.BanOf reads the ban
 	d, err := r.check(ctx, &req, 0)
 	if err != nil {
 		return d, err
