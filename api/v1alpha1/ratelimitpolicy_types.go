@@ -330,8 +330,8 @@ type DecisionCounts struct {
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=1
 // +kubebuilder:printcolumn:name="Failure Mode",type=string,JSONPath=`.spec.failureMode`,priority=1
-// +kubebuilder:printcolumn:name="Bans",type=integer,JSONPath=`.status.bans.active`,priority=1,description="Tenants banned now"
 // +kubebuilder:printcolumn:name="Protocol",type=string,JSONPath=`.spec.upstreamProtocol`,priority=1,description="How the enforcer forwards to the application: HTTP1 or H2C"
+// +kubebuilder:printcolumn:name="Bans",type=integer,JSONPath=`.status.bans.active`,priority=1,description="Tenants banned now"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type RateLimitPolicy struct {
 	metav1.TypeMeta   `json:",inline"`

@@ -17,9 +17,16 @@ limitations under the License.
 package envtest
 
 import (
+	"slices"
+	"time"
+
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	sluicev1alpha1 "github.com/sluice-dev/sluice/api/v1alpha1"
 )
 
 // loginRule is a rule with a ban; ban is the ban's YAML.
@@ -63,5 +70,38 @@ var _ = Describe("RateLimitPolicy ban validation", func() {
 		Expect(createSpec(loginRule(`{after: {denials: 10, within: 1m}, durations: [5m, 1h, 24h], forgetAfter: 24h}`))).To(Succeed())
 		Expect(createSpec(loginRule(`{after: {denials: 10, within: 1m}, durations: [5m]}`))).To(Succeed())
 		Expect(parseSpec(loginRule(`{after: {denials: 10, within: 1m}, durations: [5m]}`))).To(Succeed())
+	})
+})
+
+var _ = Describe("RateLimitPolicy ban status", func() {
+	It("stores status.bans.active and shows it as the Bans column", func() {
+		policy := &sluicev1alpha1.RateLimitPolicy{
+			ObjectMeta: metav1.ObjectMeta{Name: "with-bans", Namespace: namespace},
+			Spec: sluicev1alpha1.RateLimitPolicySpec{
+				Selector:     metav1.LabelSelector{MatchLabels: map[string]string{"app": "api"}},
+				UpstreamPort: 8080,
+				Rules: []sluicev1alpha1.Rule{{
+					Name:   "login",
+					Limits: []sluicev1alpha1.Limit{{Requests: 5, Period: metav1.Duration{Duration: time.Minute}}},
+					Ban: &sluicev1alpha1.Ban{After: sluicev1alpha1.BanTrigger{Denials: 10, Within: metav1.Duration{Duration: time.Minute}},
+						Durations: []metav1.Duration{{Duration: 5 * time.Minute}}},
+				}},
+			},
+		}
+		Expect(k8sClient.Create(ctx, policy)).To(Succeed())
+		Expect(policy.Spec.Rules[0].Ban.ForgetAfter).To(Equal(&metav1.Duration{Duration: 24 * time.Hour}), "the CRD defaults forgetAfter")
+		policy.Status.Bans = &sluicev1alpha1.BanStatus{Active: 4}
+		policy.Status.Decisions = sluicev1alpha1.DecisionCounts{Allowed: 10, Denied: 20, Banned: 30}
+		Expect(k8sClient.Status().Update(ctx, policy)).To(Succeed())
+
+		stored := &sluicev1alpha1.RateLimitPolicy{}
+		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(policy), stored)).To(Succeed())
+		Expect(stored.Status.Bans).To(Equal(&sluicev1alpha1.BanStatus{Active: 4}))
+		Expect(stored.Status.Decisions.Banned).To(BeEquivalentTo(30))
+
+		table := getTable(policy)
+		i := slices.IndexFunc(table.ColumnDefinitions, func(c metav1.TableColumnDefinition) bool { return c.Name == "Bans" })
+		Expect(i).NotTo(Equal(-1))
+		Expect(table.Rows[0].Cells[i]).To(BeEquivalentTo(4))
 	})
 })
