@@ -9,6 +9,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/sluice-dev/sluice/enforcer/config"
+	"github.com/sluice-dev/sluice/internal/redistest"
 )
 
 // banRule is a checked rule of algorithm a, 2 requests per hour, with a
@@ -176,4 +177,26 @@ func TestNewRuleRefusesABadBan(t *testing.T) {
 	_, err = NewRule(bucketFor(t), TokenBucket, []Window{{Requests: 1, Period: time.Second}}, 1, FailurePolicy{},
 		WithBan(&Ban{Denials: 1, Within: time.Second, ForgetAfter: time.Second}))
 	g.Expect(err).To(MatchError(ErrInvalidRequest))
+}
+
+func TestACachedBanHoldsWhileRedisIsDown(t *testing.T) {
+	g := NewWithT(t)
+	server := redistest.Start(t)
+	guard := newGuard(t, server.URL())
+	req := banRule(t, SlidingWindowLog, config.LeasingOff, Ban{Denials: 1, Within: time.Minute,
+		Durations: []time.Duration{time.Hour}, ForgetAfter: time.Hour})
+	for range 3 { // 2 admitted, the refusal bans
+		decideOnce(guard, req)
+	}
+	g.Expect(decideOnce(guard, req).Decision.Ban.Active()).To(BeTrue())
+
+	server.Stop()
+	time.Sleep(BanRecheck + 100*time.Millisecond)
+	// due for its check, which Redis cannot answer: the ban holds, it is
+	// not the failure mode's (Open) to lift it
+	o := decideOnce(guard, req)
+	g.Expect(o.Err).NotTo(HaveOccurred())
+	g.Expect(o.Decision.Allowed).To(BeFalse())
+	g.Expect(o.Decision.Ban.Active()).To(BeTrue())
+	g.Expect(decideOnce(guard, req).Decision.Ban.Active()).To(BeTrue())
 }

@@ -176,7 +176,8 @@ func (g *Guard) AllowAll(ctx context.Context, reqs []Request, out []Outcome) []O
 			}
 		}
 		var a localAnswer
-		if req.Lease {
+		// A ban due for its check asks Redis whatever a lease holds.
+		if req.Lease && banned == banUnknown {
 			// Waiting once this batch has calls in flight could wait for
 			// one of them: a bucket twice in one batch.
 			if a = g.answer(ctx, req, len(pending) == 0); a.local {
