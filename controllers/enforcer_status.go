@@ -58,6 +58,7 @@ func setEnforcerStatus(p *v1alpha1.RateLimitPolicy, pods []selectedPod, publishe
 	check := checkEnforcers(p, pods, published)
 	p.Status.Enforcers = check.counts
 	p.Status.Decisions = check.decisions
+	p.Status.Bans = check.bans
 	cond := readyCondition(p, check)
 	cond.LastTransitionTime = now
 	apimeta.SetStatusCondition(&p.Status.Conditions, cond)
@@ -69,6 +70,8 @@ func setEnforcerStatus(p *v1alpha1.RateLimitPolicy, pods []selectedPod, publishe
 type enforcerCheck struct {
 	counts    v1alpha1.EnforcerCounts
 	decisions v1alpha1.DecisionCounts
+	// bans are the policy's bans in force, nil when no enforcer counted them.
+	bans *v1alpha1.BanStatus
 	// notInjected pods run without an enforcer.
 	notInjected []selectedPod
 	// optedOut pods run without an enforcer by the user's choice: they are
@@ -124,6 +127,8 @@ func checkEnforcers(p *v1alpha1.RateLimitPolicy, pods []selectedPod, published p
 		c.decisions.Allowed += d.Allowed
 		c.decisions.Denied += d.Denied
 		c.decisions.WouldDeny += d.WouldDeny
+		c.decisions.Banned += d.Banned
+		c.bans = addBans(c.bans, st, p)
 
 		loaded := loadedPolicy(st, p)
 		switch {

@@ -115,6 +115,7 @@ func (r *Rule) applyDefaults() {
 		r.Leasing = LeasingAuto
 	}
 	r.Identity.applyDefaults()
+	r.Ban.applyDefaults()
 }
 
 func (id *Identity) applyDefaults() {

@@ -272,6 +272,10 @@ type RateLimitPolicyStatus struct {
 	// Decisions totals the decisions of the enforcers since they started.
 	// +optional
 	Decisions DecisionCounts `json:"decisions,omitempty"`
+
+	// Bans counts the tenants banned now by the policy's rules with a ban.
+	// +optional
+	Bans *BanStatus `json:"bans,omitempty"`
 }
 
 // EnforcerCounts counts the selected pods by the state of their enforcer.
@@ -309,6 +313,10 @@ type DecisionCounts struct {
 	// WouldDeny requests were over a limit but forwarded (DryRun mode).
 	// +optional
 	WouldDeny int64 `json:"wouldDeny,omitempty"`
+	// Banned requests were answered 429 because their tenant was banned
+	// from a rule (Enforce mode); they are not counted in Denied.
+	// +optional
+	Banned int64 `json:"banned,omitempty"`
 }
 
 // RateLimitPolicy limits the HTTP requests that reach the selected pods, per
@@ -323,6 +331,7 @@ type DecisionCounts struct {
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=1
 // +kubebuilder:printcolumn:name="Failure Mode",type=string,JSONPath=`.spec.failureMode`,priority=1
 // +kubebuilder:printcolumn:name="Protocol",type=string,JSONPath=`.spec.upstreamProtocol`,priority=1,description="How the enforcer forwards to the application: HTTP1 or H2C"
+// +kubebuilder:printcolumn:name="Bans",type=integer,JSONPath=`.status.bans.active`,priority=1,description="Tenants banned now"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type RateLimitPolicy struct {
 	metav1.TypeMeta   `json:",inline"`

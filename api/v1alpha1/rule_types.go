@@ -66,6 +66,10 @@ const MaxSlidingWindowLogRequests = 100000
 // +kubebuilder:validation:XValidation:rule="self.algorithm != 'SlidingWindowLog' || !has(self.limits) || self.limits.all(l, l.requests <= 100000)",messageExpression="'rule ' + self.name + ' uses SlidingWindowLog, which stores one entry per request: keep each limit at or below 100000 requests per period, or use SlidingWindowCounter'"
 // +kubebuilder:validation:XValidation:rule="!has(self.onLimit) || !has(self.onLimit.delay) || !(has(self.exempt) && self.exempt)",messageExpression="'rule ' + self.name + ' is exempt: its requests are never limited, so onLimit.delay has nothing to delay; remove it'"
 // +kubebuilder:validation:XValidation:rule="!has(self.onLimit) || !has(self.onLimit.delay) || (has(self.exempt) && self.exempt) || self.algorithm in ['TokenBucket', 'GCRA']",messageExpression="'rule ' + self.name + ' uses ' + self.algorithm + ', which cannot book future capacity exactly: remove onLimit.delay, or use algorithm TokenBucket or GCRA'"
+// +kubebuilder:validation:XValidation:rule="!has(self.ban) || !(has(self.exempt) && self.exempt)",messageExpression="'rule ' + self.name + ' is exempt, so it cannot have a ban: remove ban, or set exempt to false'"
+// +kubebuilder:validation:XValidation:rule="!has(self.ban) || self.ban.durations.all(d, d.matches('^([0-9]+([.][0-9]+)?(ns|us|µs|ms|s|m|h))+$') && duration(d) >= duration('1s') && duration(d) <= duration('744h'))",messageExpression="'rule ' + self.name + ' has a ban duration that is not a duration between 1s and 744h (31 days), such as 5m, 1h or 24h'"
+// +kubebuilder:validation:XValidation:rule="!has(self.ban) || (self.ban.after.within.matches('^([0-9]+([.][0-9]+)?(ns|us|µs|ms|s|m|h))+$') && duration(self.ban.after.within) >= duration('1s') && duration(self.ban.after.within) <= duration('24h'))",messageExpression="'rule ' + self.name + ' has a ban whose after.within is not a duration between 1s and 24h, such as 1m'"
+// +kubebuilder:validation:XValidation:rule="!has(self.ban) || !has(self.ban.forgetAfter) || (self.ban.forgetAfter.matches('^([0-9]+([.][0-9]+)?(ns|us|µs|ms|s|m|h))+$') && duration(self.ban.forgetAfter) >= duration('1s') && duration(self.ban.forgetAfter) <= duration('744h'))",messageExpression="'rule ' + self.name + ' has a ban whose forgetAfter is not a duration between 1s and 744h (31 days), such as 24h'"
 type Rule struct {
 	// Name identifies the rule in overrides, headers, metrics and 429 bodies:
 	// lowercase letters, digits and '-', at most 63 characters.
@@ -128,6 +132,10 @@ type Rule struct {
 	// refusing it at once: delay it until capacity comes, up to a bound.
 	// +optional
 	OnLimit *OnLimit `json:"onLimit,omitempty"`
+	// Ban shuts out, for a while, a tenant that keeps hitting this rule's
+	// limits, with escalating durations.
+	// +optional
+	Ban *Ban `json:"ban,omitempty"`
 }
 
 // Leasing says whether an enforcer may decide a rule's requests on its own,

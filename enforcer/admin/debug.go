@@ -31,6 +31,8 @@ type TenantUsage struct {
 	// Reservations are the rule's onLimit.delay bookings (delay_debug.go),
 	// omitted for rules without a delay.
 	Reservations *Reservations `json:"reservations,omitempty"`
+	// Ban is the tenant's ban state, for a rule with a ban.
+	Ban *TenantBan `json:"ban,omitempty"`
 }
 
 // debugTenant answers GET /debug/tenant?policy=P&rule=R&tenant=T[&tier=X]
@@ -71,5 +73,11 @@ func (s *Server) debugTenant(w http.ResponseWriter, r *http.Request) {
 		usage.RetryAfterSeconds = d.RetryAfter.Seconds()
 	}
 	usage.Reservations = s.reservationsOf(c.Request, d, usage.Windows[d.Window])
+	if c.Request.Ban != nil {
+		if usage.Ban, err = tenantBan(r.Context(), snap.BackendOf(c.Policy), c.Request); err != nil {
+			writeJSON(w, http.StatusBadGateway, map[string]string{"error": err.Error()})
+			return
+		}
+	}
 	writeJSON(w, http.StatusOK, usage)
 }

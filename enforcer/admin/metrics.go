@@ -52,7 +52,7 @@ type checkKey struct {
 
 // policyCounts are one policy's decisions, as /status reports them.
 type policyCounts struct {
-	verdicts    [3]atomic.Int64 // indexed by proxy.Verdict
+	verdicts    [4]atomic.Int64 // indexed by proxy.Verdict
 	failureMode atomic.Int64
 }
 
@@ -63,7 +63,7 @@ func NewMetrics(version string) *Metrics {
 		Registry: prometheus.NewRegistry(),
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_enforcer_decisions_total",
-			Help: "Rule decisions, by policy, rule, decision (allowed, denied, would_deny) and tier.",
+			Help: "Rule decisions, by policy, rule, decision (allowed, denied, would_deny, banned) and tier.",
 		}, []string{"policy", "rule", "decision", "tier"}),
 		failureMode: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_enforcer_failure_mode_decisions_total",
@@ -212,7 +212,7 @@ func (c leaseCollector) Collect(ch chan<- prometheus.Metric) {
 // (proxy.Backends.All) keep in memory: sluice_enforcer_local_fallback_entries
 // and the lease metrics. Call it once.
 func (m *Metrics) WatchBackends(backends func() []*proxy.Backend) {
-	m.Registry.MustRegister(localFallbackCollector(backends), leaseCollector(backends))
+	m.Registry.MustRegister(localFallbackCollector(backends), leaseCollector(backends), banCollector(backends))
 }
 
 // cached returns the child of key from cache, making it with newChild once.
@@ -300,6 +300,7 @@ func (m *Metrics) Decisions() map[string]status.DecisionCounts {
 			Allowed:     c.verdicts[proxy.Allowed].Load(),
 			Denied:      c.verdicts[proxy.Denied].Load(),
 			WouldDeny:   c.verdicts[proxy.WouldDeny].Load(),
+			Banned:      c.verdicts[proxy.Banned].Load(),
 			FailureMode: c.failureMode.Load(),
 		}
 	}

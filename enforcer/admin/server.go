@@ -69,6 +69,8 @@ func New(opts Options) *Server {
 		EnableOpenMetrics: true,
 	}))
 	s.mux.HandleFunc("GET "+status.Path, s.status)
+	s.mux.HandleFunc("GET /bans", s.listBans)
+	s.mux.HandleFunc("DELETE /bans", s.liftBan)
 
 	debug := http.NewServeMux()
 	debug.HandleFunc("GET /debug/tenant", s.debugTenant)
@@ -143,7 +145,9 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 	if !s.authorizeStatus(w, r) {
 		return
 	}
-	writeJSON(w, http.StatusOK, s.Status())
+	doc := s.Status()
+	s.addActiveBans(r.Context(), &doc)
+	writeJSON(w, http.StatusOK, doc)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

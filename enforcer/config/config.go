@@ -85,6 +85,8 @@ type Rule struct {
 	// OnLimit says what to do with a request over the limit instead of
 	// refusing it at once; nil refuses it (onlimit.go).
 	OnLimit *OnLimit `json:"onLimit,omitempty"`
+	// Ban, when set, bans tenants that keep hitting the rule's limits.
+	Ban *Ban `json:"ban,omitempty"`
 }
 
 // Match selects requests; an empty field matches everything.

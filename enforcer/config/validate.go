@@ -166,7 +166,13 @@ func (r *Rule) validate(path string, add addFunc) {
 		if len(r.Limits) > 0 || len(r.TierLimits) > 0 || len(r.Overrides) > 0 {
 			add(path, "an exempt rule has no limits or overrides")
 		}
+		if r.Ban != nil {
+			add(path+".ban", "an exempt rule has no ban")
+		}
 		return
+	}
+	if r.Ban != nil {
+		r.Ban.validate(path+".ban", add)
 	}
 	r.Identity.validate(path+".identity", add)
 	oneOf(add, path+".algorithm", r.Algorithm, Algorithms)

@@ -37,6 +37,7 @@ type Guard struct {
 	redis  *Redis
 	local  *Local
 	leases *leases
+	bans   *banCache
 	now    func() time.Time
 
 	failures     atomic.Int64 // consecutive Redis failures
@@ -59,7 +60,7 @@ type Guard struct {
 // NewGuard wraps r, with opts for the LocalFallback state; Close stops the
 // guard's background sweeping of that state.
 func NewGuard(r *Redis, opts ...LocalOption) *Guard {
-	g := &Guard{redis: r, local: NewLocal(nil, opts...), leases: newLeases(), now: time.Now, stop: make(chan struct{}), done: make(chan struct{})}
+	g := &Guard{redis: r, local: NewLocal(nil, opts...), leases: newLeases(), bans: newBanCache(), now: time.Now, stop: make(chan struct{}), done: make(chan struct{})}
 	go g.sweep()
 	return g
 }
@@ -85,6 +86,7 @@ func (g *Guard) Close() {
 // whose limits the leases were not taken under.
 func (g *Guard) Release(ctx context.Context) {
 	g.leases.giveBack(ctx, g.redis, g.leases.release(g.leases.clock()))
+	g.bans.sweep(true)
 }
 
 // LeaseCounts are the lease counters of policy (its name), nil before any
@@ -121,6 +123,7 @@ func (g *Guard) sweep() {
 		now, idle := g.now(), false
 		if !now.Before(nextSweep) {
 			g.local.Sweep()
+			g.bans.sweep(false)
 			idle, nextSweep = true, now.Add(sweepInterval)
 		}
 		returns = g.leases.ended(g.leases.clock(), idle, returns[:0])
@@ -163,8 +166,18 @@ func (g *Guard) AllowAll(ctx context.Context, reqs []Request, out []Outcome) []O
 			out[i] = Outcome{Err: errUncheckedRequest}
 			continue
 		}
+		// A banned tenant first: refused from its cached ban, no Redis call.
+		var ban Decision
+		var banned banLookup
+		if req.Ban != nil {
+			if ban, banned = g.bans.lookup(req); banned == banCached {
+				out[i] = Outcome{Decision: ban}
+				continue
+			}
+		}
 		var a localAnswer
-		if req.Lease {
+		// A ban due for its check asks Redis whatever a lease holds.
+		if req.Lease && banned == banUnknown {
 			// Waiting once this batch has calls in flight could wait for
 			// one of them: a bucket twice in one batch.
 			if a = g.answer(ctx, req, len(pending) == 0); a.local {
@@ -181,12 +194,17 @@ func (g *Guard) AllowAll(ctx context.Context, reqs []Request, out []Outcome) []O
 			if a.owner {
 				g.leases.unfetch(a.entry, false)
 			}
+			if banned == banRecheck {
+				out[i] = Outcome{Decision: ban}
+				continue
+			}
 			out[i] = Outcome{Decision: g.fallback(req), Err: ErrRedisUnavailable}
 			continue
 		}
 		out[i] = Outcome{}
 		g.leases.counts(req.Bucket.Policy).RedisCalls.Add(1)
 		pending = append(pending, guardCheck{i: i, entry: a.entry, owner: a.owner, sent: g.leases.clock(),
+			banSent: g.bans.clock(), ban: ban, banned: banned == banRecheck,
 			check: g.redis.submit(ctx, req, req.Cost, a.want)})
 	}
 	// Rules of one policy share its timeout: one deadline serves them all.
@@ -201,7 +219,14 @@ func (g *Guard) AllowAll(ctx context.Context, reqs []Request, out []Outcome) []O
 		} else if p.owner {
 			g.leases.unfetch(p.entry, p.check.want > req.Cost)
 		}
+		if err == nil && req.Ban != nil {
+			g.observeBan(req, d, p.banSent)
+		}
 		d, err = g.settle(ctx, req, d, err)
+		if err != nil && p.banned {
+			// Redis could not say whether the ban still holds: it does.
+			d, err = p.ban, nil
+		}
 		out[p.i] = Outcome{Decision: d, Err: err}
 	}
 	return out
@@ -216,6 +241,12 @@ type guardCheck struct {
 	entry *leaseEntry
 	owner bool
 	sent  int64
+	// ban is the tenant's cached ban when banned is set: this call checks
+	// that it still holds. banSent is when it was sent, on the ban cache's
+	// clock.
+	ban     Decision
+	banned  bool
+	banSent int64
 }
 
 // waitsForCall is how often a request waits for another's call to its
@@ -262,7 +293,7 @@ func (g *Guard) startPrefetch(e *leaseEntry, want int64) {
 func (g *Guard) prefetch(e *leaseEntry, want int64) {
 	ctx, cancel := context.WithTimeout(context.Background(), e.req.Failure.timeout())
 	defer cancel()
-	sent := g.leases.clock()
+	sent, banSent := g.leases.clock(), g.bans.clock()
 	g.leases.counts(e.req.Bucket.Policy).RedisCalls.Add(1)
 	d, taken, err := g.redis.submit(ctx, &e.req, 0, want).wait(ctx)
 	if err != nil {
@@ -271,6 +302,9 @@ func (g *Guard) prefetch(e *leaseEntry, want int64) {
 		return
 	}
 	g.succeeded()
+	if e.req.Ban != nil {
+		g.observeBan(&e.req, d, banSent)
+	}
 	g.leases.settle(e, d, taken, 0, sent, true)
 }
 

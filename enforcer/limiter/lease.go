@@ -326,7 +326,9 @@ func (t *leases) settle(e *leaseEntry, d Decision, taken, cost, sent int64, owne
 	}
 	c := t.counts(e.req.Bucket.Policy)
 	if !d.Allowed {
-		if d.RetryAfter > 0 {
+		// A rule with a ban counts every refusal in Redis: its refusals
+		// are not cached, its bans are (banCache).
+		if d.RetryAfter > 0 && e.req.Ban == nil {
 			// Redis' clock read the state at some point after sent: ending
 			// the refusal at sent + RetryAfter ends it no later than Redis would.
 			e.deniedUntil, e.denial = sent+int64(d.RetryAfter), d

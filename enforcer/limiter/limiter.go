@@ -50,6 +50,8 @@ type Request struct {
 	// booked in Redis instead of being refused (onLimit.delay.max); zero
 	// refuses it at once. TokenBucket and GCRA only (delay.go).
 	Delay time.Duration
+	// Ban, when set, bans tenants that keep hitting the rule (ban.go).
+	Ban *Ban
 
 	// checked is set by Rule.Request: the request's rule passed NewRule and
 	// its tenant is not empty. Guard.AllowAll refuses any other Request.
@@ -93,6 +95,11 @@ func NewRule(b Bucket, a Algorithm, windows []Window, cost int64, f FailurePolic
 	}
 	if err := validateDelay(req.Algorithm, req.Delay); err != nil {
 		return Rule{}, err
+	}
+	if req.Ban != nil {
+		if err := req.Ban.validate(); err != nil {
+			return Rule{}, err
+		}
 	}
 	req.Bucket.Tenant = ""
 	req.checked = true
@@ -147,6 +154,9 @@ type Decision struct {
 	// its capacity was booked in Redis for then (a reservation, delay.go).
 	// Zero when admitted now.
 	Delay time.Duration
+	// Ban is set when the tenant is banned under the rule (ban.go): the
+	// decision refuses until Ban.Until.
+	Ban BanState
 }
 
 // ErrInvalidRequest wraps every validation failure of a Request.

@@ -39,6 +39,7 @@ func (r *Redis) Peek(ctx context.Context, req Request) (Decision, error) {
 	if !req.checked {
 		return Decision{}, errUncheckedRequest
 	}
+	req.Ban = nil // the bucket as it stands; Guard.BanOf reads the ban
 	d, err := r.check(ctx, &req, 0)
 	if err != nil {
 		return d, err
@@ -82,13 +83,22 @@ func (p pendingCheck) wait(ctx context.Context) (Decision, int64, error) {
 	// decide keeps nothing of the results: for usual window counts they
 	// stay on the stack.
 	var stack [4]WindowResult
-	rep, err := parseReply(raw, descriptorOf(p.req.Algorithm), len(p.req.Windows), p.cost, p.cost >= 0 && p.req.delays(), stack[:0])
+	var rep reply
+	var ban BanState
+	if p.req.Ban != nil && p.cost >= 0 {
+		rep, ban, err = parseBanReply(raw, p.req, p.cost, stack[:0])
+	} else {
+		rep, err = parseReply(raw, descriptorOf(p.req.Algorithm), len(p.req.Windows), p.cost, p.cost >= 0 && p.req.delays(), stack[:0])
+	}
 	if err != nil {
 		return Decision{}, 0, fmt.Errorf("redis %s %s: %w", p.req.Algorithm, p.req.Bucket, err)
 	}
 	d := decide(p.req, rep.allowed, rep.now, rep.results)
 	if p.req.delays() {
 		reserved(p.req, &d, rep.wait)
+	}
+	if ban.Active() {
+		applyBan(&d, ban)
 	}
 	return d, rep.taken, nil
 }

@@ -40,6 +40,9 @@ func newScript(name string) algorithmScript {
 // Redis' clock), whose fixed window alone may take them back.
 // EVALSHA sha numkeys key... cost arg... [extra]
 func evalSHA(req *Request, cost, extra int64) (s algorithmScript, cmd []any) {
+	if req.Ban != nil && cost >= 0 {
+		return evalSHABan(req, cost, extra)
+	}
 	d := descriptorOf(req.Algorithm)
 	// room for the cost, up to 4 arguments per window, want and delay, without regrowing
 	cmd = append(evalSHAKeys(d.script.shaArg, req, 3+4*len(req.Windows)), cost)

@@ -50,6 +50,8 @@ func grpcCode(p *Problem) (code.Code, string) {
 	switch p.Type {
 	case ProblemRateLimited:
 		return code.Code_RESOURCE_EXHAUSTED, "RATE_LIMITED"
+	case ProblemBanned:
+		return code.Code_RESOURCE_EXHAUSTED, "BANNED"
 	case ProblemLimiterUnavailable:
 		return code.Code_UNAVAILABLE, "LIMITER_UNAVAILABLE"
 	case ProblemUpstreamUnavailable:
@@ -89,7 +91,7 @@ func writeGRPCProblem(w http.ResponseWriter, p *Problem) {
 	if p.RetryAfter > 0 {
 		details = append(details, &errdetails.RetryInfo{RetryDelay: durationpb.New(time.Duration(p.RetryAfter) * time.Second)})
 	}
-	if p.Type == ProblemRateLimited {
+	if p.Type == ProblemRateLimited || p.Type == ProblemBanned {
 		details = append(details, &errdetails.QuotaFailure{Violations: []*errdetails.QuotaFailure_Violation{{
 			Subject:     "policy/" + p.Policy + "/rule/" + p.Rule,
 			Description: p.Detail,

@@ -442,6 +442,9 @@ func (h *Handler) record(st *requestState) {
 		v := Allowed
 		if refuses(o) {
 			v = Denied
+			if o.Decision.Ban.Active() {
+				v = Banned
+			}
 			if c.Policy.DryRun {
 				v = WouldDeny
 			}

@@ -22,6 +22,9 @@ const (
 	// ProblemRequestLimit: the request broke a size or time limit of the
 	// enforcer (408, 413).
 	ProblemRequestLimit = "https://sluice.dev/problems/request-limit"
+	// ProblemBanned: the tenant kept hitting a rule's limits and is banned
+	// from it for a while (429).
+	ProblemBanned = "https://sluice.dev/problems/banned"
 )
 
 // Problem is an RFC 9457 problem details object, with the extension members
@@ -36,6 +39,8 @@ type Problem struct {
 	Rule   string `json:"rule,omitempty"`
 	// RetryAfter repeats the Retry-After header, in seconds.
 	RetryAfter int64 `json:"retryAfter,omitempty"`
+	// Ban describes the ban of a ProblemBanned answer.
+	Ban *BanProblem `json:"ban,omitempty"`
 }
 
 // writeProblem answers r with p as application/problem+json, or as a gRPC

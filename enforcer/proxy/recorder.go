@@ -16,6 +16,9 @@ const (
 	Denied
 	// WouldDeny: a DryRun policy would have refused the request.
 	WouldDeny
+	// Banned: the request was refused because its tenant is banned from
+	// the rule (an Enforce policy).
+	Banned
 )
 
 func (v Verdict) String() string {
@@ -24,6 +27,8 @@ func (v Verdict) String() string {
 		return "denied"
 	case WouldDeny:
 		return "would_deny"
+	case Banned:
+		return "banned"
 	}
 	return "allowed"
 }

@@ -16,6 +16,9 @@ import (
 func refusal(c *route.Check, d *limiter.Decision) *Problem {
 	retry := max(ceilSeconds(d.RetryAfter), 1)
 	p := &Problem{Policy: c.Policy.Name, Rule: c.Rule.Name, RetryAfter: retry}
+	if d.Ban.Active() {
+		return banned(p, c, d)
+	}
 	if d.Degraded && c.Policy.Failure.Mode == config.FailClosed {
 		p.Type, p.Status, p.Title = ProblemLimiterUnavailable, http.StatusServiceUnavailable, "Rate limiter unavailable"
 		p.Detail = fmt.Sprintf("Policy %s cannot check rule %s because its rate limit store is unavailable, and it refuses requests until it is back. Retry in %d s.",

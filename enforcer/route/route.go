@@ -326,6 +326,8 @@ type Rule struct {
 	// once in this enforcer; zero without onLimit.delay.
 	Delay          time.Duration
 	DelayMaxQueued int
+	// Ban is the rule's ban, nil when it has none.
+	Ban *limiter.Ban
 
 	match    matcher
 	identity *identity.Resolver
@@ -355,6 +357,7 @@ func compileRule(b bucketOf, cr *config.Rule, resolvers *[]compiledIdentity) (*R
 	if r.Delay = cr.DelayMax(); r.Delay > 0 {
 		r.DelayMaxQueued = int(cr.OnLimit.Delay.MaxQueued)
 	}
+	r.Ban = banOf(cr.Ban)
 	for _, c := range *resolvers {
 		if reflect.DeepEqual(c.cfg, cr.Identity) {
 			r.identity = c.resolver
@@ -410,7 +413,7 @@ func (b bucketOf) rule(limits []config.Limit, r *Rule) (limiter.Rule, error) {
 		ws[i] = limiter.Window{Requests: l.Requests, Period: l.Period.Duration, Burst: l.Burst}
 	}
 	return limiter.NewRule(limiter.Bucket{Namespace: b.namespace, Policy: b.policy, Rule: r.Name},
-		r.Algorithm, ws, r.Cost, b.failure, limiter.Leasing(r.Leasing), limiter.Delay(r.Delay))
+		r.Algorithm, ws, r.Cost, b.failure, limiter.Leasing(r.Leasing), limiter.Delay(r.Delay), limiter.WithBan(r.Ban))
 }
 
 // windows are the rule's windows for a tenant (as overrides name it) of a

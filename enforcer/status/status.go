@@ -75,6 +75,15 @@ type Policy struct {
 	// Redis names the backend the policy decides with, an entry of
 	// Document.Redis.
 	Redis string `json:"redis"`
+	// Bans, for a policy with a rule that bans, counts its tenants banned
+	// now; nil when it has none or Redis could not count them.
+	Bans *Bans `json:"bans,omitempty"`
+}
+
+// Bans are a policy's bans in force, counted in Redis (shared by every
+// enforcer of the policy, so any one's count is the policy's).
+type Bans struct {
+	Active int64 `json:"active"`
 }
 
 // Redis is the health of one Redis backend, as the latest decisions and
@@ -96,6 +105,9 @@ type DecisionCounts struct {
 	Allowed   int64 `json:"allowed"`
 	Denied    int64 `json:"denied"`
 	WouldDeny int64 `json:"wouldDeny"`
+	// Banned counts requests refused because their tenant was banned
+	// from a rule; they are not in Denied.
+	Banned int64 `json:"banned,omitempty"`
 	// FailureMode counts rule decisions its failure mode made.
 	FailureMode int64 `json:"failureMode"`
 }

@@ -92,7 +92,7 @@ var _ = Describe("Status", func() {
 		for _, c := range table.ColumnDefinitions {
 			columns = append(columns, c.Name)
 		}
-		Expect(columns).To(Equal([]string{"Name", "Mode", "Algorithms", "Enforcers", "Ready", "Reason", "Failure Mode", "Protocol", "Age"}))
+		Expect(columns).To(Equal([]string{"Name", "Mode", "Algorithms", "Enforcers", "Ready", "Reason", "Failure Mode", "Protocol", "Bans", "Age"}))
 		Expect(table.Rows).To(HaveLen(1))
 		Expect(table.Rows[0].Cells[:8]).To(Equal([]any{"with-status", "DryRun", "SlidingWindowCounter", "2/3", "False", "EnforcersNotReady", nil, "HTTP1"}),
 			"an unset failureMode is the operator's default, not written into the object; upstreamProtocol is defaulted")
