@@ -272,6 +272,14 @@ type RateLimitPolicyStatus struct {
 	// Decisions totals the decisions of the enforcers since they started.
 	// +optional
 	Decisions DecisionCounts `json:"decisions,omitempty"`
+
+	// EffectiveLimits are the limits the enforcers apply to the adaptive
+	// rules now, scaled by the application's health.
+	// +listType=map
+	// +listMapKey=rule
+	// +kubebuilder:validation:MaxItems=64
+	// +optional
+	EffectiveLimits []EffectiveLimit `json:"effectiveLimits,omitempty"`
 }
 
 // EnforcerCounts counts the selected pods by the state of their enforcer.

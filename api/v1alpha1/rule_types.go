@@ -64,6 +64,7 @@ const MaxSlidingWindowLogRequests = 100000
 // +kubebuilder:validation:XValidation:rule="!has(self.limits) || self.limits.all(l, self.cost <= (has(l.burst) ? l.burst : l.requests))",messageExpression="'rule ' + self.name + ' has a cost higher than one of its limits allows per period (burst, or requests when burst is unset), so no request could ever pass: lower cost or raise that limit'"
 // +kubebuilder:validation:XValidation:rule="!has(self.limits) || !self.limits.all(l, l.period.matches('^([0-9]+([.][0-9]+)?(ns|us|µs|ms|s|m|h))+$')) || self.limits.all(a, self.limits.exists_one(b, has(a.tier) == has(b.tier) && (!has(a.tier) || a.tier == b.tier) && duration(a.period) == duration(b.period)))",messageExpression="'rule ' + self.name + ' has two limits for the same tier and period: keep one, or change the period of the other'"
 // +kubebuilder:validation:XValidation:rule="self.algorithm != 'SlidingWindowLog' || !has(self.limits) || self.limits.all(l, l.requests <= 100000)",messageExpression="'rule ' + self.name + ' uses SlidingWindowLog, which stores one entry per request: keep each limit at or below 100000 requests per period, or use SlidingWindowCounter'"
+// +kubebuilder:validation:XValidation:rule="!(has(self.exempt) && self.exempt) || !has(self.adaptive)",messageExpression="'rule ' + self.name + ' is exempt, so it has no limits to adapt: remove adaptive, or set exempt to false'"
 type Rule struct {
 	// Name identifies the rule in overrides, headers, metrics and 429 bodies:
 	// lowercase letters, digits and '-', at most 63 characters.
@@ -121,6 +122,11 @@ type Rule struct {
 	// partitionBy).
 	// +optional
 	Identity *Identity `json:"identity,omitempty"`
+
+	// Adaptive scales this rule's limits with the application's measured
+	// latency and error rate, between adaptive.minimum and 100%.
+	// +optional
+	Adaptive *Adaptive `json:"adaptive,omitempty"`
 }
 
 // Leasing says whether an enforcer may decide a rule's requests on its own,

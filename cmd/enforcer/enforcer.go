@@ -128,6 +128,7 @@ func (e *enforcer) serve(ctx context.Context) error {
 		return err
 	}
 	go e.backends.Monitor(runCtx, pingInterval, pingTimeout)
+	go e.handler.RunAdaptive(runCtx, e.log)
 
 	proxySrv := e.proxyServer()
 	adminMux := http.NewServeMux()

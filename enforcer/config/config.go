@@ -82,6 +82,9 @@ type Rule struct {
 	// Overrides replace the limits for named tenants (their identity as the
 	// policy names it, before hashing), whatever their tier.
 	Overrides []Override `json:"overrides,omitempty"`
+	// Adaptive, when set, scales every window of the rule (tiers and
+	// overrides too) by a factor that follows the application's health.
+	Adaptive *Adaptive `json:"adaptive,omitempty"`
 }
 
 // Match selects requests; an empty field matches everything.

@@ -165,6 +165,9 @@ func (r *Rule) validate(path string, add addFunc) {
 		if len(r.Limits) > 0 || len(r.TierLimits) > 0 || len(r.Overrides) > 0 {
 			add(path, "an exempt rule has no limits or overrides")
 		}
+		if r.Adaptive != nil {
+			add(path+".adaptive", "an exempt rule has no limits to adapt")
+		}
 		return
 	}
 	r.Identity.validate(path+".identity", add)
@@ -184,6 +187,9 @@ func (r *Rule) validate(path string, add addFunc) {
 			add(fmt.Sprintf("%s.overrides[%d].tenant", path, k), "must not be empty")
 		}
 		r.validateLimits(fmt.Sprintf("%s.overrides[%d](%s).limits", path, k, o.Tenant), o.Limits, add)
+	}
+	if r.Adaptive != nil {
+		r.Adaptive.validate(path+".adaptive", add)
 	}
 }
 

@@ -43,6 +43,8 @@ type Handler struct {
 	rec      Recorder
 	limits   RequestLimits
 	maxBody  int64
+	// adaptive reports the adaptive rules' state (adaptive.go).
+	adaptive adaptiveStates
 }
 
 // Options configure a Handler.
@@ -199,7 +201,10 @@ func (h *Handler) bodyError(w http.ResponseWriter, r *http.Request, err error) {
 
 // Swap puts s into service; requests already being decided finish with the
 // snapshot they started with.
-func (h *Handler) Swap(s *Snapshot) { h.snap.Store(s) }
+func (h *Handler) Swap(s *Snapshot) {
+	h.adopt(s)
+	h.snap.Store(s)
+}
 
 // Snapshot is the configuration in service, nil before the first Swap.
 func (h *Handler) Snapshot() *Snapshot { return h.snap.Load() }
@@ -295,6 +300,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, p)
 		return
 	}
+	w = measure(w, st)
 	st.release()
 	h.forward(w, r, snap)
 }
