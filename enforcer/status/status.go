@@ -75,6 +75,8 @@ type Policy struct {
 	// Redis names the backend the policy decides with, an entry of
 	// Document.Redis.
 	Redis string `json:"redis"`
+	// Adaptive are the policy's adaptive rules, with their effective limits.
+	Adaptive []AdaptiveRule `json:"adaptive,omitempty"`
 }
 
 // Redis is the health of one Redis backend, as the latest decisions and
