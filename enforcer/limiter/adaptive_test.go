@@ -95,7 +95,7 @@ func (ar adaptiveRun) interval(c MeterCounts) AdaptiveState {
 	}
 }
 
-func counts(total, errors, slow, warm int64) MeterCounts {
+func adaptiveCounts(total, errors, slow, warm int64) MeterCounts {
 	c := MeterCounts{Total: total, Errors: errors, Slow: slow, Warm: warm}
 	c.Histogram[0] = total - warm
 	c.Histogram[8] = warm
@@ -114,7 +114,7 @@ func TestAdaptiveStepSharedFactor(t *testing.T) {
 				Interval: config.Duration{Duration: time.Second}}
 			run := adaptiveRun{t: t, r: r, bucket: b, a: a}
 
-			s := run.interval(counts(20, 0, 3, 3)) // 15% slower than the target: over
+			s := run.interval(adaptiveCounts(20, 0, 3, 3)) // 15% slower than the target: over
 			g.Expect(s.Factor).To(Equal(config.BasisPoints(7000)))
 			g.Expect(s.Step).To(Equal(-1))
 			g.Expect(s.Responses).To(Equal(int64(20)))
@@ -127,19 +127,19 @@ func TestAdaptiveStepSharedFactor(t *testing.T) {
 				g.Expect(again.Interval).To(Equal(s.Interval))
 			}
 
-			s = run.interval(counts(20, 2, 0, 0)) // 10% errors, over 5%
+			s = run.interval(adaptiveCounts(20, 2, 0, 0)) // 10% errors, over 5%
 			g.Expect(s.Factor).To(Equal(config.BasisPoints(5000)), "x0.7 is 49%, clamped to the minimum")
 			g.Expect(s.ErrorRate()).To(BeNumerically("~", 0.1))
 
-			s = run.interval(counts(20, 0, 0, 3)) // slower than 80% of the target: within the margin
+			s = run.interval(adaptiveCounts(20, 0, 0, 3)) // slower than 80% of the target: within the margin
 			g.Expect(s.Step).To(Equal(2))
 			g.Expect(s.Factor).To(Equal(config.BasisPoints(5000)), "held")
 
-			s = run.interval(counts(5, 5, 5, 5)) // too few responses to judge
+			s = run.interval(adaptiveCounts(5, 5, 5, 5)) // too few responses to judge
 			g.Expect(s.Step).To(Equal(2))
 			g.Expect(s.Factor).To(Equal(config.BasisPoints(5000)))
 
-			s = run.interval(counts(40, 1, 0, 2)) // 2.5% errors, 5% over the margin: healthy
+			s = run.interval(adaptiveCounts(40, 1, 0, 2)) // 2.5% errors, 5% over the margin: healthy
 			g.Expect(s.Step).To(Equal(1))
 			g.Expect(s.Factor).To(Equal(config.BasisPoints(6000)), "+10 points")
 		})

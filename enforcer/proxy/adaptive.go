@@ -271,3 +271,8 @@ func (h *Handler) adaptiveStep(ctx context.Context, be *Backend, r *route.Rule, 
 			"from", before.String(), "to", after.String(), "p90", state.P90.String(), "errorRate", state.ErrorRate())
 	}
 }
+
+// adaptiveNote tells a refused client that the limit is scaled down.
+func adaptiveNote(f config.BasisPoints) string {
+	return " The limit is at " + f.String() + " of its configured value while the application is over its health targets."
+}

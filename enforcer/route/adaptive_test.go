@@ -31,7 +31,7 @@ func adaptiveShop(t *testing.T) *Table {
 	return table
 }
 
-func checkOf(t *testing.T, table *Table, req *request.Request, rule string) Check {
+func adaptiveCheckOf(t *testing.T, table *Table, req *request.Request, rule string) Check {
 	for _, c := range table.Checks(req, nil) {
 		if c.Policy.Name == "public-api" && c.Rule.Name == rule {
 			return c
@@ -41,7 +41,7 @@ func checkOf(t *testing.T, table *Table, req *request.Request, rule string) Chec
 	return Check{}
 }
 
-func ruleOf(table *Table, name string) *Rule {
+func adaptiveRuleOf(table *Table, name string) *Rule {
 	for _, r := range table.Policies()[0].Rules {
 		if r.Name == name {
 			return r
@@ -56,38 +56,38 @@ func TestFactorScalesLimitsTiersAndOverrides(t *testing.T) {
 	acme := bearer(`{"tenant_id":"acme"}`)
 	premium := newRequest("GET", "/v1/orders", "X-API-Key: k1", "X-Plan: premium")
 	exports := newRequest("POST", "/v1/exports/monthly", acme)
-	g.Expect(checkOf(t, table, premium, "plans").Request.Windows).To(Equal([]limiter.Window{{Requests: 5000, Period: time.Hour}}))
+	g.Expect(adaptiveCheckOf(t, table, premium, "plans").Request.Windows).To(Equal([]limiter.Window{{Requests: 5000, Period: time.Hour}}))
 
 	for _, name := range []string{"api", "plans", "exports"} {
-		g.Expect(ruleOf(table, name).SetFactor(4900)).To(Succeed())
+		g.Expect(adaptiveRuleOf(table, name).SetFactor(4900)).To(Succeed())
 	}
-	g.Expect(checkOf(t, table, premium, "plans").Request.Windows).To(Equal([]limiter.Window{{Requests: 2450, Period: time.Hour}}), "a tier")
-	g.Expect(checkOf(t, table, premium, "api").Request.Windows).To(Equal([]limiter.Window{{Requests: 29, Period: time.Minute, Burst: 29}}),
+	g.Expect(adaptiveCheckOf(t, table, premium, "plans").Request.Windows).To(Equal([]limiter.Window{{Requests: 2450, Period: time.Hour}}), "a tier")
+	g.Expect(adaptiveCheckOf(t, table, premium, "api").Request.Windows).To(Equal([]limiter.Window{{Requests: 29, Period: time.Minute, Burst: 29}}),
 		"requests and burst, rounded down")
-	g.Expect(checkOf(t, table, exports, "exports").Request.Windows).To(Equal([]limiter.Window{{Requests: 490, Period: time.Minute}}),
+	g.Expect(adaptiveCheckOf(t, table, exports, "exports").Request.Windows).To(Equal([]limiter.Window{{Requests: 490, Period: time.Minute}}),
 		"an override")
-	g.Expect(ruleOf(table, "api").Factor()).To(Equal(config.BasisPoints(4900)))
+	g.Expect(adaptiveRuleOf(table, "api").Factor()).To(Equal(config.BasisPoints(4900)))
 
-	g.Expect(ruleOf(table, "api").SetFactor(100)).To(Succeed())
-	g.Expect(ruleOf(table, "api").Factor()).To(Equal(config.BasisPoints(2500)), "never below the minimum")
-	g.Expect(ruleOf(table, "api").Windows()).To(Equal([]limiter.Window{{Requests: 15, Period: time.Minute, Burst: 15}}))
+	g.Expect(adaptiveRuleOf(table, "api").SetFactor(100)).To(Succeed())
+	g.Expect(adaptiveRuleOf(table, "api").Factor()).To(Equal(config.BasisPoints(2500)), "never below the minimum")
+	g.Expect(adaptiveRuleOf(table, "api").Windows()).To(Equal([]limiter.Window{{Requests: 15, Period: time.Minute, Burst: 15}}))
 
 	// a reload carries the factor into the new table
 	next := adaptiveShop(t)
-	g.Expect(ruleOf(next, "api").Adopt(ruleOf(table, "api"))).To(Succeed())
-	g.Expect(ruleOf(next, "api").Windows()).To(Equal([]limiter.Window{{Requests: 15, Period: time.Minute, Burst: 15}}))
-	g.Expect(ruleOf(next, "api").Meter()).To(BeIdenticalTo(ruleOf(table, "api").Meter()), "measurements not sent yet carry over")
+	g.Expect(adaptiveRuleOf(next, "api").Adopt(adaptiveRuleOf(table, "api"))).To(Succeed())
+	g.Expect(adaptiveRuleOf(next, "api").Windows()).To(Equal([]limiter.Window{{Requests: 15, Period: time.Minute, Burst: 15}}))
+	g.Expect(adaptiveRuleOf(next, "api").Meter()).To(BeIdenticalTo(adaptiveRuleOf(table, "api").Meter()), "measurements not sent yet carry over")
 
-	g.Expect(ruleOf(table, "api").SetFactor(config.Full)).To(Succeed())
-	g.Expect(checkOf(t, table, premium, "api").Request.Windows).To(Equal([]limiter.Window{{Requests: 60, Period: time.Minute, Burst: 60}}),
+	g.Expect(adaptiveRuleOf(table, "api").SetFactor(config.Full)).To(Succeed())
+	g.Expect(adaptiveCheckOf(t, table, premium, "api").Request.Windows).To(Equal([]limiter.Window{{Requests: 60, Period: time.Minute, Burst: 60}}),
 		"back in full")
-	g.Expect(ruleOf(table, "api").Windows()).To(Equal(ruleOf(table, "api").ConfiguredWindows()))
+	g.Expect(adaptiveRuleOf(table, "api").Windows()).To(Equal(adaptiveRuleOf(table, "api").ConfiguredWindows()))
 }
 
 func TestRulesWithoutAdaptiveKeepTheirLimits(t *testing.T) {
 	g := NewWithT(t)
 	table := shop(t)
-	r := ruleOf(table, "api")
+	r := adaptiveRuleOf(table, "api")
 	g.Expect(r.Adaptive()).To(BeNil())
 	g.Expect(r.Meter()).To(BeNil())
 	g.Expect(r.SetFactor(2500)).To(Succeed())

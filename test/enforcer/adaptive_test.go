@@ -55,17 +55,17 @@ func (a *healthApp) admitted(from, to time.Time) int {
 	return n
 }
 
-// traffic keeps clients busy against each base URL until stopped, and
+// adaptiveTraffic keeps clients busy against each base URL until stopped, and
 // remembers the lowest X-RateLimit-Limit any response carried.
-type traffic struct {
+type adaptiveTraffic struct {
 	stop    chan struct{}
 	wg      sync.WaitGroup
 	lowest  atomic.Int64
 	answers atomic.Int64
 }
 
-func startTraffic(t *testing.T, bases []string, clients int, headers ...string) *traffic {
-	tr := &traffic{stop: make(chan struct{})}
+func startAdaptiveTraffic(t *testing.T, bases []string, clients int, headers ...string) *adaptiveTraffic {
+	tr := &adaptiveTraffic{stop: make(chan struct{})}
 	tr.lowest.Store(1 << 40)
 	for _, base := range bases {
 		for range clients {
@@ -100,7 +100,7 @@ func startTraffic(t *testing.T, bases []string, clients int, headers ...string) 
 	return tr
 }
 
-func (tr *traffic) end() {
+func (tr *adaptiveTraffic) end() {
 	select {
 	case <-tr.stop:
 	default:
@@ -109,9 +109,9 @@ func (tr *traffic) end() {
 	tr.wg.Wait()
 }
 
-// limitOf is the X-RateLimit-Limit a fresh request to base gets (another
+// adaptiveLimitOf is the X-RateLimit-Limit a fresh request to base gets (another
 // tenant than the traffic's, whose bucket is full).
-func limitOf(t *testing.T, base string) int64 {
+func adaptiveLimitOf(t *testing.T, base string) int64 {
 	r, err := tryDo(context.Background(), http.MethodGet, base+"/v1/items", "X-Tenant-ID: probe")
 	if err != nil {
 		return -1
@@ -143,18 +143,18 @@ func TestAdaptiveSlowApplicationTightensAndRecovers(t *testing.T) {
 	policies := policy("adaptive", adaptiveSpec)
 	a := start(t, setup{policies: policies, upstream: url})
 	b := start(t, setup{policies: policies, upstream: url})
-	g.Expect(limitOf(t, a.url)).To(Equal(int64(100)), "healthy: the configured limit")
+	g.Expect(adaptiveLimitOf(t, a.url)).To(Equal(int64(100)), "healthy: the configured limit")
 
 	app.delay.Store(int64(120 * time.Millisecond))
-	tr := startTraffic(t, []string{a.url, b.url}, 8, "X-Tenant-ID: busy")
+	tr := startAdaptiveTraffic(t, []string{a.url, b.url}, 8, "X-Tenant-ID: busy")
 	// 100% -> 70% -> 49% -> 34% -> 25% (the minimum), one step per interval
-	g.Eventually(func() int64 { return limitOf(t, a.url) }).WithTimeout(30*time.Second).WithPolling(200*time.Millisecond).
+	g.Eventually(func() int64 { return adaptiveLimitOf(t, a.url) }).WithTimeout(30*time.Second).WithPolling(200*time.Millisecond).
 		Should(Equal(int64(25)), "the limit falls to the minimum while the application is slow:\n%s", a.logs)
-	g.Eventually(func() int64 { return limitOf(t, b.url) }).WithTimeout(5*time.Second).WithPolling(100*time.Millisecond).
+	g.Eventually(func() int64 { return adaptiveLimitOf(t, b.url) }).WithTimeout(5*time.Second).WithPolling(100*time.Millisecond).
 		Should(Equal(int64(25)), "the other replica applies the same factor")
 	// both stay at the minimum, and agree, while the application stays slow
 	from := time.Now()
-	g.Consistently(func() [2]int64 { return [2]int64{limitOf(t, a.url), limitOf(t, b.url)} }).
+	g.Consistently(func() [2]int64 { return [2]int64{adaptiveLimitOf(t, a.url), adaptiveLimitOf(t, b.url)} }).
 		WithTimeout(3*time.Second).WithPolling(250*time.Millisecond).Should(Equal([2]int64{25, 25}))
 	to := time.Now()
 	// the busy tenant's requests that reach the application: at most the
@@ -164,11 +164,17 @@ func TestAdaptiveSlowApplicationTightensAndRecovers(t *testing.T) {
 	g.Expect(app.admitted(from, to)).To(BeNumerically("<=", 25+25*seconds+2*(seconds/0.25+2)+5),
 		"admissions follow the effective limit")
 	g.Expect(tr.lowest.Load()).To(BeNumerically(">=", 25), "never below the minimum")
+	// a refusal reports the effective limit in its headers and its body
+	refused := adaptiveRefusal(t, a.url, "X-Tenant-ID: busy")
+	g.Expect(refused.header.Get("X-RateLimit-Limit")).To(Equal("25"))
+	g.Expect(refused.header.Get("RateLimit-Policy")).To(ContainSubstring(";q=25;"))
+	g.Expect(refused.body).To(ContainSubstring("allows 25 requests per"))
+	g.Expect(refused.body).To(ContainSubstring("at 25% of its configured value"))
 	g.Expect(metricValue(t, a, "sluice_enforcer_adaptive_factor", `policy="adaptive"`, `rule="api"`)).To(Equal(0.25))
 	g.Expect(metricValue(t, b, "sluice_enforcer_effective_limit", `policy="adaptive"`, `rule="api"`)).To(Equal(25.0))
 
 	app.delay.Store(0)
-	g.Eventually(func() [2]int64 { return [2]int64{limitOf(t, a.url), limitOf(t, b.url)} }).
+	g.Eventually(func() [2]int64 { return [2]int64{adaptiveLimitOf(t, a.url), adaptiveLimitOf(t, b.url)} }).
 		WithTimeout(40*time.Second).WithPolling(200*time.Millisecond).
 		Should(Equal([2]int64{100, 100}), "both recover the full limit once the application is healthy")
 	tr.end()
@@ -184,12 +190,25 @@ func TestAdaptiveErrorsTighten(t *testing.T) {
 	a := start(t, setup{policies: policies, upstream: url})
 	b := start(t, setup{policies: policies, upstream: url})
 	app.failEvery.Store(5) // 20% errors, fast
-	startTraffic(t, []string{a.url, b.url}, 4, "X-Tenant-ID: busy")
-	g.Eventually(func() int64 { return limitOf(t, a.url) }).WithTimeout(20*time.Second).WithPolling(200*time.Millisecond).
+	startAdaptiveTraffic(t, []string{a.url, b.url}, 4, "X-Tenant-ID: busy")
+	g.Eventually(func() int64 { return adaptiveLimitOf(t, a.url) }).WithTimeout(20*time.Second).WithPolling(200*time.Millisecond).
 		Should(BeNumerically("<", 100), "errors tighten the limit:\n%s", a.logs)
-	g.Eventually(func() int64 { return limitOf(t, b.url) }).WithTimeout(20*time.Second).WithPolling(200*time.Millisecond).
+	g.Eventually(func() int64 { return adaptiveLimitOf(t, b.url) }).WithTimeout(20*time.Second).WithPolling(200*time.Millisecond).
 		Should(Equal(int64(25)))
 	app.failEvery.Store(0)
-	g.Eventually(func() int64 { return limitOf(t, b.url) }).WithTimeout(40*time.Second).WithPolling(200*time.Millisecond).
+	g.Eventually(func() int64 { return adaptiveLimitOf(t, b.url) }).WithTimeout(40*time.Second).WithPolling(200*time.Millisecond).
 		Should(Equal(int64(100)), "the limit recovers once errors stop")
+}
+
+// adaptiveRefusal is a 429 the busy tenant gets from base, whose bucket the
+// adaptiveTraffic keeps empty.
+func adaptiveRefusal(t *testing.T, base string, headers ...string) response {
+	for range 200 {
+		r, err := tryDo(context.Background(), http.MethodGet, base+"/v1/items", headers...)
+		if err == nil && r.status == http.StatusTooManyRequests {
+			return r
+		}
+	}
+	t.Fatal("no request of the busy tenant was refused")
+	return response{}
 }
