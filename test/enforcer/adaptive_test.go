@@ -155,7 +155,7 @@ func TestAdaptiveSlowApplicationTightensAndRecovers(t *testing.T) {
 	// both stay at the minimum, and agree, while the application stays slow
 	from := time.Now()
 	g.Consistently(func() [2]int64 { return [2]int64{adaptiveLimitOf(t, a.url), adaptiveLimitOf(t, b.url)} }).
-		WithTimeout(3*time.Second).WithPolling(250*time.Millisecond).Should(Equal([2]int64{25, 25}))
+		WithTimeout(3 * time.Second).WithPolling(250 * time.Millisecond).Should(Equal([2]int64{25, 25}))
 	to := time.Now()
 	// the busy tenant's requests that reach the application: at most the
 	// bucket (25) plus 25 per second across both replicas; the probes add 2
@@ -193,7 +193,7 @@ func TestAdaptiveErrorsTighten(t *testing.T) {
 	startAdaptiveTraffic(t, []string{a.url, b.url}, 4, "X-Tenant-ID: busy")
 	g.Eventually(func() int64 { return adaptiveLimitOf(t, a.url) }).WithTimeout(20*time.Second).WithPolling(200*time.Millisecond).
 		Should(BeNumerically("<", 100), "errors tighten the limit:\n%s", a.logs)
-	g.Eventually(func() int64 { return adaptiveLimitOf(t, b.url) }).WithTimeout(20*time.Second).WithPolling(200*time.Millisecond).
+	g.Eventually(func() int64 { return adaptiveLimitOf(t, b.url) }).WithTimeout(20 * time.Second).WithPolling(200 * time.Millisecond).
 		Should(Equal(int64(25)))
 	app.failEvery.Store(0)
 	g.Eventually(func() int64 { return adaptiveLimitOf(t, b.url) }).WithTimeout(40*time.Second).WithPolling(200*time.Millisecond).
