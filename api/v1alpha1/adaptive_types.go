@@ -27,7 +27,7 @@ import (
 // factor. While a target is exceeded the factor falls multiplicatively
 // (x0.7), while the application is healthy it rises additively (+10
 // percentage points), never below minimum nor above 100%.
-// +kubebuilder:validation:XValidation:rule="!has(self.minimum) || !self.minimum.matches('^[0-9]+([.][0-9]+)?%$') || (double(self.minimum.replace('%', ”)) >= 1.0 && double(self.minimum.replace('%', ”)) <= 100.0)",message="adaptive.minimum must be between 1% and 100%, for example 25%"
+// +kubebuilder:validation:XValidation:rule="!has(self.minimum) || !self.minimum.matches('^[0-9]+([.][0-9]+)?%$') || (double(self.minimum.substring(0, size(self.minimum) - 1)) >= 1.0 && double(self.minimum.substring(0, size(self.minimum) - 1)) <= 100.0)",message="adaptive.minimum must be between 1% and 100%, for example 25%"
 type Adaptive struct {
 	// Target is the health the application should keep: over either value
 	// in an interval, the limits tighten.
@@ -56,7 +56,7 @@ type Adaptive struct {
 // AdaptiveTarget is the application's health as the enforcers measure it
 // on the responses to the rule's requests; at least one field is set.
 // +kubebuilder:validation:XValidation:rule="has(self.latency) || has(self.errorRate)",message="adaptive.target needs latency, errorRate or both"
-// +kubebuilder:validation:XValidation:rule="!has(self.errorRate) || !self.errorRate.matches('^[0-9]+([.][0-9]+)?%$') || (double(self.errorRate.replace('%', ”)) >= 0.1 && double(self.errorRate.replace('%', ”)) <= 100.0)",message="adaptive.target.errorRate must be between 0.1% and 100%, for example 5%"
+// +kubebuilder:validation:XValidation:rule="!has(self.errorRate) || !self.errorRate.matches('^[0-9]+([.][0-9]+)?%$') || (double(self.errorRate.substring(0, size(self.errorRate) - 1)) >= 0.1 && double(self.errorRate.substring(0, size(self.errorRate) - 1)) <= 100.0)",message="adaptive.target.errorRate must be between 0.1% and 100%, for example 5%"
 type AdaptiveTarget struct {
 	// Latency is the highest p90 response time: from forwarding the request
 	// to the application's response head. A Go duration between 1ms and 60s.
