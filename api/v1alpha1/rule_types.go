@@ -64,6 +64,8 @@ const MaxSlidingWindowLogRequests = 100000
 // +kubebuilder:validation:XValidation:rule="!has(self.limits) || self.limits.all(l, self.cost <= (has(l.burst) ? l.burst : l.requests))",messageExpression="'rule ' + self.name + ' has a cost higher than one of its limits allows per period (burst, or requests when burst is unset), so no request could ever pass: lower cost or raise that limit'"
 // +kubebuilder:validation:XValidation:rule="!has(self.limits) || !self.limits.all(l, l.period.matches('^([0-9]+([.][0-9]+)?(ns|us|µs|ms|s|m|h))+$')) || self.limits.all(a, self.limits.exists_one(b, has(a.tier) == has(b.tier) && (!has(a.tier) || a.tier == b.tier) && duration(a.period) == duration(b.period)))",messageExpression="'rule ' + self.name + ' has two limits for the same tier and period: keep one, or change the period of the other'"
 // +kubebuilder:validation:XValidation:rule="self.algorithm != 'SlidingWindowLog' || !has(self.limits) || self.limits.all(l, l.requests <= 100000)",messageExpression="'rule ' + self.name + ' uses SlidingWindowLog, which stores one entry per request: keep each limit at or below 100000 requests per period, or use SlidingWindowCounter'"
+// +kubebuilder:validation:XValidation:rule="!has(self.onLimit) || !has(self.onLimit.delay) || !(has(self.exempt) && self.exempt)",messageExpression="'rule ' + self.name + ' is exempt: its requests are never limited, so onLimit.delay has nothing to delay; remove it'"
+// +kubebuilder:validation:XValidation:rule="!has(self.onLimit) || !has(self.onLimit.delay) || (has(self.exempt) && self.exempt) || self.algorithm in ['TokenBucket', 'GCRA']",messageExpression="'rule ' + self.name + ' uses ' + self.algorithm + ', which cannot book future capacity exactly: remove onLimit.delay, or use algorithm TokenBucket or GCRA'"
 // +kubebuilder:validation:XValidation:rule="!(has(self.exempt) && self.exempt) || !has(self.adaptive)",messageExpression="'rule ' + self.name + ' is exempt, so it has no limits to adapt: remove adaptive, or set exempt to false'"
 type Rule struct {
 	// Name identifies the rule in overrides, headers, metrics and 429 bodies:
@@ -122,6 +124,11 @@ type Rule struct {
 	// partitionBy).
 	// +optional
 	Identity *Identity `json:"identity,omitempty"`
+
+	// OnLimit says what to do with a request over the limit instead of
+	// refusing it at once: delay it until capacity comes, up to a bound.
+	// +optional
+	OnLimit *OnLimit `json:"onLimit,omitempty"`
 
 	// Adaptive scales this rule's limits with the application's measured
 	// latency and error rate, between adaptive.minimum and 100%.

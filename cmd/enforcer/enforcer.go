@@ -50,7 +50,8 @@ func newEnforcer(o *options, lookupEnv func(string) (string, bool), log *slog.Lo
 		limiter.LocalMaxEntries(o.localFallbackMaxEntries))
 	metrics.WatchBackends(e.backends.All)
 	e.handler = proxy.New(proxy.Options{Upstream: o.upstream, UpstreamProtocol: o.upstreamProtocol, Recorder: metrics, ErrorLog: stdLogger(log, "proxy"),
-		Limits: o.limits.requests, MaxRequestBody: o.limits.maxRequestBody, ResponseHeaderTimeout: o.limits.responseHeaderTimeout})
+		Limits: o.limits.requests, MaxRequestBody: o.limits.maxRequestBody, ResponseHeaderTimeout: o.limits.responseHeaderTimeout,
+		MaxDelayed: o.limits.maxDelayed})
 	metrics.WatchAdaptive(e.handler.AdaptiveReports)
 	e.reloader = reload.NewReloader(configSource(o), e.apply, metrics, log)
 	if err := e.reloader.Start(); err != nil {

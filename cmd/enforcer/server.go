@@ -23,6 +23,9 @@ type serverLimits struct {
 	// http2MaxStreams bounds the concurrent streams of one HTTP/2 client
 	// connection.
 	http2MaxStreams int
+	// maxDelayed bounds the requests waiting at once for onLimit.delay
+	// reservations.
+	maxDelayed int
 }
 
 func addServerFlags(fs *pflag.FlagSet, l *serverLimits) {
@@ -38,6 +41,8 @@ func addServerFlags(fs *pflag.FlagSet, l *serverLimits) {
 		"time the application has to start its response; then 504 (0: no limit)")
 	fs.IntVar(&l.http2MaxStreams, "http2-max-concurrent-streams", defaultHTTP2MaxStreams,
 		"concurrent requests (gRPC calls) one HTTP/2 client connection may have open; more wait for one to end")
+	fs.IntVar(&l.maxDelayed, "delay-max-queued", proxy.DefaultMaxDelayed,
+		"requests that may wait at once for capacity booked by onLimit.delay rules; more are decided without their delay")
 }
 
 // defaultHTTP2MaxStreams is Go's own default, and what grpc-go clients
@@ -89,6 +94,8 @@ func (l *serverLimits) validate() error {
 		return fmt.Errorf("--http2-max-concurrent-streams must be at least 1, got %d", l.http2MaxStreams)
 	case l.maxRequestBody < 0:
 		return fmt.Errorf("--max-request-body must not be negative, got %d", l.maxRequestBody)
+	case l.maxDelayed < 1:
+		return fmt.Errorf("--delay-max-queued must be at least 1, got %d", l.maxDelayed)
 	}
 	return nil
 }

@@ -28,6 +28,9 @@ type TenantUsage struct {
 	Remaining         int64     `json:"remaining"`
 	Reset             time.Time `json:"reset"`
 	RetryAfterSeconds float64   `json:"retryAfterSeconds,omitempty"`
+	// Reservations are the rule's onLimit.delay bookings (delay_debug.go),
+	// omitted for rules without a delay.
+	Reservations *Reservations `json:"reservations,omitempty"`
 	// Adaptive is set for an adaptive rule: the factor that scaled Windows.
 	Adaptive *TenantAdaptive `json:"adaptive,omitempty"`
 }
@@ -70,5 +73,6 @@ func (s *Server) debugTenant(w http.ResponseWriter, r *http.Request) {
 	if !d.Allowed {
 		usage.RetryAfterSeconds = d.RetryAfter.Seconds()
 	}
+	usage.Reservations = s.reservationsOf(c.Request, d, usage.Windows[d.Window])
 	writeJSON(w, http.StatusOK, usage)
 }

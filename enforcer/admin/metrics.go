@@ -34,6 +34,7 @@ type Metrics struct {
 	reloadOK       prometheus.Gauge
 	reloadTime     prometheus.Gauge
 	configInfo     *prometheus.GaugeVec
+	delay          *delayMetrics
 
 	// Children of the vectors, cached by label values: WithLabelValues
 	// hashes its labels on every call, the request path should not.
@@ -115,6 +116,7 @@ func NewMetrics(version string) *Metrics {
 		Help: "The enforcer's version: 1.",
 	}, []string{"version"})
 	buildInfo.WithLabelValues(version).Set(1)
+	m.delay = newDelayMetrics(m.Registry)
 	m.Registry.MustRegister(m.decisions, m.failureMode, m.checkErrors, m.redisLatency, m.upstreamErrors, m.refused,
 		m.reloads, m.reloadErrors, m.reloadOK, m.reloadTime, m.configInfo, buildInfo,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

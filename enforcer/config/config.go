@@ -82,6 +82,9 @@ type Rule struct {
 	// Overrides replace the limits for named tenants (their identity as the
 	// policy names it, before hashing), whatever their tier.
 	Overrides []Override `json:"overrides,omitempty"`
+	// OnLimit says what to do with a request over the limit instead of
+	// refusing it at once; nil refuses it (onlimit.go).
+	OnLimit *OnLimit `json:"onLimit,omitempty"`
 	// Adaptive, when set, scales every window of the rule (tiers and
 	// overrides too) by a factor that follows the application's health.
 	Adaptive *Adaptive `json:"adaptive,omitempty"`

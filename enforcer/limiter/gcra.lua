@@ -16,12 +16,19 @@
 --           least cost; more than cost is a lease, taken from every window
 --           at once, as many as fit all of them now up to want (a
 --           lease at most a quarter of that)
+-- ARGV[3+2n] delay (rules with onLimit.delay only): the longest wait in µs
+--           a request may book. A request that does not fit now but fits
+--           every window within delay moves the TATs now, up to delay past
+--           the tolerance, and waits until its units are due: its future
+--           units are taken, nobody else gets them.
 -- Reply     {allowed (0|1), now_µs, then per window i: remaining, reset_µs,
---           retry_µs, then taken}
+--           retry_µs, then taken, then with a delay ARGV wait_µs}
 --           remaining: whole units that fit now; reset_µs: the TAT, when the
 --           window is whole again; retry_µs: exact wait until cost fits (0 if
 --           it does); taken: the units taken from each window (0 when
---           refused). A refund replies the number of windows it gave back to.
+--           refused). wait_µs: how long an admitted request waits for
+--           its booked units (0 when they fit now); retry_µs stays the
+--           wait until cost fits now. A refund replies the number of windows it gave back to.
 
 local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000000 + tonumber(time[2])
@@ -50,6 +57,8 @@ if cost < 0 then
 end
 
 local want = math.max(cost, tonumber(ARGV[2 + 2 * #KEYS]) or cost)
+local delay = tonumber(ARGV[3 + 2 * #KEYS])
+local wait = 0
 local tats, intervals, tolerances = {}, {}, {}
 local allowed = 1
 local take, left = 0, math.huge
@@ -68,7 +77,18 @@ for i = 1, #KEYS do
   end
   left = math.min(left, math.floor((tolerances[i] - (tat - now)) / intervals[i]))
 end
-if allowed == 1 then
+if allowed == 0 and delay and cost > 0 then
+  -- the longest of the windows' waits: all of them book, or none
+  for i = 1, #KEYS do
+    wait = math.max(wait, tats[i] + cost * intervals[i] - tolerances[i] - now)
+  end
+  if wait <= delay then
+    allowed, take = 1, cost
+  else
+    wait = 0
+  end
+end
+if allowed == 1 and wait == 0 then
   -- what every window holds, up to want; a lease (more than cost) at most
   -- a quarter of it, so that the tenant's requests on other replicas find some
   take = math.min(want, left)
@@ -95,4 +115,7 @@ for i = 1, #KEYS do
   reply[#reply + 1] = retry
 end
 reply[#reply + 1] = take
+if delay then
+  reply[#reply + 1] = wait
+end
 return reply

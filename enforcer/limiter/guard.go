@@ -283,7 +283,11 @@ func (g *Guard) Refund(ctx context.Context, reqs []Request, counted []time.Time)
 	var toRedis []Request
 	var toRedisAt []time.Time
 	for i := range reqs {
-		if reqs[i].Lease && g.leases.refund(&reqs[i], counted[i]) {
+		// a delay rule's admission may be a reservation, whose units
+		// belong to a later time than a lease admits at (delay.go)
+		if reqs[i].delays() {
+			g.leases.forget(&reqs[i])
+		} else if reqs[i].Lease && g.leases.refund(&reqs[i], counted[i]) {
 			continue
 		}
 		toRedis, toRedisAt = append(toRedis, reqs[i]), append(toRedisAt, counted[i])

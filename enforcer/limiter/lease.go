@@ -333,6 +333,9 @@ func (t *leases) settle(e *leaseEntry, d Decision, taken, cost, sent int64, owne
 		}
 		return
 	}
+	if d.Delay > 0 {
+		return // a reservation: nothing to lease, and base describes admissions now
+	}
 	e.base = d
 	extra := taken - cost
 	if extra <= 0 {

@@ -46,6 +46,10 @@ type Request struct {
 	// Lease lets the guard admit from leases and refuse from its denial
 	// cache (lease.go), for the algorithms that allow it exactly.
 	Lease bool
+	// Delay is the longest a request over the limit may wait for capacity
+	// booked in Redis instead of being refused (onLimit.delay.max); zero
+	// refuses it at once. TokenBucket and GCRA only (delay.go).
+	Delay time.Duration
 
 	// checked is set by Rule.Request: the request's rule passed NewRule and
 	// its tenant is not empty. Guard.AllowAll refuses any other Request.
@@ -85,6 +89,9 @@ func NewRule(b Bucket, a Algorithm, windows []Window, cost int64, f FailurePolic
 	}
 	req.Bucket.Tenant = "-" // any tenant Rule.Request accepts; checked there
 	if err := req.validate(); err != nil {
+		return Rule{}, err
+	}
+	if err := validateDelay(req.Algorithm, req.Delay); err != nil {
 		return Rule{}, err
 	}
 	req.Bucket.Tenant = ""
@@ -136,6 +143,10 @@ type Decision struct {
 	// admitted from a lease. A refund gives it back to that time's fixed
 	// window only.
 	CountedAt time.Time
+	// Delay is how long an admitted request must wait before it goes on:
+	// its capacity was booked in Redis for then (a reservation, delay.go).
+	// Zero when admitted now.
+	Delay time.Duration
 }
 
 // ErrInvalidRequest wraps every validation failure of a Request.

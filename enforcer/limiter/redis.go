@@ -82,11 +82,15 @@ func (p pendingCheck) wait(ctx context.Context) (Decision, int64, error) {
 	// decide keeps nothing of the results: for usual window counts they
 	// stay on the stack.
 	var stack [4]WindowResult
-	rep, err := parseReply(raw, descriptorOf(p.req.Algorithm), len(p.req.Windows), p.cost, stack[:0])
+	rep, err := parseReply(raw, descriptorOf(p.req.Algorithm), len(p.req.Windows), p.cost, p.cost >= 0 && p.req.delays(), stack[:0])
 	if err != nil {
 		return Decision{}, 0, fmt.Errorf("redis %s %s: %w", p.req.Algorithm, p.req.Bucket, err)
 	}
-	return decide(p.req, rep.allowed, rep.now, rep.results), rep.taken, nil
+	d := decide(p.req, rep.allowed, rep.now, rep.results)
+	if p.req.delays() {
+		reserved(p.req, &d, rep.wait)
+	}
+	return d, rep.taken, nil
 }
 
 // scriptCall is one EVALSHA in flight.

@@ -41,8 +41,8 @@ func newScript(name string) algorithmScript {
 // EVALSHA sha numkeys key... cost arg... [extra]
 func evalSHA(req *Request, cost, extra int64) (s algorithmScript, cmd []any) {
 	d := descriptorOf(req.Algorithm)
-	// room for the cost, up to 4 arguments per window and want, without regrowing
-	cmd = append(evalSHAKeys(d.script.shaArg, req, 2+4*len(req.Windows)), cost)
+	// room for the cost, up to 4 arguments per window, want and delay, without regrowing
+	cmd = append(evalSHAKeys(d.script.shaArg, req, 3+4*len(req.Windows)), cost)
 	for _, w := range req.Windows {
 		cmd = d.args(cmd, w)
 	}
@@ -51,6 +51,9 @@ func evalSHA(req *Request, cost, extra int64) (s algorithmScript, cmd []any) {
 		cmd = append(cmd, extra)
 	case d.leases:
 		cmd = append(cmd, max(cost, extra))
+		if req.delays() {
+			cmd = append(cmd, req.Delay.Microseconds())
+		}
 	}
 	return d.script, cmd
 }
@@ -89,15 +92,22 @@ type reply struct {
 	// taken is what the decision took from every window: its cost, or a
 	// lease's larger amount; 0 when refused.
 	taken int64
+	// wait is how long an admitted request waits for its reservation
+	// (requests with a Delay only).
+	wait time.Duration
 }
 
 // parseReply decodes {allowed, now_µs, remaining, reset_µs, retry_µs, ...,
 // [taken]} of a script deciding cost, appending the windows' results to dst.
 // Scripts of algorithms that lease reply taken; for the others it is cost
-// when allowed.
-func parseReply(raw any, d *algorithm, windows int, cost int64, dst []WindowResult) (reply, error) {
+// when allowed. delays says the call passed a delay: its reply ends with
+// wait_µs.
+func parseReply(raw any, d *algorithm, windows int, cost int64, delays bool, dst []WindowResult) (reply, error) {
 	n := 2 + 3*windows
 	if d.leases {
+		n++
+	}
+	if delays {
 		n++
 	}
 	vals, ok := raw.([]any)
@@ -119,11 +129,19 @@ func parseReply(raw any, d *algorithm, windows int, cost int64, dst []WindowResu
 			Retry:     time.Duration(at(j+2)) * time.Microsecond,
 		})
 	}
+	last := n - 1
+	if delays {
+		r.wait = time.Duration(at(last)) * time.Microsecond
+		last--
+	}
 	switch {
 	case d.leases:
-		r.taken = at(n - 1)
+		r.taken = at(last)
 	case r.allowed:
 		r.taken = cost
+	}
+	if r.wait < 0 || r.wait > 0 && (!r.allowed || r.taken != cost) {
+		return reply{}, fmt.Errorf("unexpected script reply: a wait of %s for allowed %v taking %d of cost %d", r.wait, r.allowed, r.taken, cost)
 	}
 	if r.allowed && r.taken < cost || !r.allowed && r.taken != 0 {
 		return reply{}, fmt.Errorf("unexpected script reply: allowed %v taking %d of cost %d", r.allowed, r.taken, cost)

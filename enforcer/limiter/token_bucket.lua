@@ -10,11 +10,20 @@
 --           least cost; more than cost is a lease, taken from every window
 --           at once, as many whole tokens as all of them hold up to want (a
 --           lease at most a quarter of that)
+-- ARGV[3+3n] delay (rules with onLimit.delay only): the longest wait in µs
+--           a request may book. A request that does not fit now but whose
+--           cost every window refills within delay is admitted now into
+--           debt (the tokens go below zero) and waits until the debt is
+--           repaid: its future tokens are taken, nobody else gets them.
 -- Reply     {allowed (0|1), now_µs, then per window i: remaining, reset_µs,
---           retry_µs, then taken}
+--           retry_µs, then taken, then with a delay ARGV wait_µs}
 --           remaining: whole tokens left; reset_µs: when the bucket is full
 --           again; retry_µs: wait until it holds cost tokens (0 if it does);
 --           taken: the tokens taken from each window (0 when refused).
+--           wait_µs: how long an admitted request waits for its booked
+--           tokens (0 when they were there); retry_µs stays the wait
+--           until cost fits now, so a refused request's retry is beyond
+--           delay.
 --           A refund replies the number of windows it gave back to.
 
 local time = redis.call('TIME')
@@ -36,6 +45,8 @@ if cost < 0 then
 end
 
 local want = math.max(cost, tonumber(ARGV[2 + 3 * #KEYS]) or cost)
+local delay = tonumber(ARGV[3 + 3 * #KEYS])
+local wait = 0
 local tokens, requests, periods, caps = {}, {}, {}, {}
 local allowed = 1
 local take, left = 0, math.huge
@@ -57,7 +68,20 @@ for i = 1, #KEYS do
   end
   left = math.min(left, math.floor(tok + eps))
 end
-if allowed == 1 then
+if allowed == 0 and delay and cost > 0 then
+  -- the longest of the windows' waits: all of them book, or none
+  for i = 1, #KEYS do
+    if tokens[i] + eps < cost then
+      wait = math.max(wait, math.ceil((cost - tokens[i]) * periods[i] / requests[i]))
+    end
+  end
+  if wait <= delay then
+    allowed, take = 1, cost
+  else
+    wait = 0
+  end
+end
+if allowed == 1 and wait == 0 then
   -- what every window holds, up to want; a lease (more than cost) at most
   -- a quarter of it, so that the tenant's requests on other replicas find some
   take = math.min(want, left)
@@ -87,4 +111,7 @@ for i = 1, #KEYS do
   reply[#reply + 1] = retry
 end
 reply[#reply + 1] = take
+if delay then
+  reply[#reply + 1] = wait
+end
 return reply

@@ -43,6 +43,8 @@ type Handler struct {
 	rec      Recorder
 	limits   RequestLimits
 	maxBody  int64
+	// delays are the requests waiting for their reservations (delay.go).
+	delays delayQueue
 	// adaptive reports the adaptive rules' state (adaptive.go).
 	adaptive adaptiveStates
 }
@@ -78,6 +80,9 @@ type Options struct {
 	// application, a chunked body growing over it is cut off (413 if the
 	// application has not answered yet) with its connection. 0 is no limit.
 	MaxRequestBody int64
+	// MaxDelayed bounds the requests waiting at once for capacity booked
+	// by onLimit.delay rules (delay.go); 0 means DefaultMaxDelayed.
+	MaxDelayed int
 }
 
 // New is a Handler forwarding admitted requests as opts say. Serve no
@@ -86,6 +91,10 @@ func New(opts Options) *Handler {
 	h := &Handler{rec: opts.Recorder, limits: opts.Limits, maxBody: opts.MaxRequestBody, protocol: opts.UpstreamProtocol.OrDefault()}
 	if h.rec == nil {
 		h.rec = NopRecorder{}
+	}
+	h.delays.max = opts.MaxDelayed
+	if h.delays.max <= 0 {
+		h.delays.max = DefaultMaxDelayed
 	}
 	h2cTransport, h2cCallTransport := opts.Transport, opts.Transport
 	if opts.Transport == nil {
@@ -221,6 +230,9 @@ type requestState struct {
 	// counted are the refunded decisions' CountedAt, beside reqs.
 	counted []time.Time
 	buf     []byte
+	// delays say, per check, whether it holds a place in the delay queue
+	// (delay.go); empty when no check's rule delays.
+	delays []uint8
 }
 
 var statePool = sync.Pool{New: func() any {
@@ -237,6 +249,7 @@ func (st *requestState) release() {
 	clear(st.checks) // drop references to requests' identities
 	clear(st.reqs)
 	st.checks, st.reqs = st.checks[:0], st.reqs[:0]
+	st.delays = st.delays[:0]
 	statePool.Put(st)
 }
 
@@ -283,6 +296,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// refund half way: Redis calls are bounded by the policies' timeouts,
 	// not by the client.
 	ctx := context.WithoutCancel(r.Context())
+	h.enqueue(st)
 	h.decide(ctx, snap, st)
 	refusing, wouldDeny := h.evaluate(st)
 	if refusing >= 0 {
@@ -296,8 +310,14 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.record(st)
 	if refusing >= 0 {
 		p := refusal(&st.checks[refusing], &st.outs[refusing].Decision)
+		queueFullDetail(st, refusing, p)
+		h.dequeue(st, false)
 		st.release()
 		writeProblem(w, r, p)
+		return
+	}
+	if wait := h.dequeue(st, true); wait > 0 && !h.await(ctx, w, r, snap, st, wait) {
+		st.release()
 		return
 	}
 	w = measure(w, st)

@@ -47,6 +47,7 @@ import (
 	"net/netip"
 	"reflect"
 	"strings"
+	"time"
 
 	"github.com/sluice-dev/sluice/enforcer/config"
 	"github.com/sluice-dev/sluice/enforcer/identity"
@@ -320,6 +321,11 @@ type Rule struct {
 	Algorithm limiter.Algorithm
 	Cost      int64
 	Leasing   config.Leasing
+	// Delay is how long a request over the limit may wait for booked
+	// capacity, and DelayMaxQueued how many of one tenant's may wait at
+	// once in this enforcer; zero without onLimit.delay.
+	Delay          time.Duration
+	DelayMaxQueued int
 
 	match    matcher
 	identity *identity.Resolver
@@ -347,6 +353,9 @@ func compileRule(b bucketOf, cr *config.Rule, resolvers *[]compiledIdentity) (*R
 	r := &Rule{Name: cr.Name, Exempt: cr.Exempt, Algorithm: cr.Algorithm, Cost: max(1, cr.Cost), Leasing: cr.Leasing, match: m}
 	if r.Exempt {
 		return r, nil
+	}
+	if r.Delay = cr.DelayMax(); r.Delay > 0 {
+		r.DelayMaxQueued = int(cr.OnLimit.Delay.MaxQueued)
 	}
 	for _, c := range *resolvers {
 		if reflect.DeepEqual(c.cfg, cr.Identity) {
@@ -406,7 +415,7 @@ func (b bucketOf) rule(limits []config.Limit, r *Rule) (limiter.Rule, error) {
 		ws[i] = limiter.Window{Requests: l.Requests, Period: l.Period.Duration, Burst: l.Burst}
 	}
 	return limiter.NewRule(limiter.Bucket{Namespace: b.namespace, Policy: b.policy, Rule: r.Name},
-		r.Algorithm, ws, r.Cost, b.failure, limiter.Leasing(r.Leasing))
+		r.Algorithm, ws, r.Cost, b.failure, limiter.Leasing(r.Leasing), limiter.Delay(r.Delay))
 }
 
 // windows are the rule's windows for a tenant (as overrides name it) of a

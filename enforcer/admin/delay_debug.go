@@ -1,0 +1,57 @@
+package admin
+
+import (
+	"math"
+	"time"
+
+	"github.com/sluice-dev/sluice/enforcer/config"
+	"github.com/sluice-dev/sluice/enforcer/limiter"
+)
+
+// Reservations is what /debug/tenant shows of onLimit.delay for a rule
+// that has it: the units booked ahead in Redis by every enforcer, read from
+// the deciding window, and the tenant's requests waiting in this one.
+type Reservations struct {
+	// Booked are the units the window has handed out beyond what it holds
+	// now: requests of any enforcer admitted to wait for them.
+	Booked int64 `json:"booked"`
+	// Until is when the last booked unit is due, omitted when none is.
+	Until *time.Time `json:"until,omitempty"`
+	// Waiting are the tenant's requests holding a place in this
+	// enforcer's wait queue, and LatestSlot the latest slot one of them
+	// waits for.
+	Waiting    int        `json:"waiting"`
+	LatestSlot *time.Time `json:"latestSlot,omitempty"`
+}
+
+// waitingSource is the proxy handler's view of its wait queue.
+type waitingSource interface {
+	Waiting(b limiter.Bucket) (n int, latest time.Time)
+}
+
+// reservationsOf reads the reservations of a peeked decision d of a delay
+// rule: its window win is whole at d.Reset and holds nothing a capacity's
+// refill before; any later time is booked ahead.
+func (s *Server) reservationsOf(req limiter.Request, d limiter.Decision, win config.Limit) *Reservations {
+	if req.Delay == 0 {
+		return nil
+	}
+	out := &Reservations{}
+	capacity := win.Burst
+	if capacity == 0 {
+		capacity = win.Requests
+	}
+	period := win.Period.Duration
+	empty := d.Reset.Add(-time.Duration(float64(capacity) * float64(period) / float64(win.Requests)))
+	if ahead := empty.Sub(d.Now); ahead > 0 {
+		out.Booked = int64(math.Ceil(ahead.Seconds()*float64(win.Requests)/period.Seconds() - 1e-6))
+		out.Until = &empty
+	}
+	if ws, ok := s.opts.Snapshots.(waitingSource); ok {
+		var latest time.Time
+		if out.Waiting, latest = ws.Waiting(req.Bucket); !latest.IsZero() {
+			out.LatestSlot = &latest
+		}
+	}
+	return out
+}

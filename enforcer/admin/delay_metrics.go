@@ -1,0 +1,69 @@
+package admin
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluice-dev/sluice/enforcer/proxy"
+	"github.com/sluice-dev/sluice/enforcer/route"
+)
+
+// delayMetrics are the metrics of onLimit.delay: Metrics implements
+// proxy.DelayRecorder with them.
+type delayMetrics struct {
+	delayed   *prometheus.CounterVec
+	wait      *prometheus.HistogramVec
+	queue     prometheus.Gauge
+	full      *prometheus.CounterVec
+	cancelled *prometheus.CounterVec
+}
+
+func newDelayMetrics(reg prometheus.Registerer) *delayMetrics {
+	m := &delayMetrics{
+		delayed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_enforcer_delayed_requests_total",
+			Help: "Requests over a limit that waited for capacity booked in Redis (onLimit.delay) and then went on, by policy and rule.",
+		}, []string{"policy", "rule"}),
+		wait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "sluice_enforcer_delay_wait_seconds",
+			Help:    "How long delayed requests waited for their reservation, by policy and rule.",
+			Buckets: []float64{.001, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
+		}, []string{"policy", "rule"}),
+		queue: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "sluice_enforcer_delay_queue_length",
+			Help: "Requests of onLimit.delay rules holding a place in this enforcer's wait queue (being decided or waiting); at most --delay-max-queued.",
+		}),
+		full: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_enforcer_delay_queue_full_total",
+			Help: "Requests decided without their delay because a wait queue was full, by policy, rule and scope (tenant: the rule's maxQueued; enforcer: --delay-max-queued).",
+		}, []string{"policy", "rule", "scope"}),
+		cancelled: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_enforcer_delay_cancelled_total",
+			Help: "Waits that ended before their slot because the client hung up or a gRPC deadline came first; their reservations were given back. By policy and rule.",
+		}, []string{"policy", "rule"}),
+	}
+	reg.MustRegister(m.delayed, m.wait, m.queue, m.full, m.cancelled)
+	return m
+}
+
+// Delayed records a request that waited wait for its reservation.
+func (m *Metrics) Delayed(p *route.Policy, r *route.Rule, wait time.Duration) {
+	m.delay.delayed.WithLabelValues(p.Name, r.Name).Inc()
+	m.delay.wait.WithLabelValues(p.Name, r.Name).Observe(wait.Seconds())
+}
+
+// DelayCancelled records a wait given up before its slot.
+func (m *Metrics) DelayCancelled(p *route.Policy, r *route.Rule) {
+	m.delay.cancelled.WithLabelValues(p.Name, r.Name).Inc()
+}
+
+// DelayQueueFull records a request decided without its delay.
+func (m *Metrics) DelayQueueFull(p *route.Policy, r *route.Rule, scope string) {
+	m.delay.full.WithLabelValues(p.Name, r.Name, scope).Inc()
+}
+
+// DelayQueueLength records the places held in the wait queue.
+func (m *Metrics) DelayQueueLength(n int) { m.delay.queue.Set(float64(n)) }
+
+var _ proxy.DelayRecorder = (*Metrics)(nil)

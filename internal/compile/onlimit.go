@@ -1,0 +1,19 @@
+package compile
+
+import (
+	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/enforcer/config"
+)
+
+// onLimit compiles a rule's onLimit, resolving delay.maxQueued's default;
+// nil (and an onLimit without delay) refuses at once.
+func onLimit(o *v1alpha1.OnLimit) *config.OnLimit {
+	if o == nil || o.Delay == nil {
+		return nil
+	}
+	d := &config.Delay{Max: config.Duration{Duration: o.Delay.Max.Duration}, MaxQueued: v1alpha1.DefaultDelayMaxQueued}
+	if o.Delay.MaxQueued != nil {
+		d.MaxQueued = *o.Delay.MaxQueued
+	}
+	return &config.OnLimit{Delay: d}
+}
