@@ -2,6 +2,7 @@ package enforcer
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -12,6 +13,8 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+
+	enforcerstatus "github.com/sluice-dev/sluice/enforcer/status"
 )
 
 // healthApp is an application whose latency and error rate the test sets
@@ -187,7 +190,8 @@ func TestAdaptiveErrorsTighten(t *testing.T) {
 	g := NewWithT(t)
 	app, url := newHealthApp(t)
 	policies := policy("adaptive", adaptiveSpec)
-	a := start(t, setup{policies: policies, upstream: url})
+	debugAddr, _ := freeAddrs(t)
+	a := start(t, setup{policies: policies, upstream: url, args: []string{"--debug-listen", debugAddr}})
 	b := start(t, setup{policies: policies, upstream: url})
 	app.failEvery.Store(5) // 20% errors, fast
 	startAdaptiveTraffic(t, []string{a.url, b.url}, 4, "X-Tenant-ID: busy")
@@ -195,6 +199,36 @@ func TestAdaptiveErrorsTighten(t *testing.T) {
 		Should(BeNumerically("<", 100), "errors tighten the limit:\n%s", a.logs)
 	g.Eventually(func() int64 { return adaptiveLimitOf(t, b.url) }).WithTimeout(20 * time.Second).WithPolling(200 * time.Millisecond).
 		Should(Equal(int64(25)))
+
+	// /debug/tenant shows the factor next to the bucket, /status the rule's state
+	var usage struct {
+		Limit   int64 `json:"limit"`
+		Windows []struct {
+			Requests int64 `json:"requests"`
+		} `json:"windows"`
+		Adaptive *struct {
+			Factor     string `json:"factor"`
+			Configured []struct {
+				Requests int64 `json:"requests"`
+			} `json:"configured"`
+		} `json:"adaptive"`
+	}
+	r := get(t, "http://"+debugAddr+"/debug/tenant?policy=adaptive&rule=api&tenant=busy")
+	g.Expect(r.status).To(Equal(200), r.body)
+	g.Expect(json.Unmarshal([]byte(r.body), &usage)).To(Succeed())
+	g.Expect(usage.Adaptive).NotTo(BeNil(), r.body)
+	g.Expect(usage.Adaptive.Factor).To(Equal("25%"), r.body)
+	g.Expect(usage.Adaptive.Configured[0].Requests).To(Equal(int64(100)), r.body)
+	g.Expect(usage.Windows[0].Requests).To(Equal(int64(25)), r.body)
+	g.Expect(usage.Limit).To(Equal(int64(25)), r.body)
+	var doc enforcerstatus.Document
+	g.Expect(json.Unmarshal([]byte(get(t, b.admin+enforcerstatus.Path).body), &doc)).To(Succeed())
+	g.Expect(doc.Policies).To(HaveLen(1))
+	g.Expect(doc.Policies[0].Adaptive).To(HaveLen(1))
+	g.Expect(doc.Policies[0].Adaptive[0].Factor).To(Equal(int64(2500)))
+	g.Expect(doc.Policies[0].Adaptive[0].Limits[0].Requests).To(Equal(int64(25)))
+	g.Expect(doc.Policies[0].Adaptive[0].ErrorRate).To(BeNumerically(">", 0.05), "the 5xx share across replicas")
+
 	app.failEvery.Store(0)
 	g.Eventually(func() int64 { return adaptiveLimitOf(t, b.url) }).WithTimeout(40*time.Second).WithPolling(200*time.Millisecond).
 		Should(Equal(int64(100)), "the limit recovers once errors stop")
