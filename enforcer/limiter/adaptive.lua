@@ -7,7 +7,8 @@
 --           e (5xx), s (slower than the latency target), w (slower than
 --           the healthy margin of it), h<k> (latency histogram bucket k)
 -- KEYS[2]   hash of the factor: f (basis points), i (interval it was last
---           stepped for), then that interval's n, e and p (p90 bucket)
+--           stepped for), then that interval's n, e and p (p90 bucket), d
+--           (the step taken) and l (the interval length i counts in)
 -- ARGV[1]   interval in ms
 -- ARGV[2]   minimum factor, basis points (100 .. 10000)
 -- ARGV[3]   error rate target, basis points (0: none)
@@ -47,10 +48,15 @@ if n > 0 then
 end
 redis.call('PEXPIRE', KEYS[1], interval * 4)
 
-local state = redis.call('HMGET', KEYS[2], 'f', 'i', 'n', 'e', 'p', 'd')
+local state = redis.call('HMGET', KEYS[2], 'f', 'i', 'n', 'e', 'p', 'd', 'l')
 local factor = tonumber(state[1]) or 10000
 local decided = tonumber(state[2]) or -1
 local step = tonumber(state[6]) or 0
+if tonumber(state[7]) ~= interval then
+  -- a new interval length numbers intervals anew: the factor stays, and the
+  -- interval before this one is decided in the new numbering
+  decided = -1
+end
 if decided < prev then
   local p = prev .. ':'
   local got = redis.call('HMGET', KEYS[1], p .. 'n', p .. 'e', p .. 's', p .. 'w')
@@ -80,12 +86,13 @@ if decided < prev then
     end
   end
   factor = math.max(minimum, math.min(10000, factor))
-  redis.call('HSET', KEYS[2], 'f', factor, 'i', prev, 'n', tn, 'e', te, 'p', p90, 'd', step)
-  -- measurements of decided intervals are no longer needed
+  redis.call('HSET', KEYS[2], 'f', factor, 'i', prev, 'n', tn, 'e', te, 'p', p90, 'd', step, 'l', interval)
+  -- measurements of decided intervals (and of another interval length)
+  -- are no longer needed
   local fields = redis.call('HKEYS', KEYS[1])
   for _, field in ipairs(fields) do
     local at = tonumber(string.match(field, '^(-?%d+):'))
-    if at and at < cur then redis.call('HDEL', KEYS[1], field) end
+    if at and at ~= cur then redis.call('HDEL', KEYS[1], field) end
   end
 end
 factor = math.max(minimum, math.min(10000, factor))

@@ -149,3 +149,23 @@ func TestAdaptiveStepSharedFactor(t *testing.T) {
 		})
 	}
 }
+
+// A new interval length keeps the factor and goes on stepping: intervals
+// are numbered anew, and none of the old numbering blocks a decision.
+func TestAdaptiveStepAfterTheIntervalChanges(t *testing.T) {
+	g := NewWithT(t)
+	r := newRedis(t, standalone.URL())
+	b := bucketFor(t)
+	b.Rule = "interval-" + time.Now().Format("150405.000")
+	a := &config.Adaptive{ErrorRate: 500, Minimum: 2500, Interval: config.Duration{Duration: time.Second}}
+	run := adaptiveRun{t: t, r: r, bucket: b, a: a}
+	g.Expect(run.interval(adaptiveCounts(20, 10, 0, 0)).Factor).To(Equal(config.BasisPoints(7000)))
+
+	// a longer interval: its numbers are smaller than the one decided
+	a.Interval = config.Duration{Duration: 2 * time.Second}
+	s := run.interval(adaptiveCounts(20, 10, 0, 0))
+	if s.Step == 2 { // the first call in the new numbering found nothing measured before it
+		s = run.interval(adaptiveCounts(20, 10, 0, 0))
+	}
+	g.Expect(s.Factor).To(Equal(config.BasisPoints(4900)), "the factor stayed and stepped again")
+}
