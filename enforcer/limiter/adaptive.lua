@@ -52,9 +52,10 @@ local state = redis.call('HMGET', KEYS[2], 'f', 'i', 'n', 'e', 'p', 'd', 'l')
 local factor = tonumber(state[1]) or 10000
 local decided = tonumber(state[2]) or -1
 local step = tonumber(state[6]) or 0
-if tonumber(state[7]) ~= interval then
-  -- a new interval length numbers intervals anew: the factor stays, and the
-  -- interval before this one is decided in the new numbering
+if tonumber(state[7]) ~= interval or decided > prev then
+  -- a new interval length numbers intervals anew, and a Redis whose clock
+  -- is behind the one that decided (a failover) has not reached it: the
+  -- factor stays, and the interval before this one is decided anew
   decided = -1
 end
 if decided < prev then
