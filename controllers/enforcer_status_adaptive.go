@@ -56,16 +56,19 @@ func setAdaptiveStatus(p *v1alpha1.RateLimitPolicy, pods []selectedPod, now meta
 		if !ok {
 			continue
 		}
-		e := v1alpha1.EffectiveLimit{Rule: name, Factor: config.BasisPoints(a.Factor).String(),
-			Latency: (time.Duration(a.P90Seconds * float64(time.Second))).String(), ErrorRate: percentOf(a.ErrorRate),
-			Throttled: a.Factor < int64(config.Full)}
+		e := v1alpha1.EffectiveLimit{Rule: name, Factor: config.BasisPoints(a.Factor).String(), Throttled: a.Factor < int64(config.Full)}
+		measured := "no responses in the last interval"
+		if a.Responses > 0 { // an interval without responses has no latency or error rate
+			e.Latency, e.ErrorRate = (time.Duration(a.P90Seconds * float64(time.Second))).String(), percentOf(a.ErrorRate)
+			measured = fmt.Sprintf("p90 latency %s, 5xx %s in the last interval", e.Latency, e.ErrorRate)
+		}
 		for _, l := range a.Limits {
 			e.Limits = append(e.Limits, strconv.FormatInt(l.Requests, 10)+"/"+l.Period)
 		}
 		limits = append(limits, e)
 		if e.Throttled {
-			throttled = append(throttled, fmt.Sprintf("rule %s applies %s of its limits (%s): p90 latency %s, 5xx %s in the last interval",
-				name, e.Factor, strings.Join(e.Limits, ", "), e.Latency, e.ErrorRate))
+			throttled = append(throttled, fmt.Sprintf("rule %s applies %s of its limits (%s): %s",
+				name, e.Factor, strings.Join(e.Limits, ", "), measured))
 		}
 	}
 	if len(limits) == 0 {

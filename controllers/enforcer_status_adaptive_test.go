@@ -58,8 +58,13 @@ func TestAdaptiveStatusThrottledAndRecovered(t *testing.T) {
 	g.Expect(c.Message).To(ContainSubstring("rule api applies 49% of its limits (49/1s)"))
 	g.Expect(e).To(Equal(&statusEvent{Type: corev1.EventTypeWarning, Reason: v1alpha1.ReasonThrottledByHealth, Note: c.Message}))
 
-	g.Expect(setAdaptiveStatus(p, []selectedPod{adaptivePod("a", 3400, 34, at.Add(2*time.Second))}, t0)).To(BeNil(),
-		"still throttled: no new Event")
+	idle := adaptivePod("a", 3400, 34, at.Add(2*time.Second))
+	idle.Polled.Status.Policies[0].Adaptive[0].Responses = 0
+	idle.Polled.Status.Policies[0].Adaptive[0].P90Seconds, idle.Polled.Status.Policies[0].Adaptive[0].ErrorRate = 0, 0
+	g.Expect(setAdaptiveStatus(p, []selectedPod{idle}, t0)).To(BeNil(), "still throttled: no new Event")
+	g.Expect(p.Status.EffectiveLimits[0].Latency).To(BeEmpty(), "no responses: no latency to report")
+	g.Expect(apimeta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionThrottled).Message).
+		To(ContainSubstring("rule api applies 34% of its limits (34/1s): no responses in the last interval"))
 
 	e = setAdaptiveStatus(p, []selectedPod{adaptivePod("a", 10000, 100, at.Add(3*time.Second))}, t0)
 	c = apimeta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionThrottled)
