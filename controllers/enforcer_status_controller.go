@@ -225,7 +225,9 @@ func podsSelectedBy(p *v1alpha1.RateLimitPolicy, pods []selectedPod) []selectedP
 func (r *EnforcerStatusReconciler) reconcileStatus(patch *statusPatch, pods []selectedPod, history []seenConfig) {
 	now := metav1.NewTime(r.now())
 	for _, p := range patch.policies {
-		patch.recordOnSave(p, setEnforcerStatus(p, podsSelectedBy(p, pods), entriesFor(history, string(p.UID)), now))
+		selected := podsSelectedBy(p, pods)
+		patch.recordOnSave(p, setEnforcerStatus(p, selected, entriesFor(history, string(p.UID)), now))
+		patch.recordOnSave(p, setAdaptiveStatus(p, selected, now))
 	}
 }
 

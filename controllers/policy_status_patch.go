@@ -39,7 +39,7 @@ type statusPatch struct {
 	action   string
 	policies []*v1alpha1.RateLimitPolicy
 	before   map[*v1alpha1.RateLimitPolicy]*v1alpha1.RateLimitPolicy
-	events   map[*v1alpha1.RateLimitPolicy]*statusEvent
+	events   map[*v1alpha1.RateLimitPolicy][]*statusEvent
 }
 
 func newStatusPatch(policies []*v1alpha1.RateLimitPolicy, action string) *statusPatch {
@@ -47,7 +47,7 @@ func newStatusPatch(policies []*v1alpha1.RateLimitPolicy, action string) *status
 		action:   action,
 		policies: policies,
 		before:   make(map[*v1alpha1.RateLimitPolicy]*v1alpha1.RateLimitPolicy, len(policies)),
-		events:   map[*v1alpha1.RateLimitPolicy]*statusEvent{},
+		events:   map[*v1alpha1.RateLimitPolicy][]*statusEvent{},
 	}
 	for _, policy := range policies {
 		p.before[policy] = policy.DeepCopy()
@@ -56,10 +56,11 @@ func newStatusPatch(policies []*v1alpha1.RateLimitPolicy, action string) *status
 }
 
 // recordOnSave records event on policy once its status is saved, so that a
-// transition whose patch fails (and is retried) is announced once.
+// transition whose patch fails (and is retried) is announced once. Events
+// of one pass (Ready and Throttled transitions) are recorded in order.
 func (p *statusPatch) recordOnSave(policy *v1alpha1.RateLimitPolicy, event *statusEvent) {
 	if event != nil {
-		p.events[policy] = event
+		p.events[policy] = append(p.events[policy], event)
 	}
 }
 
@@ -86,8 +87,10 @@ func (p *statusPatch) apply(ctx context.Context, c client.Client, events recorde
 			errs = append(errs, fmt.Errorf("patch status of RateLimitPolicy %s/%s: %w", policy.Namespace, policy.Name, err))
 			continue
 		}
-		if e := p.events[policy]; e != nil && events != nil {
-			recordEvent(events, policy, e.Type, e.Reason, p.action, e.Note)
+		for _, e := range p.events[policy] {
+			if events != nil {
+				recordEvent(events, policy, e.Type, e.Reason, p.action, e.Note)
+			}
 		}
 	}
 	return conflict, errors.Join(errs...)

@@ -84,3 +84,16 @@ const (
 	// the enforcers.
 	ReasonProgressing = "Progressing"
 )
+
+// Condition type and reasons of adaptive limits (rules with adaptive).
+const (
+	// ConditionThrottled is True while the application's health holds an
+	// adaptive rule's limits below 100%, False once they are back in full.
+	// Present only on policies with adaptive rules.
+	ConditionThrottled = "Throttled"
+	// ReasonThrottledByHealth: the application's latency or error rate is
+	// over an adaptive rule's target, so its limits are scaled down.
+	ReasonThrottledByHealth = "ThrottledByHealth"
+	// ReasonHealthy: every adaptive rule applies its limits in full.
+	ReasonHealthy = "Healthy"
+)

@@ -276,6 +276,13 @@ type RateLimitPolicyStatus struct {
 	// Bans counts the tenants banned now by the policy's rules with a ban.
 	// +optional
 	Bans *BanStatus `json:"bans,omitempty"`
+	// EffectiveLimits are the limits the enforcers apply to the adaptive
+	// rules now, scaled by the application's health.
+	// +listType=map
+	// +listMapKey=rule
+	// +kubebuilder:validation:MaxItems=64
+	// +optional
+	EffectiveLimits []EffectiveLimit `json:"effectiveLimits,omitempty"`
 }
 
 // EnforcerCounts counts the selected pods by the state of their enforcer.

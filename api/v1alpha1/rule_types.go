@@ -70,6 +70,7 @@ const MaxSlidingWindowLogRequests = 100000
 // +kubebuilder:validation:XValidation:rule="!has(self.ban) || self.ban.durations.all(d, d.matches('^([0-9]+([.][0-9]+)?(ns|us|µs|ms|s|m|h))+$') && duration(d) >= duration('1s') && duration(d) <= duration('744h'))",messageExpression="'rule ' + self.name + ' has a ban duration that is not a duration between 1s and 744h (31 days), such as 5m, 1h or 24h'"
 // +kubebuilder:validation:XValidation:rule="!has(self.ban) || (self.ban.after.within.matches('^([0-9]+([.][0-9]+)?(ns|us|µs|ms|s|m|h))+$') && duration(self.ban.after.within) >= duration('1s') && duration(self.ban.after.within) <= duration('24h'))",messageExpression="'rule ' + self.name + ' has a ban whose after.within is not a duration between 1s and 24h, such as 1m'"
 // +kubebuilder:validation:XValidation:rule="!has(self.ban) || !has(self.ban.forgetAfter) || (self.ban.forgetAfter.matches('^([0-9]+([.][0-9]+)?(ns|us|µs|ms|s|m|h))+$') && duration(self.ban.forgetAfter) >= duration('1s') && duration(self.ban.forgetAfter) <= duration('744h'))",messageExpression="'rule ' + self.name + ' has a ban whose forgetAfter is not a duration between 1s and 744h (31 days), such as 24h'"
+// +kubebuilder:validation:XValidation:rule="!(has(self.exempt) && self.exempt) || !has(self.adaptive)",messageExpression="'rule ' + self.name + ' is exempt, so it has no limits to adapt: remove adaptive, or set exempt to false'"
 type Rule struct {
 	// Name identifies the rule in overrides, headers, metrics and 429 bodies:
 	// lowercase letters, digits and '-', at most 63 characters.
@@ -136,6 +137,11 @@ type Rule struct {
 	// limits, with escalating durations.
 	// +optional
 	Ban *Ban `json:"ban,omitempty"`
+
+	// Adaptive scales this rule's limits with the application's measured
+	// latency and error rate, between adaptive.minimum and 100%.
+	// +optional
+	Adaptive *Adaptive `json:"adaptive,omitempty"`
 }
 
 // Leasing says whether an enforcer may decide a rule's requests on its own,

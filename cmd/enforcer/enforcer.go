@@ -52,6 +52,7 @@ func newEnforcer(o *options, lookupEnv func(string) (string, bool), log *slog.Lo
 	e.handler = proxy.New(proxy.Options{Upstream: o.upstream, UpstreamProtocol: o.upstreamProtocol, Recorder: metrics, ErrorLog: stdLogger(log, "proxy"),
 		Limits: o.limits.requests, MaxRequestBody: o.limits.maxRequestBody, ResponseHeaderTimeout: o.limits.responseHeaderTimeout,
 		MaxDelayed: o.limits.maxDelayed})
+	metrics.WatchAdaptive(e.handler.AdaptiveReports)
 	e.reloader = reload.NewReloader(configSource(o), e.apply, metrics, log)
 	if err := e.reloader.Start(); err != nil {
 		e.backends.Close()
@@ -129,6 +130,7 @@ func (e *enforcer) serve(ctx context.Context) error {
 		return err
 	}
 	go e.backends.Monitor(runCtx, pingInterval, pingTimeout)
+	go e.handler.RunAdaptive(runCtx, e.log)
 
 	proxySrv := e.proxyServer()
 	adminMux := http.NewServeMux()

@@ -33,6 +33,8 @@ type TenantUsage struct {
 	Reservations *Reservations `json:"reservations,omitempty"`
 	// Ban is the tenant's ban state, for a rule with a ban.
 	Ban *TenantBan `json:"ban,omitempty"`
+	// Adaptive is set for an adaptive rule: the factor that scaled Windows.
+	Adaptive *TenantAdaptive `json:"adaptive,omitempty"`
 }
 
 // debugTenant answers GET /debug/tenant?policy=P&rule=R&tenant=T[&tier=X]
@@ -60,6 +62,7 @@ func (s *Server) debugTenant(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	usage := TenantUsage{Policy: c.Policy.Name, Rule: c.Rule.Name, Tier: c.Tier, Algorithm: string(c.Request.Algorithm), Override: override}
+	usage.Adaptive = s.tenantAdaptive(c.Policy.Name, c.Rule.Name)
 	for _, win := range c.Request.Windows {
 		usage.Windows = append(usage.Windows, config.Limit{Requests: win.Requests, Period: config.Duration{Duration: win.Period}, Burst: win.Burst})
 	}

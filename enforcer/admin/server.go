@@ -138,6 +138,7 @@ func (s *Server) Status() status.Document {
 	for _, be := range snap.Backends() {
 		out.Redis = append(out.Redis, redisStatus(be, byBackend[be]))
 	}
+	s.addAdaptive(&out)
 	return out
 }
 

@@ -87,6 +87,9 @@ type Rule struct {
 	OnLimit *OnLimit `json:"onLimit,omitempty"`
 	// Ban, when set, bans tenants that keep hitting the rule's limits.
 	Ban *Ban `json:"ban,omitempty"`
+	// Adaptive, when set, scales every window of the rule (tiers and
+	// overrides too) by a factor that follows the application's health.
+	Adaptive *Adaptive `json:"adaptive,omitempty"`
 }
 
 // Match selects requests; an empty field matches everything.

@@ -169,6 +169,9 @@ func (r *Rule) validate(path string, add addFunc) {
 		if r.Ban != nil {
 			add(path+".ban", "an exempt rule has no ban")
 		}
+		if r.Adaptive != nil {
+			add(path+".adaptive", "an exempt rule has no limits to adapt")
+		}
 		return
 	}
 	if r.Ban != nil {
@@ -191,6 +194,9 @@ func (r *Rule) validate(path string, add addFunc) {
 			add(fmt.Sprintf("%s.overrides[%d].tenant", path, k), "must not be empty")
 		}
 		r.validateLimits(fmt.Sprintf("%s.overrides[%d](%s).limits", path, k, o.Tenant), o.Limits, add)
+	}
+	if r.Adaptive != nil {
+		r.Adaptive.validate(path+".adaptive", add)
 	}
 }
 

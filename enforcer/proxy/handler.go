@@ -45,6 +45,8 @@ type Handler struct {
 	maxBody  int64
 	// delays are the requests waiting for their reservations (delay.go).
 	delays delayQueue
+	// adaptive reports the adaptive rules' state (adaptive.go).
+	adaptive adaptiveStates
 }
 
 // Options configure a Handler.
@@ -208,7 +210,10 @@ func (h *Handler) bodyError(w http.ResponseWriter, r *http.Request, err error) {
 
 // Swap puts s into service; requests already being decided finish with the
 // snapshot they started with.
-func (h *Handler) Swap(s *Snapshot) { h.snap.Store(s) }
+func (h *Handler) Swap(s *Snapshot) {
+	h.adopt(s)
+	h.snap.Store(s)
+}
 
 // Snapshot is the configuration in service, nil before the first Swap.
 func (h *Handler) Snapshot() *Snapshot { return h.snap.Load() }
@@ -315,6 +320,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		st.release()
 		return
 	}
+	w = measure(w, st)
 	st.release()
 	h.forward(w, r, snap)
 }

@@ -336,6 +336,8 @@ type Rule struct {
 	limits    limiter.Rule
 	perTier   map[string]limiter.Rule
 	overrides map[string]limiter.Rule
+	// adaptive is nil for a rule without adaptive limits.
+	adaptive *adaptiveRule
 }
 
 // compiledIdentity lets the rules of a policy that share an identity share
@@ -396,6 +398,9 @@ func compileRule(b bucketOf, cr *config.Rule, resolvers *[]compiledIdentity) (*R
 			}
 		}
 	}
+	if cr.Adaptive != nil {
+		r.adaptive = newAdaptiveRule(b, cr)
+	}
 	return r, nil
 }
 
@@ -419,6 +424,11 @@ func (b bucketOf) rule(limits []config.Limit, r *Rule) (limiter.Rule, error) {
 // windows are the rule's windows for a tenant (as overrides name it) of a
 // tier, and whether they are the tenant's override.
 func (r *Rule) windows(tier, tenant string) (limiter.Rule, bool) {
+	if r.adaptive != nil {
+		if w, override, ok := r.scaledWindows(tier, tenant); ok {
+			return w, override
+		}
+	}
 	if w, ok := r.overrides[tenant]; ok {
 		return w, true
 	}

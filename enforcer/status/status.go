@@ -75,6 +75,8 @@ type Policy struct {
 	// Redis names the backend the policy decides with, an entry of
 	// Document.Redis.
 	Redis string `json:"redis"`
+	// Adaptive are the policy's adaptive rules, with their effective limits.
+	Adaptive []AdaptiveRule `json:"adaptive,omitempty"`
 	// Bans, for a policy with a rule that bans, counts its tenants banned
 	// now; nil when it has none or Redis could not count them.
 	Bans *Bans `json:"bans,omitempty"`

@@ -601,3 +601,26 @@ func TestEveryProblemIsNamedByItsSpecPath(t *testing.T) {
 		"spec.rules[0](login).limits[0]: cost 6 exceeds its capacity 5, so no request could ever pass; " +
 		"spec.rules[0](login).limits[1].period: 1m0s is also the period of spec.rules[0](login).limits[0]: one limit per period"))
 }
+
+func TestAdaptiveReachesTheConfig(t *testing.T) {
+	g := NewWithT(t)
+	p := sample(t, "adaptive-api")
+	compiled, err := Policy(&p, Options{})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(compiledRule(g, compiled, "api").Adaptive).To(Equal(&config.Adaptive{
+		Latency: config.Duration{Duration: 250 * time.Millisecond}, ErrorRate: 500, Minimum: 2500,
+		Interval: config.Duration{Duration: 10 * time.Second}}))
+	g.Expect(compiledRule(g, compiled, "health").Adaptive).To(BeNil())
+
+	// the defaults: minimum 25%, interval 10s
+	p.Spec.Rules[1].Adaptive = &v1alpha1.Adaptive{Target: v1alpha1.AdaptiveTarget{ErrorRate: "0.5%"}}
+	compiled, err = Policy(&p, Options{})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(compiledRule(g, compiled, "api").Adaptive).To(Equal(&config.Adaptive{ErrorRate: 50, Minimum: 2500,
+		Interval: config.Duration{Duration: 10 * time.Second}}))
+
+	// a percentage CEL lets through but with too many decimals is refused with its path
+	p.Spec.Rules[1].Adaptive.Minimum = "12.345%"
+	_, err = Policy(&p, Options{})
+	g.Expect(err).To(MatchError(ContainSubstring("spec.rules[1](api).adaptive.minimum")))
+}

@@ -133,6 +133,7 @@ func rule(spec *v1alpha1.RateLimitPolicySpec, r *v1alpha1.Rule, tiers []string, 
 	}
 	out.OnLimit = onLimit(r.OnLimit)
 	out.Ban = ban(r.Ban)
+	out.Adaptive = adaptive(r.Adaptive)
 	return out
 }
 
