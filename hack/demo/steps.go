@@ -117,7 +117,7 @@ func (d *demo) traffic(ctx context.Context) error {
 			headers: map[string]string{"X-Tenant-ID": "umbrella", "X-Plan": "premium"}, requests: 120}},
 		{"public-api", scenario{name: "abusive client (60/min)", app: "public-api", method: http.MethodGet, path: "/v1/orders",
 			headers: map[string]string{"X-API-Key": "sk-live-abusive"}, requests: 200}},
-		{"login", scenario{name: "login brute force (5/min)", app: "accounts", method: http.MethodPost, path: "/login", requests: 30}},
+		{"login", scenario{name: "login brute force (5/min, ban after 10 refusals)", app: "accounts", method: http.MethodPost, path: "/login", requests: 30}},
 		{"exports", scenario{name: "export burst (100/min)", app: "exports", method: http.MethodPost, path: "/v1/exports",
 			headers: map[string]string{"X-Tenant-ID": "globex"}, requests: 150}},
 		{"exports", scenario{name: "export burst, acme (1000/min)", app: "exports", method: http.MethodPost, path: "/v1/exports",
@@ -144,13 +144,14 @@ func (d *demo) traffic(ctx context.Context) error {
 	}
 	table(rows)
 	fmt.Println("\n   The crawler is never refused: web runs in DryRun, and counts what it would deny.")
+	fmt.Println("   The login brute force is banned for 5 minutes at its 10th refusal: the rest are BANNED below.")
 	showAnswer("An allowed answer", shown.first[http.StatusOK])
 	showAnswer("A refused answer", shown.first[http.StatusTooManyRequests])
 
 	fmt.Println("\n   The status controller polls every enforcer; the policies' status adds them up:")
 	if err := d.waitPolicies(ctx, "the decisions in the status", func(p *v1alpha1.RateLimitPolicy) bool {
 		c := p.Status.Decisions
-		return c.Allowed+c.Denied+c.WouldDeny >= int64(d.sent[p.Name])
+		return c.Allowed+c.Denied+c.Banned+c.WouldDeny >= int64(d.sent[p.Name])
 	}); err != nil {
 		return err
 	}
@@ -158,7 +159,7 @@ func (d *demo) traffic(ctx context.Context) error {
 }
 
 const decisionColumns = `custom-columns=NAME:.metadata.name,READY:.status.conditions[?(@.type=="Ready")].status,` +
-	`ENFORCERS:.status.enforcers.summary,ALLOWED:.status.decisions.allowed,DENIED:.status.decisions.denied,WOULD-DENY:.status.decisions.wouldDeny`
+	`ENFORCERS:.status.enforcers.summary,ALLOWED:.status.decisions.allowed,DENIED:.status.decisions.denied,BANNED:.status.decisions.banned,WOULD-DENY:.status.decisions.wouldDeny`
 
 // raiseLimit edits public-api while one replica's kubelet has not yet
 // refreshed its ConfigMap volume, to show the status telling so.
