@@ -18,7 +18,9 @@ type matcher struct {
 	paths   []pathPattern
 	// suffixes lets exact and prefix paths match with a format suffix
 	// ("/v1/exports.json" for "/v1/exports"), which Rails and older Spring
-	// route to the same handler: limited rules only.
+	// route to the same handler, and exact paths with or without a trailing
+	// slash ("/login/" for "/login"), which Laravel, Express and Rails route
+	// to the same handler: limited rules only.
 	suffixes bool
 }
 
@@ -134,7 +136,7 @@ func (m *matcher) matchesPath(path string) bool {
 func (p *pathPattern) matches(path string, suffixes bool) bool {
 	switch p.kind {
 	case exactPath:
-		return path == p.value || (suffixes && hasFormatSuffix(path, p.value))
+		return path == p.value || (suffixes && (trimSlash(path) == trimSlash(p.value) || hasFormatSuffix(path, p.value)))
 	case prefixPath:
 		// Whole segments only: /v1 is a prefix of /v1 and /v1/x, not /v10.
 		if !strings.HasPrefix(path, p.value) {
@@ -149,6 +151,14 @@ func (p *pathPattern) matches(path string, suffixes bool) bool {
 		return p.glob.match(path)
 	}
 	return false
+}
+
+// trimSlash is path without its trailing slash; "/" stays itself.
+func trimSlash(path string) string {
+	if len(path) > 1 {
+		return strings.TrimSuffix(path, "/")
+	}
+	return path
 }
 
 // hasFormatSuffix reports whether path is exact followed by a format

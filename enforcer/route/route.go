@@ -17,7 +17,9 @@
 //     regard to case, so that a case change cannot walk around a limit of
 //     an application that routes that way; exempt rules compare it exactly,
 //     so that only the path they name is let through. Exact compares the
-//     whole path: "/healthz" does not match "/healthz/". Prefix matches
+//     whole path; a limited rule's also matches with or without a trailing
+//     slash ("/login/" for "/login", as Laravel, Express and Rails route),
+//     an exempt rule's does not ("/healthz/" is not "/healthz"). Prefix matches
 //     whole segments: "/v1" (or "/v1/") matches "/v1", "/v1/" and "/v1/x",
 //     not "/v10". Glob: "*" is one segment, "**" any number of segments
 //     including none ("/v1/exports/**" matches "/v1/exports"), "*" inside a
