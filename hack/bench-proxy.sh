@@ -20,8 +20,9 @@
 # rounds interleave the targets and report the median),
 # PROFILE=1 (after the rounds, profile the enforcer under closed-loop load:
 # CPU and allocations, through a pprof listener compiled in with a build
-# overlay), RESULTS (directory for the raw JSON, profiles and table; default
-# a new temporary directory, kept).
+# overlay), ENFORCER_GOMAXPROCS (the enforcers' GOMAXPROCS; default Go's,
+# the machine's CPUs or the container's CPU limit), RESULTS (directory for the
+# raw JSON, profiles and table; default a new temporary directory, kept).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$(pwd)
@@ -33,7 +34,8 @@ rate=${RATE:-2000}
 tenants=${TENANTS:-10}
 rounds=${ROUNDS:-1}
 profile=${PROFILE:-0}
-for v in duration warmup concurrency rate tenants rounds; do
+enforcer_procs=${ENFORCER_GOMAXPROCS:-0}
+for v in duration warmup concurrency rate tenants rounds enforcer_procs; do
   [[ ${!v} =~ ^[0-9]+$ ]] || { echo "error: ${v^^} must be a whole number, got '${!v}'" >&2; exit 2; }
 done
 (( tenants >= 2 && tenants % 2 == 0 )) || { echo "error: TENANTS must be even and at least 2" >&2; exit 2; }
@@ -212,7 +214,8 @@ EOF
 } >"$work/exempt.yaml"
 
 enforcer() { # NAME PORT ADMIN POLICY
-  start "$1" env ${pprof_port:+SLUICE_BENCH_PPROF=127.0.0.1:$pprof_port} "$work/bin/sluice-enforcer" \
+  start "$1" env ${pprof_port:+SLUICE_BENCH_PPROF=127.0.0.1:$pprof_port} \
+    ${ENFORCER_GOMAXPROCS:+GOMAXPROCS=$ENFORCER_GOMAXPROCS} "$work/bin/sluice-enforcer" \
     --listen "127.0.0.1:$2" --admin-listen "127.0.0.1:$3" \
     --upstream "http://127.0.0.1:$upstream_port" --redis-url "redis://127.0.0.1:$redis_port" \
     --policy-file "$4" --log-level warn
@@ -406,6 +409,6 @@ fi
 
 echo
 echo "$(nproc) CPUs, load generator, proxies, Redis and upstream on the same machine;"
-echo "${duration}s per measurement after ${warmup}s warm-up, $rounds round(s), median shown; results in $results"
+echo "${duration}s per measurement after ${warmup}s warm-up, $rounds round(s), median shown; enforcers' GOMAXPROCS ${ENFORCER_GOMAXPROCS:-as Go sets it}; results in $results"
 echo
 cat "$results/table.md"

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -12,6 +11,8 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+
+	"github.com/sluice-dev/sluice/internal/freeport"
 )
 
 func TestDebugAndTokenFlags(t *testing.T) {
@@ -102,10 +103,9 @@ spec:
 
 // freeAddr is a free loopback address.
 func freeAddr(t *testing.T) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addrs, err := freeport.LoopbackAddrs(1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	return addrs[0]
 }

@@ -11,6 +11,8 @@ import (
 
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/sluice-dev/sluice/internal/freeport"
 )
 
 // controlPlane is etcd and kube-apiserver as envtest starts them, made a
@@ -119,14 +121,13 @@ func (cp *controlPlane) stop() {
 	}
 }
 
-// freePort is a TCP port free on ip now.
+// freePort is a TCP port free on ip.
 func freePort(ip string) (int, error) {
-	l, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
+	ports, err := freeport.On([]string{ip}, 1)
 	if err != nil {
 		return 0, err
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return ports[0], nil
 }
 
 // childPids lists this process's children whose command is name.

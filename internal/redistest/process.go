@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sluice-dev/sluice/internal/freeport"
 )
 
 const (
@@ -189,18 +191,5 @@ func readLog(path string, from int64) string {
 	return string(bytes.TrimSpace(b))
 }
 
-// freePorts returns n distinct loopback ports that were free a moment ago:
-// the listeners stay open until all n are chosen, so the kernel cannot hand
-// out one port twice.
-func freePorts(n int) ([]int, error) {
-	ports := make([]int, 0, n)
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("redistest: find a free port: %w", err)
-		}
-		defer l.Close()
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
-}
+// freePorts returns n distinct free loopback ports.
+func freePorts(n int) ([]int, error) { return freeport.Loopback(n) }

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/sluice-dev/sluice/internal/freeport"
 )
 
 // managerStartTimeout bounds the wait for a new manager to be ready.
@@ -110,14 +112,12 @@ func (m *Manager) Restart(ctx context.Context) error {
 // freePort is a loopback port nothing listens on, other than taken.
 func freePort(taken int) (int, error) {
 	for {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		ports, err := freeport.Loopback(1)
 		if err != nil {
 			return 0, err
 		}
-		port := ln.Addr().(*net.TCPAddr).Port
-		_ = ln.Close()
-		if port != taken {
-			return port, nil
+		if ports[0] != taken {
+			return ports[0], nil
 		}
 	}
 }

@@ -3,7 +3,6 @@ package enforcer
 import (
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -13,6 +12,7 @@ import (
 
 	. "github.com/onsi/gomega"
 
+	"github.com/sluice-dev/sluice/internal/freeport"
 	"github.com/sluice-dev/sluice/internal/redistest"
 )
 
@@ -230,12 +230,11 @@ func TestBanOnRedisCluster(t *testing.T) {
 	g.Expect(do(t, http.MethodPost, b.url+"/login", tenant).status).To(Equal(200))
 }
 
-// freeAddr is a loopback address that was free a moment ago.
+// freeAddr is a free loopback address.
 func freeAddr(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addrs, err := freeport.LoopbackAddrs(1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return addrs[0]
 }

@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -19,6 +18,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sluice-dev/sluice/internal/freeport"
 )
 
 // namespace is a namespace of the test's own.
@@ -82,18 +83,12 @@ func okApp(t testing.TB) string {
 	return app.URL
 }
 
-// freeAddrs returns two distinct loopback addresses that were free a moment
-// ago, for --listen and --admin-listen: both listeners stay open until both
-// are chosen, so the kernel cannot hand out one port twice.
+// freeAddrs returns two distinct free loopback addresses, for --listen and
+// --admin-listen.
 func freeAddrs(t testing.TB) (listen, admin string) {
-	var addrs [2]string
-	for i := range addrs {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer l.Close()
-		addrs[i] = l.Addr().String()
+	addrs, err := freeport.LoopbackAddrs(2)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return addrs[0], addrs[1]
 }

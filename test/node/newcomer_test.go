@@ -18,6 +18,8 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+
+	"github.com/sluice-dev/sluice/internal/freeport"
 )
 
 // block is one fenced code block of a document: a shell step, a file
@@ -143,10 +145,9 @@ func localPort() string {
 		_ = l.Close()
 		return "8080"
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	ports, err := freeport.Loopback(1)
 	Expect(err).NotTo(HaveOccurred())
-	defer l.Close()
-	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+	return strconv.Itoa(ports[0])
 }
 
 // freeValues are the parts of a document's console output that differ

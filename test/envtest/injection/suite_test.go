@@ -51,6 +51,7 @@ import (
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/controllers"
 	"github.com/sluice-dev/sluice/internal/envtestutil"
+	"github.com/sluice-dev/sluice/internal/freeport"
 	"github.com/sluice-dev/sluice/internal/redistest"
 )
 
@@ -238,28 +239,7 @@ func buildEnforcer() string {
 
 // freePort returns a TCP port free on every one of ips.
 func freePort(ips []string) int32 {
-	for range 50 {
-		l, err := net.Listen("tcp", net.JoinHostPort(ips[0], "0"))
-		Expect(err).NotTo(HaveOccurred(), "listen on %s: the loopback range must be usable", ips[0])
-		port := l.Addr().(*net.TCPAddr).Port
-		free := true
-		var others []net.Listener
-		for _, ip := range ips[1:] {
-			o, err := net.Listen("tcp", net.JoinHostPort(ip, fmt.Sprint(port)))
-			if err != nil {
-				free = false
-				break
-			}
-			others = append(others, o)
-		}
-		for _, o := range others {
-			_ = o.Close()
-		}
-		_ = l.Close()
-		if free {
-			return int32(port)
-		}
-	}
-	Fail("no port is free on all of " + fmt.Sprint(ips))
-	return 0
+	ports, err := freeport.On(ips, 1)
+	Expect(err).NotTo(HaveOccurred(), "the loopback range must be usable")
+	return int32(ports[0])
 }

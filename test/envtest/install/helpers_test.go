@@ -39,6 +39,8 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/sluice-dev/sluice/internal/freeport"
 )
 
 // run runs a binary in the repository root and returns its combined output.
@@ -223,17 +225,10 @@ func (m *runningManager) ready() (int, error) {
 	return resp.StatusCode, nil
 }
 
-// freeAddresses are n distinct loopback addresses with ports nothing
-// listens on: the listeners stay open until all n are chosen, so the
-// kernel cannot hand out one port twice.
+// freeAddresses are n distinct free loopback addresses.
 func freeAddresses(n int) []string {
-	addrs := make([]string, n)
-	for i := range addrs {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		Expect(err).NotTo(HaveOccurred())
-		defer func() { _ = l.Close() }()
-		addrs[i] = l.Addr().String()
-	}
+	addrs, err := freeport.LoopbackAddrs(n)
+	Expect(err).NotTo(HaveOccurred())
 	return addrs
 }
 
