@@ -24,9 +24,14 @@ import (
 	"sync"
 )
 
-// lowest is the lowest port chosen: below it are the well-known and
-// registered ports of services a machine may run.
-const lowest = 10000
+// Ports are chosen in [lowest, highest), and below the ephemeral range:
+// under lowest are the well-known ports and those of node services (the
+// kubelet's 10248-10259 among them), from highest on Kubernetes' NodePort
+// range.
+const (
+	lowest  = 11000
+	highest = 30000
+)
 
 var (
 	mu   sync.Mutex
@@ -81,14 +86,14 @@ func On(ips []string, n int) ([]int, error) {
 	return ports, nil
 }
 
-// candidates is the range ports are drawn from: [lowest, the ephemeral
-// range's start).
+// candidates is the range ports are drawn from: [lowest, highest), cut at
+// the ephemeral range's start.
 func candidates() (low, high int) {
-	high = 32768 // Linux's default ephemeral start
+	high = highest
 	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
 		if f := strings.Fields(string(b)); len(f) == 2 {
 			if v, err := strconv.Atoi(f[0]); err == nil {
-				high = v
+				high = min(high, v)
 			}
 		}
 	}
