@@ -150,8 +150,8 @@ func (h *Handler) CloseIdleConnections() {
 // HTTP/2 for H2C, except upgrades (WebSocket), which HTTP/2 cannot carry
 // and which go as HTTP/1.1 to the same port.
 func (h *Handler) forward(w http.ResponseWriter, r *http.Request, snap *Snapshot) {
-	w, done := h.limits.guard(w, r)
-	defer done()
+	w, g := h.limits.guard(w, r)
+	defer g.done()
 	release, err := bufferBody(r)
 	if err != nil {
 		h.bodyError(w, r, err)
@@ -263,9 +263,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// A form may ask to be routed as another method (_method); read it
 	// before deciding, as the application will.
 	if isShortForm(r) {
-		w2, done := h.limits.guard(w, r)
+		w2, g := h.limits.guard(w, r)
 		release, err := bufferBody(r)
-		done()
+		g.done()
 		if err != nil {
 			h.bodyError(w2, r, err)
 			return

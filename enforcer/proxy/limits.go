@@ -67,42 +67,61 @@ func bodyTimedOut(r *http.Request, err error) bool {
 }
 
 // guard applies the time limits to an admitted request about to be
-// forwarded: its body reads and its response writes get deadlines. done
-// clears the write deadline, so that the next response on the connection
-// starts afresh.
+// forwarded: its body reads and its response writes get deadlines. The
+// guard's done clears the write deadline, so that the next response on the
+// connection starts afresh. An ordinary HTTP/1.1 request costs one
+// allocation here: the writer, which holds the response controller the
+// body and done share.
 // Upgrades are left alone: the connection becomes the application's.
-func (l *RequestLimits) guard(w http.ResponseWriter, r *http.Request) (http.ResponseWriter, func()) {
+func (l *RequestLimits) guard(w http.ResponseWriter, r *http.Request) (http.ResponseWriter, guarded) {
 	if r.Header["Upgrade"] != nil {
-		return w, func() {}
+		return w, guarded{}
 	}
-	rc := http.NewResponseController(w)
+	var rc *http.ResponseController
+	var out http.ResponseWriter = w
+	var g guarded
+	switch {
+	case l.WriteIdleTimeout > 0 && r.ProtoMajor >= 2:
+		sw := &streamWriteTimer{ResponseWriter: w, rc: http.NewResponseController(w), idle: l.WriteIdleTimeout}
+		rc, out, g.stream = sw.rc, sw, sw
+	case l.WriteIdleTimeout > 0:
+		dw := &deadlineWriter{ResponseWriter: w, rc: *http.NewResponseController(w), idle: l.WriteIdleTimeout}
+		rc, out, g.clear = &dw.rc, dw, &dw.rc
+	}
 	_, buffered := r.Body.(*bufferedBody)
 	hasBody := r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0 && !buffered
 	// A gRPC call's request body is its stream of messages, which may
 	// pause as long as the call lasts: the call's deadline bounds it, and
 	// HTTP/2 bounds how many one connection holds.
 	if hasBody && !isGRPCStream(r) && (l.BodyTimeout > 0 || l.BodyIdleTimeout > 0) {
+		if rc == nil {
+			rc = http.NewResponseController(w)
+		}
 		b := &deadlineBody{body: r.Body, rc: rc, idle: l.BodyIdleTimeout}
 		if l.BodyTimeout > 0 {
 			b.end = time.Now().Add(l.BodyTimeout)
 		}
 		r.Body = b
 	}
-	if l.WriteIdleTimeout > 0 && r.ProtoMajor >= 2 {
-		sw := &streamWriteTimer{ResponseWriter: w, rc: rc, idle: l.WriteIdleTimeout}
-		return sw, sw.stop
-	}
-	if l.WriteIdleTimeout > 0 {
-		w = &deadlineWriter{ResponseWriter: w, rc: rc, idle: l.WriteIdleTimeout}
-	}
 	// The read deadline stays: a body read whole has cleared it, and one
 	// that was not must not be drained by the server for longer than the
 	// client was allowed to send it. The server sets its own for the next
 	// request.
-	return w, func() {
-		if l.WriteIdleTimeout > 0 {
-			_ = rc.SetWriteDeadline(time.Time{})
-		}
+	return out, g
+}
+
+// guarded is what guard leaves to undo once the response is written.
+type guarded struct {
+	clear  *http.ResponseController // its write deadline is cleared
+	stream *streamWriteTimer        // its timer is stopped
+}
+
+func (g guarded) done() {
+	if g.clear != nil {
+		_ = g.clear.SetWriteDeadline(time.Time{})
+	}
+	if g.stream != nil {
+		g.stream.stop()
 	}
 }
 
@@ -151,7 +170,7 @@ func (b *deadlineBody) Close() error { return b.body.Close() }
 // a response.
 type deadlineWriter struct {
 	http.ResponseWriter
-	rc   *http.ResponseController
+	rc   http.ResponseController
 	idle time.Duration
 }
 

@@ -183,15 +183,18 @@ func (c *Canonicalizer) peer(remoteAddr string) (ip string, trusted bool) {
 // application sees.
 func setForwarded(r *http.Request, ip string) {
 	h := r.Header
+	// The two values share one backing array: one allocation, not two.
+	vals := make([]string, 0, 2)
 	if ip != "" {
 		if prior := h["X-Forwarded-For"]; len(prior) > 0 {
-			h["X-Forwarded-For"] = []string{strings.Join(prior, ", ") + ", " + ip}
-		} else {
-			h["X-Forwarded-For"] = []string{ip}
+			ip = strings.Join(prior, ", ") + ", " + ip
 		}
+		vals = append(vals, ip)
+		h["X-Forwarded-For"] = vals[0:1:1]
 	}
 	if h["X-Forwarded-Host"] == nil && r.Host != "" {
-		h["X-Forwarded-Host"] = []string{r.Host}
+		vals = append(vals, r.Host)
+		h["X-Forwarded-Host"] = vals[len(vals)-1 : len(vals) : len(vals)]
 	}
 	if h["X-Forwarded-Proto"] == nil {
 		if r.TLS != nil {
