@@ -19,6 +19,7 @@ package controllers
 import (
 	"fmt"
 	"path"
+	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -74,6 +75,9 @@ func enforcerContainerFor(pod *corev1.Pod, d injectDecision, sidecar *EnforcerSi
 		fieldEnv("POD_UID", "metadata.uid"),
 	}
 	env = append(env, redisEnv(d.Selected, sidecar)...)
+	if sidecar.MaxProcs > 0 {
+		env = append(env, corev1.EnvVar{Name: "GOMAXPROCS", Value: strconv.Itoa(sidecar.MaxProcs)})
+	}
 	args := []string{
 		fmt.Sprintf("--listen=0.0.0.0:%d", sidecar.HTTPPort),
 		fmt.Sprintf("--upstream=http://127.0.0.1:%d", d.UpstreamPort),

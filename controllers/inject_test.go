@@ -50,6 +50,7 @@ func testSidecar() EnforcerSidecar {
 		HTTPPort:        15080,
 		AdminPort:       15081,
 		RunAsUser:       65532,
+		MaxProcs:        DefaultEnforcerMaxProcs,
 		Resources: corev1.ResourceRequirements{
 			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("50m"), corev1.ResourceMemory: resource.MustParse("32Mi")},
 			Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("128Mi")},
@@ -231,4 +232,17 @@ func TestEnforcerExtraArgs(t *testing.T) {
 	sidecar.ExtraArgs = []string{"--body-timeout=10m"}
 	tuned := enforcerContainerFor(pod, injectDecision{Inject: true, UpstreamPort: 8080}, &sidecar)
 	g.Expect(tuned.Args).To(Equal(append(plain.Args, "--body-timeout=10m")))
+}
+
+// The enforcer runs as many threads of Go code as the sidecar says, and as
+// Go decides when it says 0.
+func TestEnforcerMaxProcs(t *testing.T) {
+	g := NewWithT(t)
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "api-0", Namespace: "shop"}}
+	sidecar := testSidecar()
+	g.Expect(enforcerContainerFor(pod, injectDecision{Inject: true, UpstreamPort: 8080}, &sidecar).Env).To(
+		ContainElement(corev1.EnvVar{Name: "GOMAXPROCS", Value: "2"}))
+	sidecar.MaxProcs = 0
+	g.Expect(enforcerContainerFor(pod, injectDecision{Inject: true, UpstreamPort: 8080}, &sidecar).Env).NotTo(
+		ContainElement(HaveField("Name", "GOMAXPROCS")))
 }

@@ -37,6 +37,7 @@ import (
 type injectionOptions struct {
 	httpPort, adminPort   int
 	runAsUser             int64
+	maxProcs              int
 	pullPolicy            string
 	cpuRequest, cpuLimit  string
 	memRequest, memLimit  string
@@ -77,6 +78,8 @@ func (o *injectionOptions) bindFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.adminPort, "enforcer-admin-port", 15081, "port of the enforcer's probes, metrics and /status (named sluice-admin) in injected pods")
 	fs.Int64Var(&o.runAsUser, "enforcer-run-as-user", 65532, "non-root user and group the enforcer runs as")
 	fs.StringVar(&o.pullPolicy, "enforcer-image-pull-policy", "", "Always, IfNotPresent or Never (default: the cluster's default for the image's tag)")
+	fs.IntVar(&o.maxProcs, "enforcer-max-procs", controllers.DefaultEnforcerMaxProcs,
+		"GOMAXPROCS of the injected enforcer: how many threads run its Go code at once (0: Go's default, every CPU of the node, or the container's CPU limit rounded up, at least 2)")
 	fs.StringVar(&o.cpuRequest, "enforcer-cpu-request", "50m", "CPU request of the enforcer container (empty: none)")
 	fs.StringVar(&o.cpuLimit, "enforcer-cpu-limit", "", "CPU limit of the enforcer container (empty: none)")
 	fs.StringVar(&o.memRequest, "enforcer-memory-request", "32Mi", "memory request of the enforcer container (empty: none)")
@@ -111,6 +114,9 @@ func (o *injectionOptions) validate(defaultRedisURL string) []error {
 	}
 	if o.httpPort == o.adminPort {
 		errs = append(errs, fmt.Errorf("--enforcer-http-port and --enforcer-admin-port are both %d", o.httpPort))
+	}
+	if o.maxProcs < 0 || o.maxProcs > controllers.MaxEnforcerMaxProcs {
+		errs = append(errs, fmt.Errorf("--enforcer-max-procs %d: use 0 (Go's default) to %d", o.maxProcs, controllers.MaxEnforcerMaxProcs))
 	}
 	switch corev1.PullPolicy(o.pullPolicy) {
 	case "", corev1.PullAlways, corev1.PullIfNotPresent, corev1.PullNever:
@@ -177,6 +183,7 @@ func (o *injectionOptions) sidecar(defaults controllers.Defaults) controllers.En
 		AdminPort:          int32(o.adminPort),
 		Resources:          o.resources,
 		RunAsUser:          o.runAsUser,
+		MaxProcs:           o.maxProcs,
 		DefaultRedisSecret: defaults.RedisSecret,
 		DefaultRedisURL:    defaults.RedisURL,
 		ExtraArgs:          slices.Clone(o.enforcerArgs),

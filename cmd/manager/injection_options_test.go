@@ -34,13 +34,14 @@ func TestInjectionOptions(t *testing.T) {
 		"--enforcer-memory-request", "", "--webhook-failure-policy", "Fail", "--webhook-timeout", "3s",
 		"--default-redis-secret", "redis:address", "--webhook-cert-self-managed=false",
 		"--enforcer-arg", "--body-timeout=10m", "--enforcer-arg=--response-header-timeout=5m",
-		"--enforcer-arg=--local-fallback-max-entries=500000",
+		"--enforcer-arg=--local-fallback-max-entries=500000", "--enforcer-max-procs", "4",
 	}, &bytes.Buffer{})
 	g.Expect(err).NotTo(HaveOccurred())
 	s := o.injection.sidecar(o.defaults)
 	g.Expect(s.Image).To(Equal("sluice-enforcer:v1"))
 	g.Expect(s.HTTPPort).To(BeEquivalentTo(18080))
 	g.Expect(s.AdminPort).To(BeEquivalentTo(15081))
+	g.Expect(s.MaxProcs).To(Equal(4))
 	g.Expect(s.Resources.Requests).To(Equal(corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("50m")}), "an empty value sets nothing")
 	g.Expect(s.Resources.Limits).To(Equal(corev1.ResourceList{
 		corev1.ResourceCPU: resource.MustParse("500m"), corev1.ResourceMemory: resource.MustParse("128Mi")}))
@@ -60,6 +61,7 @@ func TestInjectionOptionsDefaults(t *testing.T) {
 	g.Expect(o.injection.webhookFailurePolicy).To(Equal(admissionregistrationv1.Ignore), "a webhook outage never blocks pods")
 	g.Expect(o.injection.webhookTimeoutSeconds).To(BeEquivalentTo(5))
 	g.Expect(o.injection.certificates().SelfManaged).To(BeTrue())
+	g.Expect(o.injection.sidecar(o.defaults).MaxProcs).To(Equal(2), "a sidecar's threads are bounded unless the operator says otherwise")
 }
 
 func TestInjectionOptionsErrors(t *testing.T) {
@@ -76,6 +78,8 @@ func TestInjectionOptionsErrors(t *testing.T) {
 		{[]string{"--enforcer-arg", "--upstream=http://evil"}, `--enforcer-arg "--upstream=http://evil": write --NAME=VALUE with NAME one of`},
 		{[]string{"--enforcer-arg", "body-timeout=1m"}, `--enforcer-arg "body-timeout=1m"`},
 		{[]string{"--enforcer-arg", "--body-timeout"}, `--enforcer-arg "--body-timeout"`},
+		{[]string{"--enforcer-max-procs", "-1"}, "--enforcer-max-procs -1: use 0 (Go's default) to 256"},
+		{[]string{"--enforcer-max-procs", "1000"}, "--enforcer-max-procs 1000"},
 	}
 	for _, tt := range tests {
 		g := NewWithT(t)
