@@ -78,7 +78,7 @@ func (l *RequestLimits) guard(w http.ResponseWriter, r *http.Request) (http.Resp
 		return w, guarded{}
 	}
 	var rc *http.ResponseController
-	var out http.ResponseWriter = w
+	out := w
 	var g guarded
 	switch {
 	case l.WriteIdleTimeout > 0 && r.ProtoMajor >= 2:
