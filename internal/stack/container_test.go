@@ -56,6 +56,7 @@ func TestContainerCommandOfInjectedPod(t *testing.T) {
 		"POD_UID=5e0c7a1e-1111-2222-3333-444455556666",
 		// Redis is outside the pod: its address is not the pod's.
 		"SLUICE_REDIS_URL=redis://redis.sluice-system:6379",
+		"GOMAXPROCS=2",
 	))
 }
 
