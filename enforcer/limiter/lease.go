@@ -44,6 +44,8 @@ const (
 	// leaseMaxEntries bounds the buckets whose traffic is tracked; past it,
 	// new buckets are decided by Redis per request, which is always exact.
 	leaseMaxEntries = 50_000
+	// leaseRenew: a lease in use this close to its end is renewed.
+	leaseRenew = leaseFor / 4
 	// leaseTick is how often ended leases are returned.
 	leaseTick = leaseFor / 4
 	// leaseIdle is how long a bucket without a lease, a cached refusal or a
@@ -230,9 +232,20 @@ func (t *leases) answer(req *Request, first, mayWait bool) localAnswer {
 		d.Now, d.Local = t.wall(now), true
 		t.counts(req.Bucket.Policy).LeaseAdmits.Add(1)
 		a := localAnswer{decision: d, local: true}
-		if want := e.want(req.Cost); !e.calling && e.units < want/2 && want > req.Cost {
-			e.calling = true
-			a.prefetch, a.entry = want, e
+		if want := e.want(req.Cost); !e.calling && want > req.Cost {
+			switch {
+			case e.units < want/2:
+				// running low: the next lease
+				e.calling = true
+				a.prefetch, a.entry = want, e
+			case e.expires-now < int64(leaseRenew) && (e.end == 0 || e.expires < e.end):
+				// running out of time with units left: topped up to
+				// want, which renews the whole lease, so that the
+				// requests after its end do not wait for Redis. Not at
+				// a fixed window's end: no lease outlives its window.
+				e.calling = true
+				a.prefetch, a.entry = max(want-e.units, req.Cost), e
+			}
 		}
 		return a
 	}

@@ -412,3 +412,41 @@ func TestRefundIntoALeaseOfTheSameWindowOnly(t *testing.T) {
 		"a unit of the previous hour goes to Redis, which frees nothing in this one")
 	g.Expect(guard.leases.refund(&req, o.Decision.CountedAt)).To(BeTrue())
 }
+
+// A tenant whose steady traffic would spend its lease by time rather than
+// by units (a few requests per lease's life) gets the lease renewed before
+// it ends: its requests keep being admitted without waiting for Redis.
+func TestSteadyTrafficNeverWaitsForALease(t *testing.T) {
+	for _, a := range leasingAlgorithms {
+		t.Run(string(a), func(t *testing.T) {
+			g := NewWithT(t)
+			guard := newGuard(t, standalone.URL())
+			req := leasingRule(t, a, config.LeasingAuto, Window{Requests: 1000000, Period: time.Minute})
+			tick := time.NewTicker(4 * time.Millisecond) // 250 requests a second
+			defer tick.Stop()
+			warm := time.Now().Add(400 * time.Millisecond)
+			end := warm.Add(1500 * time.Millisecond)
+			var local, redis int
+			for now := range tick.C {
+				if now.After(end) {
+					break
+				}
+				o := decideOnce(guard, req)
+				g.Expect(o.Err).NotTo(HaveOccurred())
+				g.Expect(o.Decision.Allowed).To(BeTrue())
+				if now.Before(warm) {
+					continue
+				}
+				if o.Decision.Local {
+					local++
+				} else {
+					redis++
+				}
+			}
+			g.Expect(local).To(BeNumerically(">", 200))
+			// A fixed window's lease ends with its window: one request
+			// there may ask Redis.
+			g.Expect(redis).To(BeNumerically("<=", 1), "%d of %d requests waited for Redis", redis, local+redis)
+		})
+	}
+}
