@@ -243,6 +243,20 @@ func TestForwardingHeaders(t *testing.T) {
 			"X-Forwarded-Host":  {"api.example.com"},
 			"X-Forwarded-Proto": {"http"},
 		}), "what the enforcer saw, nothing the client wrote")
+		// The two values share one backing array: growing one never
+		// writes over the other.
+		_ = append(r.Header["X-Forwarded-For"], "203.0.113.9")
+		g.Expect(r.Header["X-Forwarded-Host"]).To(Equal([]string{"api.example.com"}))
+	})
+	t.Run("trusted proxy sending the field twice", func(t *testing.T) {
+		g := NewWithT(t)
+		r := parse(t, "GET /healthz HTTP/1.1\r\nHost: api.example.com\r\nX-Forwarded-For: 198.51.100.7\r\n"+
+			"x-forwarded-for: 198.51.100.8, 198.51.100.9\r\n\r\n", "10.42.0.9:5000")
+		_, err := shop.Canonicalize(r)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(r.Header["X-Forwarded-For"]).To(Equal([]string{"198.51.100.7, 198.51.100.8, 198.51.100.9, 10.42.0.9"}),
+			"one field, every hop in order, the peer last")
+		g.Expect(r.Header["X-Forwarded-Host"]).To(Equal([]string{"api.example.com"}))
 	})
 	t.Run("trusted proxy", func(t *testing.T) {
 		g := NewWithT(t)
