@@ -123,12 +123,7 @@ func (r *Rule) SetFactor(factor config.BasisPoints) error {
 			if err != nil {
 				return err
 			}
-			s.overrides[o.Tenant] = w
-			if canonical := canonicalTenant(o.Tenant); canonical != o.Tenant {
-				if _, ok := s.overrides[canonical]; !ok {
-					s.overrides[canonical] = w
-				}
-			}
+			addOverride(s.overrides, o.Tenant, w)
 		}
 	}
 	a.scaled.Store(s)

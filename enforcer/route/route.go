@@ -392,12 +392,7 @@ func compileRule(b bucketOf, cr *config.Rule, resolvers *[]compiledIdentity) (*R
 			if err != nil {
 				return nil, fmt.Errorf("override %s: %w", o.Tenant, err)
 			}
-			r.overrides[o.Tenant] = w
-			if canonical := canonicalTenant(o.Tenant); canonical != o.Tenant {
-				if _, ok := r.overrides[canonical]; !ok {
-					r.overrides[canonical] = w
-				}
-			}
+			addOverride(r.overrides, o.Tenant, w)
 		}
 	}
 	if cr.Adaptive != nil {
@@ -438,6 +433,18 @@ func (r *Rule) windows(tier, tenant string) (limiter.Rule, bool) {
 		return w, false
 	}
 	return r.limits, false
+}
+
+// addOverride keys an override's windows by its tenant as written and, when
+// that differs, as identity resolves it (canonicalTenant), unless another
+// override names that form itself.
+func addOverride(m map[string]limiter.Rule, tenant string, w limiter.Rule) {
+	m[tenant] = w
+	if canonical := canonicalTenant(tenant); canonical != tenant {
+		if _, ok := m[canonical]; !ok {
+			m[canonical] = w
+		}
+	}
 }
 
 // canonicalTenant is an override's tenant as identity resolves it, so that
