@@ -60,7 +60,7 @@ func newEnforcer(o *options, lookupEnv func(string) (string, bool), log *slog.Lo
 	}
 	adminOpts := admin.Options{
 		Pod: status.Pod{Name: o.podName, Namespace: o.podNS}, Version: buildVersion(), StartedAt: time.Now().UTC(),
-		Snapshots: e.handler, Reloads: e.reloader, Metrics: metrics, Pprof: o.pprof,
+		Upstream: o.upstream.String(), Snapshots: e.handler, Reloads: e.reloader, Metrics: metrics, Pprof: o.pprof,
 	}
 	if o.statusTokenFile != "" {
 		adminOpts.StatusToken = &admin.TokenFile{Path: o.statusTokenFile}

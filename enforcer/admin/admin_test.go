@@ -85,12 +85,12 @@ func startWith(t *testing.T, cfg *config.Config, redisURL string, token TokenSou
 		t.Fatal(err)
 	}
 	h.Swap(snap)
-	m.Reloaded(cfg.Hash())
+	m.Reloaded(cfg.Hash(), len(cfg.Policies))
 	px := httptest.NewServer(h)
 	t.Cleanup(px.Close)
 	srv := New(Options{
 		Pod: status.Pod{Name: "api-0", Namespace: cfg.Namespace}, Version: "test", StartedAt: time.Unix(1_800_000_000, 0).UTC(),
-		Snapshots: h, Reloads: fixedState{Hash: cfg.Hash(), LoadedAt: time.Unix(1_800_000_001, 0).UTC()}, Metrics: m,
+		Upstream: target.String(), Snapshots: h, Reloads: fixedState{Hash: cfg.Hash(), Config: cfg, LoadedAt: time.Unix(1_800_000_001, 0).UTC()}, Metrics: m,
 		StatusToken: token,
 	})
 	adm := httptest.NewServer(srv)
@@ -135,6 +135,9 @@ func TestStatusAndMetrics(t *testing.T) {
 	g.Expect(st.Pod).To(Equal(status.Pod{Name: "api-0", Namespace: cfg.Namespace}))
 	g.Expect(st.Config.Hash).To(Equal(cfg.Hash()))
 	g.Expect(st.Config.LastReloadError).To(BeEmpty())
+	g.Expect(st.Config.State).To(Equal(status.StateEnforcing))
+	g.Expect(st.Config.FileMissing).To(BeFalse())
+	g.Expect(st.Upstream).To(HavePrefix("http://127.0.0.1:"))
 	g.Expect(st.Policies).To(Equal([]status.Policy{
 		{Name: "api", UID: "u-api", Generation: 3, Mode: "Enforce", FailureMode: "Open", Redis: "default"},
 		{Name: "guard", UID: "u-guard", Generation: 1, Mode: "DryRun", FailureMode: "Closed", Redis: "default"},
@@ -155,6 +158,8 @@ func TestStatusAndMetrics(t *testing.T) {
 		`sluice_enforcer_decisions_total{decision="would_deny",policy="guard",rule="admin",tier=""} 1`,
 		`sluice_enforcer_config_info{hash="` + cfg.Hash() + `"} 1`,
 		`sluice_enforcer_config_last_reload_successful 1`,
+		`sluice_enforcer_config_policies 2`,
+		`sluice_enforcer_config_file_missing 0`,
 		`sluice_enforcer_redis_round_trip_seconds_count{redis="default"} 9`,
 		// Redis answered every request: the local fallback holds nothing.
 		`sluice_enforcer_local_fallback_entries{redis="default"} 0`,
@@ -162,6 +167,32 @@ func TestStatusAndMetrics(t *testing.T) {
 		g.Expect(metrics).To(ContainSubstring(line))
 	}
 	g.Expect(metrics).NotTo(ContainSubstring("t1"), "no tenant in labels")
+}
+
+// TestStatusStates: /status says whether the enforcer waits for its
+// configuration, passes traffic through (no policy selects the pod) or
+// enforces, and when its configuration file is gone.
+func TestStatusStates(t *testing.T) {
+	cfg := twoPolicies(t)
+	empty := &config.Config{Schema: config.Schema, Namespace: cfg.Namespace, Policies: []config.Policy{}}
+	for _, tc := range []struct {
+		name  string
+		state reload.State
+		want  string
+	}{
+		{"nothing loaded yet", reload.State{}, status.StateWaiting},
+		{"no policy selects the pod", reload.State{Config: empty}, status.StatePassThrough},
+		{"policies", reload.State{Config: cfg}, status.StateEnforcing},
+		{"file removed", reload.State{Config: cfg, FileMissing: true}, status.StateEnforcing},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			srv := New(Options{Snapshots: proxy.New(proxy.Options{}), Reloads: fixedState(tc.state), Metrics: NewMetrics("test")})
+			st := srv.Status()
+			g.Expect(st.Config.State).To(Equal(tc.want))
+			g.Expect(st.Config.FileMissing).To(Equal(tc.state.FileMissing))
+		})
+	}
 }
 
 func TestDebugTenantDoesNotConsume(t *testing.T) {

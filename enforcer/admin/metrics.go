@@ -34,6 +34,8 @@ type Metrics struct {
 	reloadOK       prometheus.Gauge
 	reloadTime     prometheus.Gauge
 	configInfo     *prometheus.GaugeVec
+	configPolicies prometheus.Gauge
+	configMissing  prometheus.Gauge
 	delay          *delayMetrics
 
 	// Children of the vectors, cached by label values: WithLabelValues
@@ -106,6 +108,14 @@ func NewMetrics(version string) *Metrics {
 			Name: "sluice_enforcer_config_info",
 			Help: "The configuration in service: 1 for its hash.",
 		}, []string{"hash"}),
+		configPolicies: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "sluice_enforcer_config_policies",
+			Help: "Policies of the configuration in service that select this pod; 0 means its traffic passes through unlimited.",
+		}),
+		configMissing: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "sluice_enforcer_config_file_missing",
+			Help: "1 while the configuration file is gone (its ConfigMap deleted): the last good configuration stays in service.",
+		}),
 		byCheck:  map[checkKey]prometheus.Counter{},
 		byPolicy: map[string]*policyCounts{},
 		byMode:   map[[2]string]prometheus.Counter{},
@@ -118,7 +128,7 @@ func NewMetrics(version string) *Metrics {
 	buildInfo.WithLabelValues(version).Set(1)
 	m.delay = newDelayMetrics(m.Registry)
 	m.Registry.MustRegister(m.decisions, m.failureMode, m.checkErrors, m.redisLatency, m.upstreamErrors, m.refused,
-		m.reloads, m.reloadErrors, m.reloadOK, m.reloadTime, m.configInfo, buildInfo,
+		m.reloads, m.reloadErrors, m.reloadOK, m.reloadTime, m.configInfo, m.configPolicies, m.configMissing, buildInfo,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -275,13 +285,24 @@ func (m *Metrics) UpstreamError() { m.upstreamErrors.Inc() }
 // Refused counts a request refused before any rule was checked.
 func (m *Metrics) Refused(reason string) { m.refused.WithLabelValues(reason).Inc() }
 
-// Reloaded records a configuration put into service.
-func (m *Metrics) Reloaded(hash string) {
+// Reloaded records a configuration put into service, which applies
+// policies to this pod.
+func (m *Metrics) Reloaded(hash string, policies int) {
+	m.configPolicies.Set(float64(policies))
 	m.reloads.Inc()
 	m.reloadOK.Set(1)
 	m.reloadTime.SetToCurrentTime()
 	m.configInfo.Reset()
 	m.configInfo.WithLabelValues(hash).Set(1)
+}
+
+// FileMissing records whether the configuration file is gone.
+func (m *Metrics) FileMissing(missing bool) {
+	if missing {
+		m.configMissing.Set(1)
+	} else {
+		m.configMissing.Set(0)
+	}
 }
 
 // ReloadFailed records a configuration change that was refused.

@@ -32,7 +32,9 @@ type ReloadSource interface {
 
 // Options are what the admin listener reports on.
 type Options struct {
-	Pod       status.Pod
+	Pod status.Pod
+	// Upstream is the application URL the proxy forwards to.
+	Upstream  string
 	Version   string
 	StartedAt time.Time
 	Snapshots SnapshotSource
@@ -107,10 +109,11 @@ func (s *Server) Status() status.Document {
 	st := s.opts.Reloads.State()
 	out := status.Document{
 		Pod:       s.opts.Pod,
+		Upstream:  s.opts.Upstream,
 		Version:   s.opts.Version,
 		StartedAt: s.opts.StartedAt,
-		Config: status.Config{Hash: st.Hash, LoadedAt: st.LoadedAt, Reloads: st.Reloads,
-			ReloadErrors: st.Errors, LastReloadError: st.LastError},
+		Config: status.Config{State: configState(st), FileMissing: st.FileMissing, Hash: st.Hash, LoadedAt: st.LoadedAt,
+			Reloads: st.Reloads, ReloadErrors: st.Errors, LastReloadError: st.LastError},
 		Policies:  []status.Policy{},
 		Redis:     []status.Redis{},
 		Decisions: s.opts.Metrics.Decisions(),
@@ -140,6 +143,18 @@ func (s *Server) Status() status.Document {
 	}
 	s.addAdaptive(&out)
 	return out
+}
+
+// configState is the /status word for what the configuration in service does.
+func configState(st reload.State) string {
+	switch {
+	case st.Config == nil:
+		return status.StateWaiting
+	case st.Enforcing():
+		return status.StateEnforcing
+	default:
+		return status.StatePassThrough
+	}
 }
 
 func (s *Server) status(w http.ResponseWriter, r *http.Request) {

@@ -32,12 +32,26 @@ type State struct {
 	// LastError is why the last attempt failed, empty once one succeeds.
 	LastError   string
 	LastErrorAt time.Time
+	// FileMissing says the compiled configuration file was removed (its
+	// ConfigMap deleted) after it was put into service: the last good
+	// configuration stays in service until a file is there again.
+	FileMissing bool
 }
+
+// Enforcing says whether the configuration in service limits this pod's
+// traffic: false while none is loaded yet or when no policy selects the
+// pod, when traffic passes through unlimited.
+func (s State) Enforcing() bool { return s.Config != nil && len(s.Config.Policies) > 0 }
 
 // Observer is told the outcome of every reload attempt (metrics).
 type Observer interface {
-	Reloaded(hash string)
+	// Reloaded is a configuration put into service, with the number of
+	// policies it applies to this pod (0: traffic passes through).
+	Reloaded(hash string, policies int)
 	ReloadFailed()
+	// FileMissing is told when the configuration file goes (true) and
+	// when it is back (false).
+	FileMissing(missing bool)
 }
 
 // Reloader loads a Source and applies it: once at start, then whenever
@@ -91,6 +105,9 @@ func (r *Reloader) Reload() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	l, err := r.source.Read()
+	if r.fileMissing(err) {
+		return err
+	}
 	if err == nil && l.Same(r.current) {
 		r.state.LastError = "" // an earlier bad file was put back as it was
 		return nil
@@ -101,17 +118,46 @@ func (r *Reloader) Reload() error {
 		}
 	}
 	if err != nil {
-		r.state.Errors++
-		r.state.LastError, r.state.LastErrorAt = err.Error(), time.Now()
+		r.failed(err)
 		r.log.Error("config reload failed; keeping the last good config", "error", err, "hash", r.state.Hash)
-		if r.observer != nil {
-			r.observer.ReloadFailed()
-		}
 		return err
 	}
 	r.state.Reloads++
 	r.serve(l)
 	return nil
+}
+
+// failed records a reload that kept the configuration in service.
+func (r *Reloader) failed(err error) {
+	r.state.Errors++
+	r.state.LastError, r.state.LastErrorAt = err.Error(), time.Now()
+	if r.observer != nil {
+		r.observer.ReloadFailed()
+	}
+}
+
+// fileMissing follows whether the compiled configuration file, once in
+// service, is gone (its ConfigMap deleted by hand, or the manager down as
+// it was): the last good configuration stays, and the state says so until
+// the file is back. It reports whether the file is missing; the change is
+// logged and counted once, not at every look.
+func (r *Reloader) fileMissing(readErr error) bool {
+	missing := r.current != nil && r.source.ConfigPath != "" && errors.Is(readErr, fs.ErrNotExist)
+	if missing == r.state.FileMissing {
+		return missing
+	}
+	r.state.FileMissing = missing
+	if missing {
+		r.failed(fmt.Errorf("the configuration file was removed; the last good configuration stays in service: %w", readErr))
+		r.log.Warn("the configuration file was removed (its ConfigMap deleted?); keeping the last good config",
+			"path", r.source.ConfigPath, "hash", r.state.Hash, "enforcing", r.state.Enforcing())
+	} else {
+		r.log.Info("the configuration file is back", "path", r.source.ConfigPath)
+	}
+	if r.observer != nil {
+		r.observer.FileMissing(missing)
+	}
+	return missing
 }
 
 // serve records l as the configuration in service.
@@ -125,9 +171,14 @@ func (r *Reloader) serve(l *Loaded) {
 	for i, p := range r.state.Config.Policies {
 		names[i] = fmt.Sprintf("%s@%d", p.Name, p.Generation)
 	}
-	r.log.Info("config loaded", "hash", r.state.Hash, "namespace", l.Config.Namespace, "policies", names)
+	if len(names) == 0 {
+		r.log.Info("config loaded: no policy selects this pod, so its traffic passes through unlimited",
+			"hash", r.state.Hash, "namespace", l.Config.Namespace, "policiesInNamespace", len(l.Config.Policies))
+	} else {
+		r.log.Info("config loaded", "hash", r.state.Hash, "namespace", l.Config.Namespace, "policies", names)
+	}
 	if r.observer != nil {
-		r.observer.Reloaded(r.state.Hash)
+		r.observer.Reloaded(r.state.Hash, len(names))
 	}
 }
 

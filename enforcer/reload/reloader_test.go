@@ -39,6 +39,8 @@ type recorder struct {
 	mu       sync.Mutex
 	applied  []*Loaded
 	failures int
+	missing  []bool // FileMissing calls, in order
+	policies int    // policies of the last configuration put into service
 	fail     error
 }
 
@@ -52,7 +54,17 @@ func (r *recorder) apply(l *Loaded) error {
 	return nil
 }
 
-func (r *recorder) Reloaded(string) {}
+func (r *recorder) Reloaded(_ string, policies int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.policies = policies
+}
+
+func (r *recorder) FileMissing(missing bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.missing = append(r.missing, missing)
+}
 func (r *recorder) ReloadFailed() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -108,6 +120,58 @@ func TestReloaderKeepsLastGoodConfig(t *testing.T) {
 	// An unchanged file applies nothing.
 	g.Expect(r.Reload()).To(Succeed())
 	g.Expect(rec.applied).To(HaveLen(2))
+}
+
+// TestReloaderFileRemoved is a ConfigMap deleted by hand: the last good
+// configuration stays in service, the state says the file is missing, and
+// the failure is counted once however often the directory is looked at.
+func TestReloaderFileRemoved(t *testing.T) {
+	g := NewWithT(t)
+	path := filepath.Join(t.TempDir(), "config.json")
+	writeFile(t, path, configJSON("api", 10))
+	rec := &recorder{}
+	r := NewReloader(&Source{ConfigPath: path}, rec.apply, rec, quietLog())
+	g.Expect(r.Start()).To(Succeed())
+	g.Expect(os.Remove(path)).To(Succeed())
+	for range 3 {
+		g.Expect(r.Reload()).To(MatchError(ContainSubstring("no such file")))
+	}
+	st := r.State()
+	g.Expect(st.FileMissing).To(BeTrue())
+	g.Expect(st.Enforcing()).To(BeTrue())
+	g.Expect(st.Errors).To(Equal(int64(1)))
+	g.Expect(st.LastError).To(ContainSubstring("the last good configuration stays in service"))
+	g.Expect(rec.limit()).To(Equal(int64(10)))
+	g.Expect(rec.failures).To(Equal(1))
+
+	// The file back as it was: nothing to apply, and nothing missing.
+	writeFile(t, path, configJSON("api", 10))
+	g.Expect(r.Reload()).To(Succeed())
+	st = r.State()
+	g.Expect(st.FileMissing).To(BeFalse())
+	g.Expect(st.LastError).To(BeEmpty())
+	g.Expect(rec.missing).To(Equal([]bool{true, false}))
+	g.Expect(rec.applied).To(HaveLen(1))
+}
+
+// TestReloaderPassesThroughWithoutPolicies: the namespace's last policy
+// deleted, the manager publishes a configuration without policies, and the
+// enforcer stops enforcing.
+func TestReloaderPassesThroughWithoutPolicies(t *testing.T) {
+	g := NewWithT(t)
+	path := filepath.Join(t.TempDir(), "config.json")
+	writeFile(t, path, configJSON("api", 10))
+	rec := &recorder{}
+	r := NewReloader(&Source{ConfigPath: path}, rec.apply, rec, quietLog())
+	g.Expect(r.Start()).To(Succeed())
+	g.Expect(r.State().Enforcing()).To(BeTrue())
+	g.Expect(rec.policies).To(Equal(1))
+
+	writeFile(t, path, `{"schema": "sluice.dev/enforcer-config/v1", "namespace": "shop", "policies": []}`)
+	g.Expect(r.Reload()).To(Succeed())
+	g.Expect(r.State().Enforcing()).To(BeFalse())
+	g.Expect(r.State().Config.Policies).To(BeEmpty())
+	g.Expect(rec.policies).To(Equal(0))
 }
 
 func TestReloaderSelectsByLabels(t *testing.T) {

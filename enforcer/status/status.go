@@ -33,7 +33,11 @@ type Document struct {
 	Version   string    `json:"version"`
 	StartedAt time.Time `json:"startedAt"`
 	// Ready is what /readyz answers.
-	Ready    bool     `json:"ready"`
+	Ready bool `json:"ready"`
+	// Upstream is the application URL the enforcer forwards to, fixed
+	// when it starts (--upstream): a policy's changed upstreamPort applies
+	// to pods started after the change.
+	Upstream string   `json:"upstream,omitempty"`
 	Config   Config   `json:"config"`
 	Policies []Policy `json:"policies"`
 	Redis    []Redis  `json:"redis"`
@@ -49,8 +53,29 @@ type Pod struct {
 	Namespace string `json:"namespace,omitempty"`
 }
 
+// The states of the configuration in service, Config.State.
+const (
+	// StateWaiting: no configuration is loaded yet (the namespace's
+	// ConfigMap is not written yet); the enforcer is not ready.
+	StateWaiting = "Waiting"
+	// StateEnforcing: the configuration in service has policies that
+	// select this pod.
+	StateEnforcing = "Enforcing"
+	// StatePassThrough: no policy of the configuration in service selects
+	// this pod (the last one was deleted, or changed its selector): traffic
+	// passes through unlimited.
+	StatePassThrough = "PassThrough"
+)
+
 // Config describes the configuration in service.
 type Config struct {
+	// State is StateWaiting, StateEnforcing or StatePassThrough.
+	State string `json:"state"`
+	// FileMissing says the configuration file was removed after it was
+	// loaded (its ConfigMap deleted by hand): the last good configuration
+	// stays in service, and changes to the policies do not reach this
+	// enforcer until the file is back.
+	FileMissing bool `json:"fileMissing,omitempty"`
 	// Hash is config.Config.Hash of the whole configuration read (every
 	// policy of the namespace, before selection by this pod's labels).
 	Hash      string    `json:"hash"`
