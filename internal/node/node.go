@@ -69,7 +69,7 @@ type Cluster struct {
 	WebhookCertDir string
 
 	state    *runState
-	lock     *os.File
+	lock     *hostLock
 	cp       *controlPlane
 	runtime  *containerd
 	procs    []*process
@@ -117,33 +117,33 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 
 	c := &Cluster{progress: opts.Progress}
 	step := c.stepper()
-	if c.lock, err = lockRun(); err != nil {
+	if c.lock, err = waitLock(ctx, lockPath, c.progress); err != nil {
 		return nil, err
 	}
 	if stale, lerr := loadState(); lerr == nil {
 		fmt.Fprintf(c.progress, "undoing a previous run that did not stop (%s)\n", stale.Dir)
 		if err := stale.undo(); err != nil {
-			_ = c.lock.Close()
+			_ = c.lock.release()
 			return nil, fmt.Errorf("undo the previous run recorded in %s: %w", statePath(), err)
 		}
 		step("undo the previous run")
 	}
 	before, err := Snapshot()
 	if err != nil {
-		_ = c.lock.Close()
+		_ = c.lock.release()
 		return nil, err
 	}
 	if len(before.Cgroups) > 0 {
-		_ = c.lock.Close()
+		_ = c.lock.release()
 		return nil, fmt.Errorf("%v exist: another kubelet runs on this host", before.Cgroups)
 	}
 	if c.Dir, err = os.MkdirTemp("", "sluice-node-"); err != nil {
-		_ = c.lock.Close()
+		_ = c.lock.release()
 		return nil, err
 	}
 	c.state = &runState{Dir: c.Dir, Bridge: BridgeName, Before: before}
 	if err := c.state.save(); err != nil {
-		_ = c.lock.Close()
+		_ = c.lock.release()
 		return nil, err
 	}
 	defer func() {
@@ -332,7 +332,7 @@ func (c *Cluster) Close() error {
 		return nil
 	}
 	c.closed = true
-	defer func() { _ = c.lock.Close() }()
+	defer func() { _ = c.lock.release() }()
 	start := time.Now()
 	step := c.stepper()
 	// The daemons that would start new containers or programs go first,
@@ -365,14 +365,15 @@ func (c *containerd) procOrNil() *process {
 }
 
 // UndoStale undoes a run that ended without Close (its process killed),
-// as the next Start would, and reports whether there was one. It fails
-// while a run is in progress.
+// as the next Start would, and reports whether there was one. It refuses
+// while a run is in progress, with a *HeldError naming it: that run
+// restores the host itself when it ends.
 func UndoStale() (bool, error) {
-	lock, err := lockRun()
+	lock, err := tryLock(lockPath)
 	if err != nil {
 		return false, err
 	}
-	defer lock.Close()
+	defer func() { _ = lock.release() }()
 	stale, err := loadState()
 	if errors.Is(err, os.ErrNotExist) {
 		return false, nil

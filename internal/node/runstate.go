@@ -69,23 +69,6 @@ func loadState() (*runState, error) {
 	return &s, nil
 }
 
-// lockRun takes the host-wide lock: one node run at a time, since the
-// bridge, its subnet and the kubepods cgroups are the host's.
-func lockRun() (*os.File, error) {
-	if err := os.MkdirAll(stateDir, 0o700); err != nil {
-		return nil, err
-	}
-	f, err := os.OpenFile(filepath.Join(stateDir, "lock"), os.O_CREATE|os.O_RDWR, 0o600)
-	if err != nil {
-		return nil, err
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		_ = f.Close()
-		return nil, fmt.Errorf("another node run holds %s: %w", f.Name(), err)
-	}
-	return f, nil
-}
-
 func (s *runState) track(name string, pid int) error {
 	start, err := procStartTime(pid)
 	if err != nil {
