@@ -25,6 +25,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -48,26 +49,38 @@ const (
 	// writes; the manager caches no other ConfigMap.
 	ManagedByLabel = "app.kubernetes.io/managed-by"
 	ManagedByValue = "sluice"
+	// ReasonConfigMapRecreated is the Warning Event on a namespace's
+	// policies when the manager wrote ConfigMapName again after someone
+	// deleted it: until the kubelet brought the new file, enforcers kept
+	// their last good configuration and took no change.
+	ReasonConfigMapRecreated = "ConfigMapRecreated"
 )
 
 // reconcileConfig writes the compiled configuration to the namespace's
-// ConfigMap, owned by every policy of the namespace so that it goes with the
-// last of them even while the manager is down. A nil compiled leaves the
-// ConfigMap as it is.
+// ConfigMap. A nil compiled leaves the ConfigMap as it is.
+//
+// The ConfigMap has no owner: were it owned by the policies, the garbage
+// collector would delete it with the last of them, and the enforcers, which
+// keep their last good configuration when its file goes, would go on
+// enforcing the deleted policies. The manager deletes it itself once the
+// namespace has neither policies nor injected pods (reconcileWithoutPolicies).
 func (r *PolicyReconciler) reconcileConfig(ctx context.Context, namespace string, policies []*v1alpha1.RateLimitPolicy, compiled *compile.Result) error {
 	if compiled == nil {
 		return nil
 	}
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: ConfigMapName, Namespace: namespace}}
 	mutate := func() error {
-		setConfigMap(cm, policies, compiled)
+		setConfigMap(cm, compiled)
 		return nil
 	}
-	_, err := controllerutil.CreateOrUpdate(ctx, r.Client, cm, mutate)
+	op, err := controllerutil.CreateOrUpdate(ctx, r.Client, cm, mutate)
+	if op == controllerutil.OperationResultCreated {
+		r.announceRecreated(policies)
+	}
 	if apierrors.IsAlreadyExists(err) {
 		// It exists without our label, so the cache cannot see it: take it over.
 		if err = r.APIReader.Get(ctx, client.ObjectKeyFromObject(cm), cm); err == nil {
-			setConfigMap(cm, policies, compiled)
+			setConfigMap(cm, compiled)
 			err = r.Update(ctx, cm)
 		}
 	}
@@ -77,9 +90,23 @@ func (r *PolicyReconciler) reconcileConfig(ctx context.Context, namespace string
 	return nil
 }
 
+// announceRecreated warns on every policy that was published before, when
+// the ConfigMap had to be created again: someone deleted it, and the
+// enforcers kept their last good configuration in the meantime.
+func (r *PolicyReconciler) announceRecreated(policies []*v1alpha1.RateLimitPolicy) {
+	for _, p := range policies {
+		if !apimeta.IsStatusConditionTrue(p.Status.Conditions, v1alpha1.ConditionAccepted) || r.Recorder == nil {
+			continue
+		}
+		recordEvent(r.Recorder, p, corev1.EventTypeWarning, ReasonConfigMapRecreated, eventAction, fmt.Sprintf(
+			"ConfigMap %s was deleted and has been written again: until the kubelet updates their volume, enforcers keep the last configuration they loaded "+
+				"and take no change (their /status says config.fileMissing); the manager owns this ConfigMap, do not delete it", ConfigMapName))
+	}
+}
+
 // setConfigMap makes cm hold compiled, keeping labels and annotations that
 // others added.
-func setConfigMap(cm *corev1.ConfigMap, policies []*v1alpha1.RateLimitPolicy, compiled *compile.Result) {
+func setConfigMap(cm *corev1.ConfigMap, compiled *compile.Result) {
 	if cm.Labels == nil {
 		cm.Labels = map[string]string{}
 	}
@@ -90,11 +117,26 @@ func setConfigMap(cm *corev1.ConfigMap, policies []*v1alpha1.RateLimitPolicy, co
 	cm.Annotations[ConfigHashAnnotation] = compiled.Hash
 	cm.Data = map[string]string{ConfigKey: string(compiled.JSON)}
 	cm.BinaryData = nil
-	cm.OwnerReferences = ownerReferences(policies)
+	// Owned by no one (reconcileConfig); earlier releases made every
+	// policy an owner, which an upgrade takes off here.
+	cm.OwnerReferences = withoutPolicyOwners(cm.OwnerReferences)
 }
 
-// ownerReferences lists every policy as an owner, sorted by name. None is the
-// controller: the ConfigMap belongs to them all.
+// withoutPolicyOwners drops the RateLimitPolicy owners of refs, keeping
+// any other owner someone added.
+func withoutPolicyOwners(refs []metav1.OwnerReference) []metav1.OwnerReference {
+	out := slices.DeleteFunc(slices.Clone(refs), func(ref metav1.OwnerReference) bool {
+		return ref.Kind == "RateLimitPolicy" && strings.HasPrefix(ref.APIVersion, v1alpha1.GroupVersion.Group+"/")
+	})
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+// ownerReferences lists every policy as an owner, sorted by name, for the
+// objects that go with the last policy (the admin Secret, the
+// NetworkPolicy). None is the controller: they belong to them all.
 func ownerReferences(policies []*v1alpha1.RateLimitPolicy) []metav1.OwnerReference {
 	refs := make([]metav1.OwnerReference, 0, len(policies))
 	for _, p := range policies {
@@ -109,9 +151,44 @@ func ownerReferences(policies []*v1alpha1.RateLimitPolicy) []metav1.OwnerReferen
 	return refs
 }
 
-// deleteConfig removes the ConfigMap of a namespace without policies. The
-// garbage collector would too, through the owner references; deleting it
-// here makes it go at once, and in clusters without garbage collection.
+// reconcileWithoutPolicies publishes a configuration without policies for
+// as long as the namespace has injected pods, whose enforcers then pass
+// traffic through, and deletes the ConfigMap once none is left. Deleting it
+// while enforcers run would leave them enforcing the last configuration
+// they loaded, the deleted policies included.
+func (r *PolicyReconciler) reconcileWithoutPolicies(ctx context.Context, namespace string) error {
+	injected, err := r.injectedPods(ctx, namespace)
+	if err != nil {
+		return err
+	}
+	if injected == 0 {
+		return r.deleteConfig(ctx, namespace)
+	}
+	empty, err := compile.Namespace(namespace, nil, compile.Options{})
+	if err != nil {
+		return err
+	}
+	return r.reconcileConfig(ctx, namespace, nil, empty)
+}
+
+// injectedPods counts the pods of the namespace that run an enforcer, or
+// will: every one reads the namespace's ConfigMap.
+func (r *PolicyReconciler) injectedPods(ctx context.Context, namespace string) (int, error) {
+	var pods corev1.PodList
+	if err := r.List(ctx, &pods, client.InNamespace(namespace)); err != nil {
+		return 0, fmt.Errorf("list pods in %s: %w", namespace, err)
+	}
+	n := 0
+	for i := range pods.Items {
+		if pod := &pods.Items[i]; hasEnforcer(pod) && pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// deleteConfig removes the ConfigMap of a namespace with neither policies
+// nor injected pods.
 func (r *PolicyReconciler) deleteConfig(ctx context.Context, namespace string) error {
 	cm := &corev1.ConfigMap{}
 	err := r.Get(ctx, types.NamespacedName{Namespace: namespace, Name: ConfigMapName}, cm)

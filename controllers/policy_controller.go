@@ -95,7 +95,7 @@ func (r *PolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res
 	}()
 
 	if len(policies) == 0 {
-		return ctrl.Result{}, errors.Join(r.deleteConfig(ctx, req.Namespace), r.deleteAdminSecret(ctx, req.Namespace),
+		return ctrl.Result{}, errors.Join(r.reconcileWithoutPolicies(ctx, req.Namespace), r.deleteAdminSecret(ctx, req.Namespace),
 			r.deleteNetworkPolicy(ctx, req.Namespace))
 	}
 	// The Secret first: pods started from now on mount it.

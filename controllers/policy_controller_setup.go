@@ -42,7 +42,8 @@ const storageSecretIndex = "spec.storage.secretRef.name"
 // SetupWithManager registers the policy controller. It reconciles a
 // namespace when one of its policies is created, deleted or changes its
 // spec; when a pod starts, stops or changes labels (the pod counts are part
-// of the configuration); when a Secret that a policy's storage names appears,
+// of the configuration, and injected pods keep the ConfigMap of a namespace
+// without policies); when a Secret that a policy's storage names appears,
 // changes or goes; when someone edits or deletes the ConfigMap or the
 // admin Secret; and, with NetworkPolicy set, when a NetworkPolicy changes.
 func (r *PolicyReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, concurrency int) error {
@@ -65,7 +66,7 @@ func (r *PolicyReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manage
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(namespaceOf),
 			builder.WithPredicates(predicate.NewPredicateFuncs(func(obj client.Object) bool { return obj.GetName() == ConfigMapName }))).
-		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(namespaceWithPolicies(r)),
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(namespaceWithPoliciesOrEnforcer(r)),
 			builder.WithPredicates(podCountChanged())).
 		WatchesMetadata(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.namespaceUsingSecret))
 	if r.NetworkPolicy != nil {
@@ -89,6 +90,19 @@ func namespaceWithPolicies(c client.Reader) handler.MapFunc {
 			return nil
 		}
 		return namespaceOf(ctx, obj)
+	}
+}
+
+// namespaceWithPoliciesOrEnforcer maps a pod to its namespace when that has
+// policies, or when the pod runs an enforcer: the ConfigMap of a namespace
+// without policies stays while such pods run.
+func namespaceWithPoliciesOrEnforcer(c client.Reader) handler.MapFunc {
+	withPolicies := namespaceWithPolicies(c)
+	return func(ctx context.Context, obj client.Object) []reconcile.Request {
+		if pod, ok := obj.(*corev1.Pod); ok && hasEnforcer(pod) {
+			return namespaceOf(ctx, obj)
+		}
+		return withPolicies(ctx, obj)
 	}
 }
 

@@ -50,9 +50,8 @@ var _ = Describe("The policy controller", func() {
 		}).Should(Succeed())
 		_, cm := publishedConfig(ctx, ns)
 		Expect(cm.Labels).To(HaveKeyWithValue(controllers.ManagedByLabel, controllers.ManagedByValue))
-		Expect(cm.OwnerReferences).To(ConsistOf(metav1.OwnerReference{
-			APIVersion: "sluice.dev/v1alpha1", Kind: "RateLimitPolicy", Name: "public-api", UID: policy.UID,
-		}), "the garbage collector deletes the ConfigMap with its last policy")
+		Expect(cm.OwnerReferences).To(BeEmpty(),
+			"no garbage collection: deleting the ConfigMap with its last policy would leave running enforcers on their last configuration")
 		Eventually(func() *metav1.Condition { return condition(ctx, policy, v1alpha1.ConditionAccepted) }).
 			Should(haveCondition(metav1.ConditionTrue, v1alpha1.ReasonCompiled, 1))
 
@@ -71,7 +70,55 @@ var _ = Describe("The policy controller", func() {
 		By("deleting it")
 		Expect(k8sClient.Delete(ctx, policy)).To(Succeed())
 		Eventually(func() *config.Config { cfg, _ := publishedConfig(ctx, ns); return cfg }).Should(BeNil(),
-			"the controller deletes the ConfigMap of a namespace without policies")
+			"the controller deletes the ConfigMap of a namespace without policies nor injected pods")
+	})
+
+	It("keeps an empty configuration for injected pods once the last policy is deleted, then deletes it with them", func(ctx SpecContext) {
+		policy := samplePolicy("ratelimitpolicy_public_api.yaml", ns)
+		Expect(k8sClient.Create(ctx, policy)).To(Succeed())
+		injected := newPod(ns, "api-1", policy.Spec.Selector.MatchLabels)
+		injected.Spec.InitContainers = []corev1.Container{{Name: controllers.EnforcerContainerName, Image: "sluice-enforcer:1"}}
+		Expect(k8sClient.Create(ctx, injected)).To(Succeed())
+		Eventually(func() map[string]config.Policy { return publishedPolicies(ctx, ns) }).Should(HaveKey("public-api"))
+
+		By("deleting the last policy")
+		Expect(k8sClient.Delete(ctx, policy)).To(Succeed())
+		Eventually(func(g Gomega) {
+			cfg, cm := publishedConfig(ctx, ns)
+			g.Expect(cfg).NotTo(BeNil(), "the ConfigMap stays while an enforcer reads it")
+			g.Expect(cfg.Policies).To(BeEmpty(), "and tells it to pass traffic through")
+			g.Expect(cm.Annotations).To(HaveKeyWithValue(controllers.ConfigHashAnnotation, cfg.Hash()))
+		}).Should(Succeed())
+		Consistently(func() *config.Config { cfg, _ := publishedConfig(ctx, ns); return cfg }, "1s").ShouldNot(BeNil())
+
+		By("deleting the injected pod")
+		Expect(k8sClient.Delete(ctx, injected, client.GracePeriodSeconds(0))).To(Succeed())
+		Eventually(func() *config.Config { cfg, _ := publishedConfig(ctx, ns); return cfg }).Should(BeNil())
+	})
+
+	It("writes a ConfigMap deleted by hand again, with a Warning on its policies", func(ctx SpecContext) {
+		policy := samplePolicy("ratelimitpolicy_public_api.yaml", ns)
+		Expect(k8sClient.Create(ctx, policy)).To(Succeed())
+		Eventually(func() *metav1.Condition { return condition(ctx, policy, v1alpha1.ConditionAccepted) }).
+			Should(haveCondition(metav1.ConditionTrue, v1alpha1.ReasonCompiled, 1))
+		_, cm := publishedConfig(ctx, ns)
+		Expect(k8sClient.Delete(ctx, cm)).To(Succeed())
+		Eventually(func(g Gomega) {
+			_, again := publishedConfig(ctx, ns)
+			g.Expect(again).NotTo(BeNil())
+			g.Expect(again.UID).NotTo(Equal(cm.UID))
+		}).Should(Succeed())
+		Eventually(func() []string { return eventReasons(ctx, policy) }).Should(ContainElement(controllers.ReasonConfigMapRecreated))
+		recreated := func() int {
+			n := 0
+			for _, r := range eventReasons(ctx, policy) {
+				if r == controllers.ReasonConfigMapRecreated {
+					n++
+				}
+			}
+			return n
+		}
+		Consistently(recreated, "1s").Should(Equal(1), "announced once, not at every pass")
 	})
 
 	It("compiles every policy of a namespace into one ConfigMap, and none of another namespace", func(ctx SpecContext) {
@@ -96,19 +143,11 @@ var _ = Describe("The policy controller", func() {
 		}).Should(Equal([]string{"exports", "plans"}), "sorted by name")
 		Eventually(func() map[string]config.Policy { return publishedPolicies(ctx, other) }).Should(
 			And(HaveLen(1), HaveKey("login")))
-		_, cm := publishedConfig(ctx, ns)
-		Expect(cm.OwnerReferences).To(ConsistOf(
-			HaveField("UID", exports.UID), HaveField("UID", plans.UID)))
-		Expect(cm.OwnerReferences).To(HaveEach(HaveField("Controller", BeNil())), "no policy is the one controller")
 
 		By("deleting one of the two")
 		Expect(k8sClient.Delete(ctx, plans)).To(Succeed())
 		Eventually(func() map[string]config.Policy { return publishedPolicies(ctx, ns) }).Should(
 			And(HaveLen(1), HaveKey("exports")))
-		Eventually(func(g Gomega) {
-			_, cm := publishedConfig(ctx, ns)
-			g.Expect(cm.OwnerReferences).To(ConsistOf(HaveField("UID", exports.UID)))
-		}).Should(Succeed())
 	})
 
 	It("counts the pods a policy selects, and Ready says whether it knows their enforcers", func(ctx SpecContext) {
