@@ -11,6 +11,9 @@
 --           cost; more than cost is a lease, counted in every window at
 --           once, as much as all of them have left up to want (a
 --           lease at most a quarter of that)
+-- ARGV[#ARGV] 'peek' (a last argument no decision passes): decide cost as
+--           ever, reply as ever, but take nothing, so that /debug/tenant
+--           can show whether cost fits and its retry_µs
 -- Reply     {allowed (0|1), now_µs, then per window i: remaining, reset_µs,
 --           retry_µs, then taken}
 --           reset_µs: the window's end; retry_µs: wait until cost fits (0 if
@@ -20,6 +23,8 @@
 local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000000 + tonumber(time[2])
 local cost = tonumber(ARGV[1])
+-- a peek decides cost and its waits exactly, and takes nothing
+local peek = ARGV[#ARGV] == 'peek'
 
 if cost < 0 then
   -- only into the window the units were counted in: given back after it
@@ -64,6 +69,9 @@ if allowed == 1 then
   take = math.min(want, left)
   if take > cost then
     take = math.min(take, math.max(cost, math.floor(left / 4)))
+  end
+  if peek then
+    take = 0
   end
 end
 

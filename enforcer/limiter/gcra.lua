@@ -21,6 +21,9 @@
 --           every window within delay moves the TATs now, up to delay past
 --           the tolerance, and waits until its units are due: its future
 --           units are taken, nobody else gets them.
+-- ARGV[#ARGV] 'peek' (a last argument no decision passes): decide cost as
+--           ever, reply as ever, but take nothing, so that /debug/tenant
+--           can show whether cost fits and its retry_µs
 -- Reply     {allowed (0|1), now_µs, then per window i: remaining, reset_µs,
 --           retry_µs, then taken, then with a delay ARGV wait_µs}
 --           remaining: whole units that fit now; reset_µs: the TAT, when the
@@ -33,6 +36,8 @@
 local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000000 + tonumber(time[2])
 local cost = tonumber(ARGV[1])
+-- a peek decides cost and its waits exactly, and takes nothing
+local peek = ARGV[#ARGV] == 'peek'
 
 -- stores a TAT, living until it is reached: from then on no state is whole state
 local function store(key, tat)
@@ -94,6 +99,9 @@ if allowed == 1 and wait == 0 then
   take = math.min(want, left)
   if take > cost then
     take = math.min(take, math.max(cost, math.floor(left / 4)))
+  end
+  if peek then
+    take = 0
   end
 end
 

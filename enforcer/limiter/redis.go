@@ -32,22 +32,45 @@ func NewRedis(client redis.UniversalClient) (*Redis, error) {
 // Close stops the autopipeliner after it has flushed what it holds.
 func (r *Redis) Close() error { return r.pipe.Close() }
 
-// Peek reports the state of req's bucket as Allow would see it, without
-// consuming anything: Remaining and Reset of the deciding window, and
-// whether req.Cost would fit now.
+// Peek reports the state of req's bucket as Allow would decide req now,
+// without consuming anything: the deciding window's Limit, Remaining and
+// Reset, whether req.Cost fits and, when it does not, RetryAfter as a
+// refusal would give it (the script's exact wait). For a rule with a Delay,
+// a wait within it is reported as Allow reports a reservation (allowed,
+// with Delay) and a longer one as refused for the wait less the Delay. The
+// tenant's ban is not read here (Guard.BanOf reads it).
 func (r *Redis) Peek(ctx context.Context, req Request) (Decision, error) {
 	if !req.checked {
 		return Decision{}, errUncheckedRequest
 	}
-	req.Ban = nil // the bucket as it stands; Guard.BanOf reads the ban
-	d, err := r.check(ctx, &req, 0)
+	delay := req.Delay
+	req.Ban, req.Delay = nil, 0 // the bucket alone, booking nothing
+	script, args := evalSHA(&req, req.Cost, req.Cost)
+	raw, err := r.receive(ctx, script, r.send(ctx, append(args, peekArg)))
 	if err != nil {
-		return d, err
+		return Decision{}, fmt.Errorf("redis peek %s %s: %w", req.Algorithm, req.Bucket, err)
 	}
-	// A read with cost 0 always fits; say whether req.Cost would.
-	d.Allowed = d.Remaining >= req.Cost
+	var stack [4]WindowResult
+	// A peek takes nothing: its reply is read as a read's (cost 0).
+	rep, err := parseReply(raw, descriptorOf(req.Algorithm), len(req.Windows), 0, false, stack[:0])
+	if err != nil {
+		return Decision{}, fmt.Errorf("redis peek %s %s: %w", req.Algorithm, req.Bucket, err)
+	}
+	d := decide(&req, rep.allowed, rep.now, rep.results)
+	if !d.Allowed && delay > 0 {
+		// the scripts book a wait exactly when the longest window's wait,
+		// RetryAfter, is within the delay
+		if d.RetryAfter <= delay {
+			d.Allowed, d.Delay, d.RetryAfter = true, d.RetryAfter, 0
+		} else {
+			reserved(&Request{Delay: delay}, &d, 0)
+		}
+	}
 	return d, nil
 }
+
+// peekArg ends the arguments of a peek: the script decides and takes nothing.
+const peekArg = "peek"
 
 func (r *Redis) check(ctx context.Context, req *Request, cost int64) (Decision, error) {
 	d, _, err := r.submit(ctx, req, cost, cost).wait(ctx)

@@ -8,6 +8,9 @@
 -- ARGV[1]   cost: requests this one counts as (0 reads without counting); -n
 --           refunds the n an admitted decision counted, while its window lasts
 -- ARGV[2+2(i-1)] requests, ARGV[3+2(i-1)] period in ms of window i
+-- ARGV[#ARGV] 'peek' (a last argument no decision passes): decide cost as
+--           ever, reply as ever, but take nothing, so that /debug/tenant
+--           can show whether cost fits and its retry_µs
 -- Reply     {allowed (0|1), now_µs, then per window i: remaining, reset_µs, retry_µs}
 --           remaining: floor(requests - estimate); reset_µs: when the estimate
 --           reaches 0; retry_µs: exact wait until estimate + cost fits (0 if it does).
@@ -16,6 +19,8 @@
 local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000000 + tonumber(time[2])
 local cost = tonumber(ARGV[1])
+-- a peek decides cost and its waits exactly, and takes nothing
+local peek = ARGV[#ARGV] == 'peek'
 local eps = 1e-9
 
 if cost < 0 then
@@ -64,7 +69,7 @@ for i = 1, #KEYS do
   local estimate = estimates[i]
   local retry = 0
   if allowed == 1 then
-    if cost > 0 then
+    if cost > 0 and not peek then
       cur = cur + cost
       estimate = estimate + cost
       if current[i] then

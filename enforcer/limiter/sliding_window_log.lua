@@ -9,6 +9,9 @@
 --           -n refunds the n newest entries: the decision's own, or ones
 --           indistinguishable from them
 -- ARGV[2+2(i-1)] requests, ARGV[3+2(i-1)] period in ms of window i
+-- ARGV[#ARGV] 'peek' (a last argument no decision passes): decide cost as
+--           ever, reply as ever, but take nothing, so that /debug/tenant
+--           can show whether cost fits and its retry_µs
 -- Reply     {allowed (0|1), now_µs, then per window i: remaining, reset_µs, retry_µs}
 --           reset_µs: when the newest entry leaves the window; retry_µs: exact
 --           wait until enough old entries leave for cost to fit (0 if it does).
@@ -17,6 +20,8 @@
 local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000000 + tonumber(time[2])
 local cost = tonumber(ARGV[1])
+-- a peek decides cost and its waits exactly, and takes nothing
+local peek = ARGV[#ARGV] == 'peek'
 
 if cost < 0 then
   local refunded = 0
@@ -49,7 +54,7 @@ for i = 1, #KEYS do
   local count, period = counts[i], periods[i]
   local retry = 0
   local reset = now
-  if allowed == 1 and cost > 0 then
+  if allowed == 1 and cost > 0 and not peek then
     -- Members must be unique. After a refund the count no longer names a
     -- free suffix within this microsecond, so ZADD NX refuses a taken name
     -- and the loop tries the next: every admitted unit is recorded.

@@ -15,6 +15,9 @@
 --           cost every window refills within delay is admitted now into
 --           debt (the tokens go below zero) and waits until the debt is
 --           repaid: its future tokens are taken, nobody else gets them.
+-- ARGV[#ARGV] 'peek' (a last argument no decision passes): decide cost as
+--           ever, reply as ever, but take nothing, so that /debug/tenant
+--           can show whether cost fits and its retry_µs
 -- Reply     {allowed (0|1), now_µs, then per window i: remaining, reset_µs,
 --           retry_µs, then taken, then with a delay ARGV wait_µs}
 --           remaining: whole tokens left; reset_µs: when the bucket is full
@@ -29,6 +32,8 @@
 local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000000 + tonumber(time[2])
 local cost = tonumber(ARGV[1])
+-- a peek decides cost and its waits exactly, and takes nothing
+local peek = ARGV[#ARGV] == 'peek'
 local eps = 1e-9 -- absorbs float rounding of refills; far below one token
 
 if cost < 0 then
@@ -87,6 +92,9 @@ if allowed == 1 and wait == 0 then
   take = math.min(want, left)
   if take > cost then
     take = math.min(take, math.max(cost, math.floor(left / 4)))
+  end
+  if peek then
+    take = 0
   end
 end
 
