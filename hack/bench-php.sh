@@ -65,7 +65,9 @@ fpm_bin=$(php_fpm_bin)
 missing=()
 [ -x "$nginx_bin" ] || missing+=(nginx)
 [ -n "$fpm_bin" ] || missing+=(php-fpm)
-if [ -z "$fpm_bin" ] || ! "$fpm_bin" -m 2>/dev/null | grep -qx redis; then missing+=(php-redis); fi
+# Read whole before grep -q, which stops at the first match: in a pipeline
+# under pipefail the writer would then fail (SIGPIPE) and so would the test.
+if [ -z "$fpm_bin" ] || ! grep -qx redis <<<"$("$fpm_bin" -m 2>/dev/null)"; then missing+=(php-redis); fi
 command -v jq >/dev/null || missing+=(jq)
 if ((${#missing[@]})); then
   command -v apt-get >/dev/null || { echo "error: install ${missing[*]} and re-run" >&2; exit 1; }
@@ -76,14 +78,14 @@ if ((${#missing[@]})); then
   for m in "${missing[@]}"; do
     if [ "$m" = nginx ]; then
       # Debian's smallest nginx; releases without it only have nginx.
-      if apt-cache policy nginx-light 2>/dev/null | grep -q 'Candidate: [0-9]'; then pkgs+=(nginx-light); else pkgs+=(nginx); fi
+      if grep -q 'Candidate: [0-9]' <<<"$(apt-cache policy nginx-light 2>/dev/null)"; then pkgs+=(nginx-light); else pkgs+=(nginx); fi
     else
       pkgs+=("$m")
     fi
   done
   $sudo apt-get install -y -qq --no-install-recommends "${pkgs[@]}" >/dev/null
   fpm_bin=$(php_fpm_bin)
-  if [ -z "$fpm_bin" ] || ! "$fpm_bin" -m | grep -qx redis; then
+  if [ -z "$fpm_bin" ] || ! grep -qx redis <<<"$("$fpm_bin" -m)"; then
     echo "error: php-fpm with the redis extension is not available" >&2
     exit 1
   fi
@@ -159,7 +161,7 @@ fpm_args=(--nodaemonize --fpm-config "$work/php/php-fpm.conf")
 start php-fpm "$fpm_bin" "${fpm_args[@]}"
 nginx_args=(-p "$work/nginx/" -c "$work/nginx/nginx.conf" -g "daemon off;")
 # -e keeps nginx from opening the packaged error log before reading its config.
-if "$nginx_bin" -h 2>&1 | grep -q -- '-e filename'; then nginx_args+=(-e "$work/nginx/error.log"); fi
+if grep -q -- '-e filename' <<<"$("$nginx_bin" -h 2>&1)"; then nginx_args+=(-e "$work/nginx/error.log"); fi
 "$nginx_bin" -t "${nginx_args[@]}" >"$work/nginx-check.log" 2>&1 || { cat "$work/nginx-check.log" >&2; exit 1; }
 start nginx "$nginx_bin" "${nginx_args[@]}"
 

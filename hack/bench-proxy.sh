@@ -62,7 +62,7 @@ if ((${#missing[@]})); then
   for m in "${missing[@]}"; do
     if [ "$m" = nginx ]; then
       # Debian's smallest nginx; releases without it only have nginx.
-      if apt-cache policy nginx-light 2>/dev/null | grep -q 'Candidate: [0-9]'; then pkgs+=(nginx-light); else pkgs+=(nginx); fi
+      if grep -q 'Candidate: [0-9]' <<<"$(apt-cache policy nginx-light 2>/dev/null)"; then pkgs+=(nginx-light); else pkgs+=(nginx); fi
     else
       pkgs+=("$m")
     fi
@@ -146,7 +146,8 @@ sed -e "s|@DIR@|$work/nginx|g" -e "s|@LISTEN@|127.0.0.1:$nginx_port|g" \
   hack/nginx/bench-proxy.conf.template >"$work/nginx/nginx.conf"
 nginx_args=(-p "$work/nginx/" -c "$work/nginx/nginx.conf" -g "daemon off;")
 # -e keeps nginx from opening the packaged error log before reading its config.
-if "$nginx_bin" -h 2>&1 | grep -q -- '-e filename'; then nginx_args+=(-e "$work/nginx/error.log"); fi
+# Read whole before grep -q, which stops at the first match (SIGPIPE under pipefail).
+if grep -q -- '-e filename' <<<"$("$nginx_bin" -h 2>&1)"; then nginx_args+=(-e "$work/nginx/error.log"); fi
 "$nginx_bin" -t "${nginx_args[@]}" >"$work/nginx-check.log" 2>&1 || { cat "$work/nginx-check.log" >&2; exit 1; }
 start nginx "$nginx_bin" "${nginx_args[@]}"
 

@@ -20,7 +20,7 @@ trap 'rm -f "$out"' EXIT
 # input written.
 coordinator_deadline() {
   [[ $(grep -c -- '--- FAIL' "$out") == 1 ]] &&
-    grep -A1 -- '^--- FAIL: Fuzz' "$out" | tail -n1 | grep -qx '[[:space:]]*context deadline exceeded' &&
+    grep -qx '[[:space:]]*context deadline exceeded' <<<"$(grep -A1 -- '^--- FAIL: Fuzz' "$out" | tail -n1)" &&
     ! grep -q 'Failing input written to' "$out"
 }
 
