@@ -9,31 +9,30 @@
 // and sysctls while it runs, and puts every one of them back when it ends,
 // however it ends (make node-undo cleans up after a run that was killed).
 //
-//	go run ./hack/demo-node
+//	go run ./hack/demo-node [--keep]
+//
+// With --keep (make demo-node KEEP=1) the node stays up after the demo, for
+// kubectl, helm and curl (docs/first-policy.md can be followed on it), until
+// Ctrl-C or SIGTERM; after a failed step too, to look at what failed. One
+// real-node run at a time per host: a second one waits for the first.
 package main
 
 import (
 	"bytes"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"syscall"
-	"text/tabwriter"
 	"time"
 
 	"github.com/go-logr/logr"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/sluice-dev/sluice/internal/node"
@@ -41,6 +40,28 @@ import (
 )
 
 func main() {
+	// A flag set of its own: controller-runtime registers --kubeconfig on
+	// the default one, which means nothing here.
+	fs := flag.NewFlagSet("sluice-demo-node", flag.ExitOnError)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), `Usage: sluice-demo-node [--keep]
+
+Sluice on a real single-node Kubernetes on this machine (make demo-node): a
+kubelet with containerd and runc, kube-proxy, the chart installed with helm,
+traffic limited through a Service. It needs root and changes iptables,
+cgroups, mounts and sysctls while it runs; it restores them when it ends.
+
+Flags:
+`)
+		fs.PrintDefaults()
+	}
+	keep := fs.Bool("keep", false, "leave the node running after the demo, until Ctrl-C or SIGTERM (make demo-node KEEP=1)")
+	_ = fs.Parse(os.Args[1:])
+	if fs.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "sluice-demo-node takes no arguments, not %q\n", fs.Args())
+		fs.Usage()
+		os.Exit(2)
+	}
 	klog.SetLogger(logr.Discard())
 	ctrllog.SetLogger(logr.Discard())
 	if os.Geteuid() != 0 {
@@ -49,9 +70,14 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx); err != nil {
-		if errors.Is(ctx.Err(), context.Canceled) {
-			fmt.Println("\ninterrupted: everything is stopped and the host restored")
+	d := &demo{keep: *keep}
+	if err := d.run(ctx); err != nil {
+		if errors.Is(ctx.Err(), context.Canceled) && !d.failedKept {
+			if d.cluster == nil {
+				fmt.Println("\ninterrupted before the node started: nothing on the host was changed")
+			} else {
+				fmt.Println("\ninterrupted: everything is stopped and the host restored")
+			}
 			os.Exit(130)
 		}
 		fmt.Fprintln(os.Stderr, "\ndemo-node failed:", err)
@@ -60,23 +86,28 @@ func main() {
 }
 
 type demo struct {
+	keep    bool
 	root    string
 	cluster *node.Cluster
+	// serviceURL is the application's Service, once it has one.
+	serviceURL string
+	// failedKept is set when a step failed and the node was kept for a look.
+	failedKept bool
 }
 
-func run(ctx context.Context) (err error) {
+func (d *demo) run(ctx context.Context) (err error) {
 	start := time.Now()
-	root, err := proc.Root()
-	if err != nil {
-		return err
+	if d.root, err = proc.Root(); err != nil {
+		return fmt.Errorf("%w: run it from the checkout (make demo-node)", err)
 	}
 	fmt.Println("Sluice on a real node: etcd, kube-apiserver, kube-controller-manager, kube-scheduler,")
 	fmt.Println("kube-proxy and a kubelet with containerd and runc on this machine, pods on bridge")
 	fmt.Printf("%s (%s). The chart is installed with helm from the images of make node-images.\n\n", node.BridgeName, node.PodCIDR)
-	c, err := node.Start(ctx, node.Options{Root: root, Progress: progress{}})
+	c, err := node.Start(ctx, node.Options{Root: d.root, Progress: progress{}})
 	if err != nil {
 		return err
 	}
+	d.cluster = c
 	defer func() {
 		cerr := c.Close()
 		if cerr == nil {
@@ -90,14 +121,22 @@ func run(ctx context.Context) (err error) {
 			return fmt.Errorf("bin/images/%s is missing: make node-images", archive)
 		}
 	}
-	d := &demo{root: root, cluster: c}
 	for _, step := range []func(context.Context) error{d.install, d.deploy, d.traffic, d.rollout} {
-		if err := step(ctx); err != nil {
-			return err
+		if err = step(ctx); err != nil {
+			break
 		}
 	}
-	fmt.Printf("\nThe demo took %s.\n", time.Since(start).Round(time.Second))
-	return nil
+	if err == nil {
+		fmt.Printf("\nThe demo took %s.\n", time.Since(start).Round(time.Second))
+	}
+	if d.keep && ctx.Err() == nil {
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "\ndemo-node failed:", err)
+			d.failedKept = true
+		}
+		d.keepRunning(ctx, err != nil)
+	}
+	return err
 }
 
 // progress prints the harness's steps.
@@ -113,6 +152,14 @@ func section(title string) { fmt.Printf("\n%s\n", title) }
 // sh runs a command line as a user would, in the checkout, printing it and
 // what it printed.
 func (d *demo) sh(ctx context.Context, line string) (string, error) {
+	return d.shShowing(ctx, line, 0)
+}
+
+// shShowing is sh printing only the first show lines of the output (all of
+// them when show is 0, or when the command fails). The output is cut here
+// rather than with "| head": under pipefail, head exiting first would fail
+// a command that succeeded.
+func (d *demo) shShowing(ctx context.Context, line string, show int) (string, error) {
 	fmt.Printf("\n   $ %s\n", line)
 	cmd := exec.CommandContext(ctx, "bash", "-o", "pipefail", "-c", line)
 	cmd.Dir = d.root
@@ -120,19 +167,28 @@ func (d *demo) sh(ctx context.Context, line string) (string, error) {
 		"HELM_CACHE_HOME="+filepath.Join(d.cluster.Dir, "helm", "cache"),
 		"HELM_CONFIG_HOME="+filepath.Join(d.cluster.Dir, "helm", "config"),
 		"HELM_DATA_HOME="+filepath.Join(d.cluster.Dir, "helm", "data"),
-		"PATH="+filepath.Join(d.root, "bin", "k8s")+":"+filepath.Join(d.root, "bin")+":"+os.Getenv("PATH"))
+		"PATH="+d.toolPath()+":"+os.Getenv("PATH"))
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err := cmd.Run()
-	for _, l := range strings.Split(strings.TrimRight(out.String(), "\n"), "\n") {
+	lines := strings.Split(strings.TrimRight(out.String(), "\n"), "\n")
+	if show > 0 && err == nil && len(lines) > show {
+		lines = append(lines[:show], fmt.Sprintf("(%d more lines)", len(lines)-show))
+	}
+	for _, l := range lines {
 		if l != "" {
 			fmt.Printf("   %s\n", l)
 		}
 	}
 	if err != nil {
-		return out.String(), fmt.Errorf("%s: %w", line, err)
+		return out.String(), fmt.Errorf("%s\n  failed (%w); what it printed is above", line, err)
 	}
 	return strings.TrimSpace(out.String()), nil
+}
+
+// toolPath is where kubectl (make envtest) and helm (the pinned tools) are.
+func (d *demo) toolPath() string {
+	return filepath.Join(d.root, "bin", "k8s") + ":" + filepath.Join(d.root, "bin")
 }
 
 // apply writes a manifest into the run's directory and applies it.
@@ -183,10 +239,10 @@ func (d *demo) install(ctx context.Context) error {
 		return err
 	}
 	fmt.Println("   (this node has no cluster DNS: the default Redis is given by its ClusterIP)")
-	if _, err := d.sh(ctx, "helm install sluice charts/sluice -n sluice-system --create-namespace \\\n"+
+	if _, err := d.shShowing(ctx, "helm install sluice charts/sluice -n sluice-system --create-namespace \\\n"+
 		"       --set images.registry=localhost --set images.pullPolicy=Never \\\n"+
 		"       --set manager.replicas=1 --set enforcer.statusPolling.interval=2s \\\n"+
-		"       --set defaultRedis.url=redis://"+ip+":6379 | head -5"); err != nil {
+		"       --set defaultRedis.url=redis://"+ip+":6379", 5); err != nil {
 		return err
 	}
 	fmt.Println("   (the manager turns ready once the kubelet mounts the certificate it issued for its webhook)")
@@ -243,146 +299,4 @@ func (d *demo) deploy(ctx context.Context) error {
 		}
 	}
 	return nil
-}
-
-// answer is what a request got.
-type answer struct {
-	code         int
-	proto, state string
-	header       http.Header
-	body         []byte
-}
-
-// get sends one request to the Service as an API key's holder, on a
-// connection of its own (kube-proxy picks a pod per connection).
-func get(ctx context.Context, url, apiKey string) (*answer, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("X-API-Key", apiKey)
-	resp, err := (&http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}).Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	return &answer{code: resp.StatusCode, proto: resp.Proto, state: resp.Status, header: resp.Header, body: body}, err
-}
-
-func (d *demo) serviceURL(ctx context.Context) (string, error) {
-	ip, err := d.sh(ctx, "kubectl -n demo get svc public-api -o jsonpath='{.spec.clusterIP}'")
-	return "http://" + ip + "/", err
-}
-
-func (d *demo) traffic(ctx context.Context) error {
-	section("3. Traffic through the Service's ClusterIP, spread by kube-proxy over both pods")
-	url, err := d.serviceURL(ctx)
-	if err != nil {
-		return err
-	}
-	w := tabwriter.NewWriter(os.Stdout, 0, 0, 3, ' ', 0)
-	fmt.Fprintln(w, "\n   API KEY\tLIMIT\tREQUESTS\tALLOWED\tDENIED\tPODS THAT ANSWERED 200")
-	var refused *answer
-	for _, key := range []string{"abusive-client", "polite-client"} {
-		n := 100
-		if key == "polite-client" {
-			n = 20
-		}
-		allowed, denied, pods := 0, 0, map[string]bool{}
-		for range n {
-			a, err := get(ctx, url, key)
-			if err != nil {
-				return err
-			}
-			switch a.code {
-			case http.StatusOK:
-				allowed++
-				if i := bytes.Index(a.body, []byte(`"pod":"`)); i >= 0 {
-					pods[string(bytes.SplitN(a.body[i+7:], []byte(`"`), 2)[0])] = true
-				}
-			case http.StatusTooManyRequests:
-				denied++
-				refused = a
-			default:
-				return fmt.Errorf("GET %s: %s", url, a.state)
-			}
-		}
-		fmt.Fprintf(w, "   %s\t60/min\t%d\t%d\t%d\t%d\n", key, n, allowed, denied, len(pods))
-	}
-	_ = w.Flush()
-	if refused != nil {
-		fmt.Println("\n   A refused answer:")
-		fmt.Printf("     %s %s\n", refused.proto, refused.state)
-		for _, h := range []string{"Content-Type", "Ratelimit", "Ratelimit-Policy", "Retry-After", "X-Ratelimit-Limit", "X-Ratelimit-Remaining", "X-Ratelimit-Reset"} {
-			if v := refused.header.Get(h); v != "" {
-				fmt.Printf("     %s: %s\n", h, v)
-			}
-		}
-		fmt.Printf("     %s\n", bytes.TrimSpace(refused.body))
-	}
-	fmt.Println("\n   One limit for both replicas: the counters are in Redis.")
-	return nil
-}
-
-func (d *demo) rollout(ctx context.Context) error {
-	section("4. kubectl rollout restart under steady traffic")
-	url, err := d.serviceURL(ctx)
-	if err != nil {
-		return err
-	}
-	var stopped atomic.Bool
-	var sent, failed atomic.Int64
-	var wg sync.WaitGroup
-	for i := range 2 {
-		wg.Go(func() {
-			for n := 0; !stopped.Load(); n++ {
-				sent.Add(1)
-				a, err := get(ctx, url, fmt.Sprintf("steady-%d-%d", i, n))
-				if err != nil || a.code != http.StatusOK {
-					failed.Add(1)
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
-		})
-	}
-	start := time.Now()
-	_, err = d.sh(ctx, "kubectl -n demo rollout restart deployment/public-api && kubectl -n demo rollout status deployment/public-api --timeout=2m")
-	if err == nil {
-		// Traffic goes on until the old pods are gone: each drains 5 s first.
-		err = d.waitPods(ctx, "demo", 2)
-	}
-	stopped.Store(true)
-	wg.Wait()
-	if err != nil {
-		return err
-	}
-	fmt.Printf("\n   %d requests during the rollout (%s), %d failed.\n", sent.Load(), time.Since(start).Round(100*time.Millisecond), failed.Load())
-	fmt.Println("   The kubelet stops a native sidecar after the application; the preStop hook the webhook gave the")
-	fmt.Println("   application makes each old pod's enforcer drain first, while the pod leaves the Service.")
-	_, err = d.sh(ctx, "kubectl get pods -n demo")
-	return err
-}
-
-// waitPods waits until namespace ns has n pods, none of them terminating.
-func (d *demo) waitPods(ctx context.Context, ns string, n int) error {
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	for {
-		var list corev1.PodList
-		if err := d.cluster.Client.List(ctx, &list, client.InNamespace(ns)); err == nil && len(list.Items) == n {
-			terminating := false
-			for _, p := range list.Items {
-				terminating = terminating || p.DeletionTimestamp != nil
-			}
-			if !terminating {
-				return nil
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("the old pods of namespace %s are still there: %w", ns, ctx.Err())
-		case <-time.After(250 * time.Millisecond):
-		}
-	}
 }
