@@ -18,7 +18,9 @@ package controllers
 
 import (
 	"fmt"
+	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -94,6 +96,14 @@ type enforcerCheck struct {
 	// configuration of the namespace, whose entry for the policy differs
 	// from the published one.
 	outdated []selectedPod
+	// restart enforcers forward to another port than spec.upstreamPort:
+	// the port is an argument of the enforcer, fixed when its pod started.
+	restart []restartEnforcer
+}
+
+type restartEnforcer struct {
+	selectedPod
+	port int32
 }
 
 type degradedEnforcer struct {
@@ -141,6 +151,9 @@ func checkEnforcers(p *v1alpha1.RateLimitPolicy, pods []selectedPod, published p
 			}
 		case !published.runsCurrentEntry(st.Config.Hash):
 			c.outdated = append(c.outdated, sp)
+		case forwardsElsewhere(st, p):
+			port, _ := upstreamPortOf(st)
+			c.restart = append(c.restart, restartEnforcer{selectedPod: sp, port: port})
 		default:
 			c.counts.UpToDate++
 			if redis := redisOf(st, loaded.Redis); redis != nil && !redis.Reachable {
@@ -167,6 +180,28 @@ func loadedPolicy(st *enforcerstatus.Document, p *v1alpha1.RateLimitPolicy) *enf
 		}
 	}
 	return nil
+}
+
+// forwardsElsewhere says whether the enforcer forwards to another port than
+// p's upstreamPort. An enforcer too old to report its upstream is taken at
+// its word of the generation it runs.
+func forwardsElsewhere(st *enforcerstatus.Document, p *v1alpha1.RateLimitPolicy) bool {
+	port, ok := upstreamPortOf(st)
+	return ok && port != p.Spec.UpstreamPort
+}
+
+// upstreamPortOf is the port of the enforcer's upstream URL; false when it
+// reports none.
+func upstreamPortOf(st *enforcerstatus.Document) (int32, bool) {
+	u, err := url.Parse(st.Upstream)
+	if st.Upstream == "" || err != nil {
+		return 0, false
+	}
+	port, err := strconv.ParseInt(u.Port(), 10, 32)
+	if err != nil {
+		return 0, false
+	}
+	return int32(port), true
 }
 
 func redisOf(st *enforcerstatus.Document, name string) *enforcerstatus.Redis {
@@ -233,6 +268,10 @@ func readyCondition(p *v1alpha1.RateLimitPolicy, c enforcerCheck) metav1.Conditi
 		setReason(v1alpha1.ReasonEnforcersStale)
 		problems = append(problems, fmt.Sprintf("%s %s not loaded this policy's latest entry of %s yet, with its LocalFallback share for the current pod count (the kubelet refreshes ConfigMap volumes within about a minute)",
 			podNames(c.outdated), plural(int32(len(c.outdated)), "has", "have"), ConfigMapName))
+	}
+	if msg := restartMessage(p, c.restart); msg != "" {
+		setReason(v1alpha1.ReasonRestartRequired)
+		problems = append(problems, msg)
 	}
 	if msg := degradedMessage(c.degraded); msg != "" {
 		setReason(v1alpha1.ReasonDegraded)
@@ -339,6 +378,25 @@ func staleMessage(p *v1alpha1.RateLimitPolicy, c enforcerCheck) string {
 	}
 	parts = append(parts, capped(reloadErrors, podsNamedInMessage)...)
 	return strings.Join(parts, "; ")
+}
+
+// restartMessage names the pods whose enforcer forwards to another port
+// than spec.upstreamPort, and how to restart them.
+func restartMessage(p *v1alpha1.RateLimitPolicy, restart []restartEnforcer) string {
+	if len(restart) == 0 {
+		return ""
+	}
+	pods := make([]selectedPod, len(restart))
+	var ports []string
+	for i, r := range restart {
+		pods[i] = r.selectedPod
+		if port := fmt.Sprint(r.port); !slices.Contains(ports, port) {
+			ports = append(ports, port)
+		}
+	}
+	n := int32(len(pods))
+	return fmt.Sprintf("%s %s to port %s, not to spec.upstreamPort %d: an enforcer takes its upstream port when its pod starts, so %s",
+		podNames(pods), plural(n, "forwards", "forward"), strings.Join(ports, " and "), p.Spec.UpstreamPort, recreateAdvice(pods))
 }
 
 // degradedMessage groups the enforcers that cannot reach Redis by error.

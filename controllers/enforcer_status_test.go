@@ -70,6 +70,11 @@ func healthy(gen int64, allowed, denied int64) *enforcerstatus.Document {
 	}
 }
 
+func forwardingTo(st *enforcerstatus.Document, upstream string) *enforcerstatus.Document {
+	st.Upstream = upstream
+	return st
+}
+
 func redisDown(st *enforcerstatus.Document, mode string) *enforcerstatus.Document {
 	st.Policies[0].FailureMode = mode
 	st.Redis[0].Reachable = false
@@ -189,6 +194,22 @@ func TestSetEnforcerStatus(t *testing.T) {
 		counts:   v1alpha1.EnforcerCounts{Selected: 3, Injected: 3, Ready: 3, UpToDate: 1, Summary: "3/3"},
 		decision: v1alpha1.DecisionCounts{Allowed: 3},
 		kstatus:  kstatus.InProgressStatus,
+	}, {
+		name: "spec.upstreamPort changed after the pods started",
+		policy: func() *v1alpha1.RateLimitPolicy {
+			p := acceptedPolicy()
+			p.Spec.UpstreamPort = 9090
+			return p
+		},
+		pods: []selectedPod{answered("api-0", forwardingTo(healthy(4, 0, 0), "http://127.0.0.1:8080")),
+			answered("api-1", forwardingTo(healthy(4, 0, 0), "http://127.0.0.1:8080")),
+			answered("api-2", forwardingTo(healthy(4, 0, 0), "http://127.0.0.1:9090"))},
+		status: metav1.ConditionFalse,
+		reason: v1alpha1.ReasonRestartRequired,
+		message: "pods api-0, api-1 forward to port 8080, not to spec.upstreamPort 9090: an enforcer takes its upstream port when its pod starts, " +
+			"so restart deployment/api",
+		counts:  v1alpha1.EnforcerCounts{Selected: 3, Injected: 3, Ready: 3, UpToDate: 1, Summary: "3/3"},
+		kstatus: kstatus.InProgressStatus,
 	}, {
 		name: "an enforcer refused the new configuration, another has not loaded the policy",
 		pods: []selectedPod{

@@ -69,6 +69,10 @@ const (
 	ReasonEnforcersNotReported = "EnforcersNotReported"
 	// ReasonEnforcersStale: some enforcers still run an older generation.
 	ReasonEnforcersStale = "EnforcersStale"
+	// ReasonRestartRequired: some enforcers forward to another port than
+	// spec.upstreamPort, which an enforcer takes when its pod starts: the
+	// pods must be restarted for the change to apply.
+	ReasonRestartRequired = "RestartRequired"
 	// ReasonDegraded: some enforcers cannot reach storage and apply the
 	// policy's failureMode.
 	ReasonDegraded = "Degraded"

@@ -17,6 +17,7 @@ limitations under the License.
 package envtest
 
 import (
+	"errors"
 	"strings"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -73,6 +74,24 @@ func completeSpec(specYAML string) map[string]any {
 const apiRule = `{name: api, limits: [{requests: 60, period: 1m}]}`
 
 var _ = Describe("RateLimitPolicy validation", func() {
+	// One wrong field is one message: a limit of zero requests is not also
+	// reported as a cost higher than the limit.
+	DescribeTable("reports a zero limit once",
+		func(spec, message string) {
+			err := createSpec(spec)
+			var status apierrors.APIStatus
+			Expect(errors.As(err, &status)).To(BeTrue(), "want an API error, got %v", err)
+			Expect(status.Status().Details.Causes).To(HaveLen(1), "one cause: %v", err)
+			Expect(err.Error()).To(ContainSubstring(message))
+			Expect(err.Error()).NotTo(ContainSubstring("cost"))
+		},
+		Entry("requests: 0", `{rules: [{name: api, limits: [{requests: 0, period: 1m}]}]}`, "should be greater than or equal to 1"),
+		Entry("burst: 0", `{rules: [{name: api, limits: [{requests: 10, period: 1m, burst: 0}]}]}`, "should be greater than or equal to 1"),
+		Entry("requests: 0 in an override", `{rules: [`+apiRule+`], overrides: [{tenant: acme, rule: api, limits: [{requests: 0, period: 1m}]}]}`,
+			"should be greater than or equal to 1"),
+	)
+
+
 	DescribeTable("rejects an invalid spec with a message that says what to fix",
 		func(spec, message string) {
 			err := createSpec(spec)
@@ -85,6 +104,12 @@ var _ = Describe("RateLimitPolicy validation", func() {
 		// Policy-wide settings.
 		Entry("empty selector", `{selector: {}, rules: [`+apiRule+`]}`,
 			"selector is empty and would select every pod of the namespace: add matchLabels or matchExpressions"),
+		Entry("upstreamPort that is the enforcer's proxy port", `{upstreamPort: 15080, rules: [`+apiRule+`]}`,
+			"upstreamPort 15080 is the enforcer proxy port (sluice-http), so it would forward every request to itself: set the port your application listens on"),
+		Entry("upstreamPort that is the enforcer's admin port", `{upstreamPort: 15081, rules: [`+apiRule+`]}`,
+			"upstreamPort 15081 is the enforcer admin port (sluice-admin), so it would forward every request to itself"),
+		Entry("upstreamPort that is the enforcer's debug port", `{upstreamPort: 9902, rules: [`+apiRule+`]}`,
+			"upstreamPort 9902 is the enforcer debug port, so it would forward every request to itself"),
 		Entry("timeout below 1ms", `{timeout: 500us, rules: [`+apiRule+`]}`,
 			"timeout must be a duration between 1ms and 1s, for example 50ms"),
 		Entry("timeout that is not a duration", `{timeout: fast, rules: [`+apiRule+`]}`,
