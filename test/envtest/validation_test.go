@@ -91,7 +91,6 @@ var _ = Describe("RateLimitPolicy validation", func() {
 			"should be greater than or equal to 1"),
 	)
 
-
 	DescribeTable("rejects an invalid spec with a message that says what to fix",
 		func(spec, message string) {
 			err := createSpec(spec)
