@@ -3,6 +3,7 @@ package admin
 import (
 	"fmt"
 	"net/http"
+	"net/textproto"
 	"strings"
 	"time"
 
@@ -10,38 +11,51 @@ import (
 	"github.com/sluice-dev/sluice/enforcer/route"
 )
 
-// TenantUsage is what /debug/tenant answers: the state of one tenant's
-// bucket under one rule, read without consuming anything.
-type TenantUsage struct {
-	Policy    string `json:"policy"`
-	Rule      string `json:"rule"`
-	Tier      string `json:"tier,omitempty"`
-	Algorithm string `json:"algorithm"`
-	// Override is set when the tenant has limits of its own.
-	Override bool           `json:"override"`
-	Windows  []config.Limit `json:"windows"`
-	// Allowed says whether one more request would be admitted now.
-	Allowed bool `json:"allowed"`
-	// Limit, Remaining and Reset describe the deciding window, as the
-	// X-RateLimit-* headers would.
-	Limit             int64     `json:"limit"`
-	Remaining         int64     `json:"remaining"`
-	Reset             time.Time `json:"reset"`
-	RetryAfterSeconds float64   `json:"retryAfterSeconds,omitempty"`
-	// Reservations are the rule's onLimit.delay bookings (delay_debug.go),
-	// omitted for rules without a delay.
-	Reservations *Reservations `json:"reservations,omitempty"`
-	// Ban is the tenant's ban state, for a rule with a ban.
-	Ban *TenantBan `json:"ban,omitempty"`
-	// Adaptive is set for an adaptive rule: the factor that scaled Windows.
-	Adaptive *TenantAdaptive `json:"adaptive,omitempty"`
+// TenantReport is what /debug/tenant answers without a rule: every limited
+// rule a request of the tenant would be checked against, and whether such
+// a request would be refused now, as the proxy would refuse it.
+type TenantReport struct {
+	Tenant string `json:"tenant"`
+	// Refused says whether the proxy would answer a request of the tenant
+	// 429 now: a rule of a policy in Enforce mode refuses it.
+	Refused bool `json:"refused"`
+	// RetryAfterSeconds is the Retry-After of that 429, and RefusedBy the
+	// rule it names (of the refusing rules, the one with the longest
+	// wait). Both are absent when nothing refuses.
+	RetryAfterSeconds int64    `json:"retryAfterSeconds,omitempty"`
+	RefusedBy         *RuleRef `json:"refusedBy,omitempty"`
+	// WouldDeny says a rule of a policy in DryRun mode would refuse: the
+	// request goes through, counted as would-deny.
+	WouldDeny bool `json:"wouldDeny,omitempty"`
+	// ExemptBy are the exempt rules that let the request through their
+	// policy, whose limited rules are then not listed.
+	ExemptBy []RuleRef    `json:"exemptBy,omitempty"`
+	Rules    []TenantUsage `json:"rules"`
 }
 
-// debugTenant answers GET /debug/tenant?policy=P&rule=R&tenant=T[&tier=X]
-// [&method=M&path=/p&host=h]. tenant is the identity as the policy sees it
-// (a header or claim value, a client IP, "sha256:<hex>" for an API key) and
-// as overrides name it; empty means the anonymous (or shared) bucket. For a
-// rule with partitionBy, method, path and host give the partition.
+// RuleRef names one rule of one policy.
+type RuleRef struct {
+	Policy string `json:"policy"`
+	Rule   string `json:"rule"`
+}
+
+// maxDebugHeaders bounds the header parameters of one /debug/tenant query.
+const maxDebugHeaders = 32
+
+// debugTenant answers GET /debug/tenant?tenant=T[&policy=P[&rule=R]]
+// [&header=Name:Value...][&tier=X][&method=M&path=/p&host=h].
+//
+// tenant is the identity as the policy sees it (a header or claim value, a
+// client IP, "sha256:<hex>" for an API key) and as overrides name it;
+// empty means the anonymous (or shared) bucket. header gives the request's
+// headers, from which the tier is resolved as the proxy resolves it (the
+// policy's default tier when they name none it knows); tier names the tier
+// directly instead. method, path and host choose the rules, as the proxy
+// matches them; one left out matches whatever a rule asks of it. For a
+// rule with partitionBy they also name the partition.
+//
+// With policy and rule, the answer is that rule's TenantUsage; otherwise a
+// TenantReport of every rule that applies (of policy, when given).
 func (s *Server) debugTenant(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	snap := s.opts.Snapshots.Snapshot()
@@ -49,38 +63,111 @@ func (s *Server) debugTenant(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "no configuration loaded"})
 		return
 	}
-	c, override, ok := snap.Table.TenantCheck(route.TenantQuery{
-		Policy: q.Get("policy"), Rule: q.Get("rule"), Tenant: q.Get("tenant"), Tier: q.Get("tier"),
+	header, err := debugHeaders(q["header"])
+	if err != nil {
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
+		return
+	}
+	policy, rule := q.Get("policy"), q.Get("rule")
+	switch {
+	case rule != "" && policy == "":
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "rule needs policy: give both, or neither to list every rule that applies"})
+		return
+	case policy != "" && snap.Policy(policy) == nil:
+		writeJSON(w, http.StatusNotFound, map[string]string{"error": fmt.Sprintf("policy %q is not applied by this enforcer", policy)})
+		return
+	}
+	matches, exempt := snap.Table.TenantChecks(route.TenantRequest{
+		Policy: policy, Rule: rule, Tenant: q.Get("tenant"), Tier: q.Get("tier"), Header: header,
 		Method: q.Get("method"), Path: q.Get("path"), Host: strings.ToLower(q.Get("host")),
 	})
-	switch {
-	case !ok && snap.Policy(q.Get("policy")) == nil:
-		writeJSON(w, http.StatusNotFound, map[string]string{"error": fmt.Sprintf("policy %q is not applied by this enforcer", q.Get("policy"))})
-		return
-	case !ok:
-		writeJSON(w, http.StatusNotFound, map[string]string{"error": fmt.Sprintf("policy %s has no limited rule %q", q.Get("policy"), q.Get("rule"))})
-		return
-	}
-	usage := TenantUsage{Policy: c.Policy.Name, Rule: c.Rule.Name, Tier: c.Tier, Algorithm: string(c.Request.Algorithm), Override: override}
-	usage.Adaptive = s.tenantAdaptive(c.Policy.Name, c.Rule.Name)
-	for _, win := range c.Request.Windows {
-		usage.Windows = append(usage.Windows, config.Limit{Requests: win.Requests, Period: config.Duration{Duration: win.Period}, Burst: win.Burst})
-	}
-	d, err := snap.BackendOf(c.Policy).Peek(r.Context(), c.Request, time.Second)
-	if err != nil {
-		writeJSON(w, http.StatusBadGateway, map[string]string{"error": err.Error()})
-		return
-	}
-	usage.Allowed, usage.Limit, usage.Remaining, usage.Reset = d.Allowed, d.Limit, d.Remaining, d.Reset
-	if !d.Allowed {
-		usage.RetryAfterSeconds = d.RetryAfter.Seconds()
-	}
-	usage.Reservations = s.reservationsOf(c.Request, d, usage.Windows[d.Window])
-	if c.Request.Ban != nil {
-		if usage.Ban, err = tenantBan(r.Context(), snap.BackendOf(c.Policy), c.Request); err != nil {
+	if rule != "" {
+		if len(matches) == 0 {
+			writeJSON(w, http.StatusNotFound, map[string]string{"error": fmt.Sprintf("policy %s has no limited rule %q", policy, rule)})
+			return
+		}
+		usage, err := s.tenantUsage(r.Context(), snap, &matches[0])
+		if err != nil {
 			writeJSON(w, http.StatusBadGateway, map[string]string{"error": err.Error()})
 			return
 		}
+		writeJSON(w, http.StatusOK, usage)
+		return
 	}
-	writeJSON(w, http.StatusOK, usage)
+	report := TenantReport{Tenant: q.Get("tenant"), Rules: []TenantUsage{}}
+	for _, e := range exempt {
+		report.ExemptBy = append(report.ExemptBy, RuleRef{Policy: e.Policy, Rule: e.Rule})
+	}
+	var longest time.Duration
+	for i := range matches {
+		usage, err := s.tenantUsage(r.Context(), snap, &matches[i])
+		if err != nil {
+			usage.Error = fmt.Sprintf("%v; meanwhile its failureMode %s decides", err, matches[i].Policy.Failure.Mode)
+		}
+		report.Rules = append(report.Rules, usage)
+		if err != nil || usage.Allowed {
+			continue
+		}
+		if usage.DryRun {
+			report.WouldDeny = true
+			continue
+		}
+		// as the proxy names the refusing rule: the longest wait, the first of equals
+		if !report.Refused || usage.retryAfter > longest {
+			report.Refused, longest = true, usage.retryAfter
+			report.RetryAfterSeconds = usage.RetryAfterSeconds
+			report.RefusedBy = &RuleRef{Policy: usage.Policy, Rule: usage.Rule}
+		}
+	}
+	writeJSON(w, http.StatusOK, report)
+}
+
+// debugHeaders parses header parameters "Name:Value" into a header.
+func debugHeaders(params []string) (http.Header, error) {
+	if len(params) > maxDebugHeaders {
+		return nil, fmt.Errorf("at most %d header parameters", maxDebugHeaders)
+	}
+	h := http.Header{}
+	for _, p := range params {
+		name, value, ok := strings.Cut(p, ":")
+		if !ok || name == "" || strings.ContainsAny(name, " \t\r\n") {
+			return nil, fmt.Errorf("a header parameter is Name:Value, as header=X-Plan:premium; got %q", truncate(p, 64))
+		}
+		h.Add(textproto.CanonicalMIMEHeaderKey(name), strings.TrimSpace(value))
+	}
+	return h, nil
+}
+
+// tierReason says in a sentence how m's tier was found.
+func tierReason(m *route.TenantMatch) string {
+	c := m.TierChoice
+	if c.Default == "" {
+		return "" // the policy has no tiers
+	}
+	from := "tier=" + truncate(c.Named, 64) + " in the query"
+	if c.Source != "" {
+		from = c.Source
+	}
+	switch {
+	case c.Known:
+		return fmt.Sprintf("%s names tier %s", from, c.Tier)
+	case c.Named == "":
+		return fmt.Sprintf("no %s: the default tier %s", from, c.Default)
+	case c.Like != "":
+		return fmt.Sprintf("%s names %q, which is not %s (tiers are compared case-sensitively): the default tier %s",
+			from, truncate(c.Named, 64), c.Like, c.Default)
+	}
+	return fmt.Sprintf("%s names %q, which is no tier of the policy: the default tier %s", from, truncate(c.Named, 64), c.Default)
+}
+
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "..."
+	}
+	return s
+}
+
+// limitOf is w as the configuration writes it.
+func limitOf(requests int64, period time.Duration, burst int64) config.Limit {
+	return config.Limit{Requests: requests, Period: config.Duration{Duration: period}, Burst: burst}
 }

@@ -2,7 +2,10 @@ package identity
 
 import (
 	"errors"
+	"maps"
 	"net/http"
+	"slices"
+	"strings"
 
 	"github.com/sluice-dev/sluice/enforcer/config"
 	"github.com/sluice-dev/sluice/enforcer/request"
@@ -71,4 +74,58 @@ func (t *TierResolver) Named(name string) string {
 		return tier
 	}
 	return t.def
+}
+
+// TierChoice is how a request's tier was found, as /debug/tenant explains
+// it.
+type TierChoice struct {
+	// Tier is what Tier returns for the request.
+	Tier string
+	// Source names where the tier is read: "header X-Plan", or "claim
+	// plan of the Authorization token"; "" for a tier named directly.
+	Source string
+	// Named is what the request names there, "" for nothing. It is client
+	// input: never a metrics label, a log field or a key.
+	Named string
+	// Known reports whether Named is a tier of the policy; otherwise the
+	// default tier, Default, applies.
+	Known   bool
+	Default string
+	// Like is a tier of the policy that an unknown Named equals but for
+	// case: tiers are compared exactly.
+	Like string
+}
+
+// Choose is Tier for r, with how it was found; the zero TierChoice
+// without tiers.
+func (t *TierResolver) Choose(r *request.Request) TierChoice {
+	if t == nil {
+		return TierChoice{}
+	}
+	c := t.ChooseNamed(t.source.value(r))
+	switch s := t.source.(type) {
+	case headerSource:
+		c.Source = "header " + string(s)
+	case jwtClaimSource:
+		c.Source = "claim " + s.claim + " of the " + s.name + " token"
+	}
+	return c
+}
+
+// ChooseNamed is Named(name), with how it was found.
+func (t *TierResolver) ChooseNamed(name string) TierChoice {
+	if t == nil {
+		return TierChoice{}
+	}
+	_, known := t.known[name]
+	c := TierChoice{Tier: t.Named(name), Named: name, Known: known && name != "", Default: t.def}
+	if !c.Known && name != "" {
+		for _, k := range slices.Sorted(maps.Keys(t.known)) {
+			if strings.EqualFold(k, name) {
+				c.Like = k
+				break
+			}
+		}
+	}
+	return c
 }
