@@ -29,7 +29,7 @@ type TenantReport struct {
 	WouldDeny bool `json:"wouldDeny,omitempty"`
 	// ExemptBy are the exempt rules that let the request through their
 	// policy, whose limited rules are then not listed.
-	ExemptBy []RuleRef    `json:"exemptBy,omitempty"`
+	ExemptBy []RuleRef     `json:"exemptBy,omitempty"`
 	Rules    []TenantUsage `json:"rules"`
 }
 
