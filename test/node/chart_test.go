@@ -246,6 +246,8 @@ var _ = Describe("Sluice installed with helm on the real node", Ordered, func() 
 		}
 	})
 
+	policyLifecycleSpecs()
+
 	It("has the kubelet restart an enforcer killed with SIGKILL, the application untouched", func(ctx SpecContext) {
 		killEnforcer(ctx, pods[0])
 	})
