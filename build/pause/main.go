@@ -9,12 +9,22 @@ package main
 
 import (
 	"errors"
+	"flag"
+	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
 )
 
 func main() {
+	flag.Usage = func() {
+		fmt.Fprintln(flag.CommandLine.Output(), "Usage: pause\n\nThe sandbox container of a pod: it holds the pod's namespaces, reaps orphans\nand exits on SIGINT or SIGTERM. It takes no flags.")
+	}
+	flag.Parse()
+	if flag.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "pause takes no arguments, not %q\n", flag.Args())
+		os.Exit(2)
+	}
 	signals := make(chan os.Signal, 16)
 	signal.Notify(signals, syscall.SIGINT, syscall.SIGTERM, syscall.SIGCHLD)
 	for s := range signals {

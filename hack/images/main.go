@@ -24,7 +24,15 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		usage()
+		usage(os.Stderr, 2)
+	}
+	switch os.Args[1] {
+	case "-h", "-help", "--help", "help":
+		usage(os.Stdout, 0)
+	case "list", "archives", "contexts":
+	default:
+		fmt.Fprintf(os.Stderr, "images: unknown command %q\n", os.Args[1])
+		usage(os.Stderr, 2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -53,8 +61,6 @@ func main() {
 				fmt.Printf("%s %s\n", name, rel)
 			}
 		}
-	default:
-		usage()
 	}
 	if err != nil {
 		fail(err)
@@ -68,9 +74,9 @@ func need(out, version string) {
 	}
 }
 
-func usage() {
-	fmt.Fprintln(os.Stderr, "usage: go run ./hack/images archives|contexts|list [--out DIR] [--version V] [IMAGE...]")
-	os.Exit(2)
+func usage(w *os.File, code int) {
+	fmt.Fprintln(w, "usage: go run ./hack/images archives|contexts|list [--out DIR] [--version V] [--prefix P] [IMAGE...]")
+	os.Exit(code)
 }
 
 func fail(err error) {

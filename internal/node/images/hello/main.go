@@ -4,6 +4,7 @@
 package main
 
 import (
+	"flag"
 	"fmt"
 	"log"
 	"net/http"
@@ -11,6 +12,14 @@ import (
 )
 
 func main() {
+	flag.Usage = func() {
+		fmt.Fprintln(flag.CommandLine.Output(), "Usage: hello\n\nAnswers every request on $PORT (default 8080) with \"hello from <host name>\". It takes no flags.")
+	}
+	flag.Parse()
+	if flag.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "hello takes no arguments, not %q\n", flag.Args())
+		os.Exit(2)
+	}
 	port := os.Getenv("PORT")
 	if port == "" {
 		port = "8080"
