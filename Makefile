@@ -61,7 +61,7 @@ test-node: envtest node-bin node-images ## The real-node suite: a kubelet with c
 	go test -tags node ./test/node/ -count=1 -timeout 20m -v
 
 .PHONY: node-undo
-node-undo: ## Undo what a killed real-node run left on the host (processes, mounts, iptables, sysctls).
+node-undo: ## Undo what a killed real-node run left on the host (processes, mounts, iptables, sysctls); refuses while a run is in progress.
 	go run ./hack/node-undo
 
 .PHONY: bench
@@ -172,7 +172,7 @@ demo: redis envtest ## Run Sluice on this machine and show it limit traffic; KEE
 	$(BIN)/sluice-demo $(if $(KEEP),--keep)
 
 .PHONY: demo-node
-demo-node: envtest node-bin node-images $(HELM) ## The demo on a real node: kubelet, containerd, kube-proxy, the chart installed with helm (root; changes iptables, cgroups, mounts and sysctls while it runs and restores them).
+demo-node: envtest node-bin node-images $(HELM) ## The demo on a real node: kubelet, containerd, kube-proxy, the chart installed with helm (root; changes iptables, cgroups, mounts and sysctls while it runs and restores them); KEEP=1 leaves it running until Ctrl-C.
 	hack/ensure-node.sh
 	go build -o $(BIN)/sluice-demo-node ./hack/demo-node
-	$(BIN)/sluice-demo-node
+	$(BIN)/sluice-demo-node $(if $(KEEP),--keep)
