@@ -97,12 +97,31 @@ func send(ctx context.Context, url, key string, n int) (*tally, error) {
 	return t, nil
 }
 
+// waitRouted sends requests of an API key of its own until n pods have
+// answered, for up to 30 s.
+func (d *demo) waitRouted(ctx context.Context, url string, n int) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	pods := map[string]bool{}
+	for len(pods) < n && ctx.Err() == nil {
+		if t, err := send(ctx, url, "routing-check", 1); err == nil {
+			for pod := range t.allowedBy {
+				pods[pod] = true
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 func (d *demo) traffic(ctx context.Context) error {
 	section("3. Traffic through the Service's ClusterIP: a new connection per request, each to the pod kube-proxy picks")
 	url, err := d.lookupServiceURL(ctx)
 	if err != nil {
 		return err
 	}
+	// The second pod's endpoint reaches kube-proxy's rules a moment after
+	// the rollout: wait for it, or the table would show one replica only.
+	d.waitRouted(ctx, url, 2)
 	abusive, err := send(ctx, url, "abusive-client", 100)
 	if err != nil {
 		return err

@@ -97,7 +97,7 @@ func waitLock(ctx context.Context, path string, w io.Writer) (*hostLock, error) 
 		}
 		if held.Holder != last {
 			last = held.Holder
-			fmt.Fprintf(w, "waiting for the real-node run of %s to end: one run at a time on this host (%s)\n", held.Holder, path)
+			fmt.Fprintf(w, "waiting for the real-node run of %s to end: one run at a time on this host (%s); Ctrl-C gives up\n", held.Holder, path)
 		}
 		select {
 		case <-ctx.Done():
