@@ -120,7 +120,7 @@ func lockHolder(f *os.File) Holder {
 	}
 	defer locks.Close()
 	// 1: FLOCK  ADVISORY  WRITE 4711 00:1a:3342 0 EOF; waiters are "1: -> FLOCK ...".
-	want := fmt.Sprintf("%02x:%02x:%d", devMajor(uint64(st.Dev)), devMinor(uint64(st.Dev)), st.Ino)
+	want := fmt.Sprintf("%02x:%02x:%d", devMajor(st.Dev), devMinor(st.Dev), st.Ino)
 	s := bufio.NewScanner(locks)
 	for s.Scan() {
 		fields := strings.Fields(s.Text())
