@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"time"
 
+	"golang.org/x/net/netutil"
+
 	"github.com/sluice-dev/sluice/enforcer/admin"
 	"github.com/sluice-dev/sluice/enforcer/limiter"
 	"github.com/sluice-dev/sluice/enforcer/proxy"
@@ -25,7 +27,9 @@ func (e *configError) Unwrap() error { return e.err }
 // Health pings keep /readyz and /status current while no request arrives.
 const (
 	pingInterval = time.Second
-	pingTimeout  = 500 * time.Millisecond
+	// overloadInterval is how often memory is compared with GOMEMLIMIT.
+	overloadInterval = 50 * time.Millisecond
+	pingTimeout      = 500 * time.Millisecond
 )
 
 // enforcer is the wired program: the proxy, admin and debug listeners,
@@ -35,6 +39,7 @@ type enforcer struct {
 	log      *slog.Logger
 	backends *proxy.Backends
 	handler  *proxy.Handler
+	overload *proxy.Overload
 	reloader *reload.Reloader
 	admin    *admin.Server
 	proxyLn  net.Listener
@@ -46,12 +51,14 @@ type enforcer struct {
 func newEnforcer(o *options, lookupEnv func(string) (string, bool), log *slog.Logger) (*enforcer, error) {
 	e := &enforcer{o: o, log: log}
 	metrics := admin.NewMetrics(buildVersion())
+	e.overload = proxy.NewOverload(o.limits.overload(proxy.SoftMemoryLimit()))
+	metrics.WatchOverload(e.overload)
 	e.backends = proxy.NewBackends(o.redisURL, lookupEnv, limiter.ClientOptions{PoolSize: o.redisPoolSize},
 		limiter.LocalMaxEntries(o.localFallbackMaxEntries))
 	metrics.WatchBackends(e.backends.All)
 	e.handler = proxy.New(proxy.Options{Upstream: o.upstream, UpstreamProtocol: o.upstreamProtocol, Recorder: metrics, ErrorLog: stdLogger(log, "proxy"),
 		Limits: o.limits.requests, MaxRequestBody: o.limits.maxRequestBody, ResponseHeaderTimeout: o.limits.responseHeaderTimeout,
-		MaxDelayed: o.limits.maxDelayed})
+		MaxDelayed: o.limits.maxDelayed, Overload: e.overload})
 	metrics.WatchAdaptive(e.handler.AdaptiveReports)
 	e.reloader = reload.NewReloader(configSource(o), e.apply, metrics, log)
 	if err := e.reloader.Start(); err != nil {
@@ -60,7 +67,7 @@ func newEnforcer(o *options, lookupEnv func(string) (string, bool), log *slog.Lo
 	}
 	adminOpts := admin.Options{
 		Pod: status.Pod{Name: o.podName, Namespace: o.podNS}, Version: buildVersion(), StartedAt: time.Now().UTC(),
-		Upstream: o.upstream.String(), Snapshots: e.handler, Reloads: e.reloader, Metrics: metrics, Pprof: o.pprof,
+		Upstream: o.upstream.String(), Overload: e.overload, Snapshots: e.handler, Reloads: e.reloader, Metrics: metrics, Pprof: o.pprof,
 	}
 	if o.statusTokenFile != "" {
 		adminOpts.StatusToken = &admin.TokenFile{Path: o.statusTokenFile}
@@ -74,6 +81,8 @@ func newEnforcer(o *options, lookupEnv func(string) (string, bool), log *slog.Lo
 	// HTTP/2 clients' frames coalesced into few writes, under the same
 	// bound on a client that reads nothing as the server's.
 	e.proxyLn = proxy.H2Listener(e.proxyLn, o.limits.requests.WriteIdleTimeout)
+	// Past the bound, connections wait in the kernel's listen queue.
+	e.proxyLn = netutil.LimitListener(e.proxyLn, e.overload.Limits().MaxConnections)
 	if e.adminLn, err = net.Listen("tcp", o.adminListen); err != nil {
 		_ = e.proxyLn.Close()
 		e.backends.Close()
@@ -117,6 +126,7 @@ func (e *enforcer) proxyServer() *http.Server {
 		// being answered by net/http for the application.
 		DisableGeneralOptionsHandler: true,
 		ErrorLog:                     stdLogger(e.log, "proxy-server"),
+		ConnState:                    e.overload.ConnState,
 	}
 }
 
@@ -131,6 +141,7 @@ func (e *enforcer) serve(ctx context.Context) error {
 	}
 	go e.backends.Monitor(runCtx, pingInterval, pingTimeout)
 	go e.handler.RunAdaptive(runCtx, e.log)
+	go e.overload.WatchMemory(runCtx, overloadInterval)
 
 	proxySrv := e.proxyServer()
 	adminMux := http.NewServeMux()

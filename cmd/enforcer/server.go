@@ -26,6 +26,9 @@ type serverLimits struct {
 	// maxDelayed bounds the requests waiting at once for onLimit.delay
 	// reservations.
 	maxDelayed int
+	// maxInFlight, maxInFlightPerTenant and maxConnections bound what the
+	// whole enforcer holds; 0 derives them from GOMEMLIMIT (overload()).
+	maxInFlight, maxInFlightPerTenant, maxConnections int
 }
 
 func addServerFlags(fs *pflag.FlagSet, l *serverLimits) {
@@ -43,6 +46,28 @@ func addServerFlags(fs *pflag.FlagSet, l *serverLimits) {
 		"concurrent requests (gRPC calls) one HTTP/2 client connection may have open; more wait for one to end")
 	fs.IntVar(&l.maxDelayed, "delay-max-queued", proxy.DefaultMaxDelayed,
 		"requests that may wait at once for capacity booked by onLimit.delay rules; more are decided without their delay")
+	fs.IntVar(&l.maxInFlight, "max-in-flight", 0,
+		"requests the enforcer holds at once; more get 503 with Retry-After (gRPC: UNAVAILABLE). 0: from GOMEMLIMIT, or 4096 without one")
+	fs.IntVar(&l.maxInFlightPerTenant, "max-in-flight-per-tenant", 0,
+		"requests one tenant may have in flight at once; more get 503. 0: a quarter of --max-in-flight")
+	fs.IntVar(&l.maxConnections, "max-connections", 0,
+		"client connections open at once; more wait in the listen queue. 0: from GOMEMLIMIT, or 4096 without one")
+}
+
+// overload is the bounds the flags and the soft memory limit set.
+func (l *serverLimits) overload(memoryLimit int64) proxy.OverloadLimits {
+	o := proxy.OverloadLimitsFor(memoryLimit)
+	if l.maxInFlight > 0 {
+		o.MaxInFlight = l.maxInFlight
+		o.MaxInFlightPerTenant = max(o.MaxInFlight/4, 1)
+	}
+	if l.maxInFlightPerTenant > 0 {
+		o.MaxInFlightPerTenant = l.maxInFlightPerTenant
+	}
+	if l.maxConnections > 0 {
+		o.MaxConnections = l.maxConnections
+	}
+	return o
 }
 
 // defaultHTTP2MaxStreams is Go's own default, and what grpc-go clients
@@ -96,6 +121,8 @@ func (l *serverLimits) validate() error {
 		return fmt.Errorf("--max-request-body must not be negative, got %d", l.maxRequestBody)
 	case l.maxDelayed < 1:
 		return fmt.Errorf("--delay-max-queued must be at least 1, got %d", l.maxDelayed)
+	case l.maxInFlight < 0 || l.maxInFlightPerTenant < 0 || l.maxConnections < 0:
+		return errors.New("--max-in-flight, --max-in-flight-per-tenant and --max-connections must not be negative (0 derives them from GOMEMLIMIT)")
 	}
 	return nil
 }

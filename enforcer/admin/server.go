@@ -34,7 +34,9 @@ type ReloadSource interface {
 type Options struct {
 	Pod status.Pod
 	// Upstream is the application URL the proxy forwards to.
-	Upstream  string
+	Upstream string
+	// Overload bounds what the proxy holds; nil reports nothing.
+	Overload  *proxy.Overload
 	Version   string
 	StartedAt time.Time
 	Snapshots SnapshotSource
@@ -119,6 +121,7 @@ func (s *Server) Status() status.Document {
 		Decisions: s.opts.Metrics.Decisions(),
 	}
 	out.Ready, _ = readiness(snap)
+	out.Overload = overloadStatus(s.opts.Overload)
 	if st.LastError != "" {
 		at := st.LastErrorAt
 		out.Config.LastReloadErrorAt = &at
@@ -142,6 +145,21 @@ func (s *Server) Status() status.Document {
 		out.Redis = append(out.Redis, redisStatus(be, byBackend[be]))
 	}
 	s.addAdaptive(&out)
+	return out
+}
+
+func overloadStatus(o *proxy.Overload) *status.Overload {
+	if o == nil {
+		return nil
+	}
+	st, l := o.State(), o.Limits()
+	out := &status.Overload{Overloaded: st.Overloaded, InFlight: st.InFlight, MaxInFlight: l.MaxInFlight,
+		MaxInFlightPerTenant: l.MaxInFlightPerTenant, Connections: st.Connections, MaxConnections: l.MaxConnections,
+		MemoryLimit: l.MemoryLimit, Shed: st.Shed}
+	if !st.Since.IsZero() {
+		since := st.Since.UTC()
+		out.Since = &since
+	}
 	return out
 }
 

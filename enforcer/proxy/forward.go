@@ -195,25 +195,27 @@ func (f *forwarder) roundTrip(ctx context.Context, w http.ResponseWriter, r *htt
 func (f *forwarder) exchange(c *upstreamConn, w http.ResponseWriter, r *http.Request, body io.Reader) (resp *http.Response, received bool, err error) {
 	c.begin()
 	streamed := r.ContentLength < 0 || r.ContentLength > maxForwardBody
-	if err := f.writeHead(c.bw, r); err != nil {
+	bw := c.takeWriter()
+	if err := f.writeHead(bw, r); err != nil {
 		return nil, false, err
 	}
 	switch {
 	case r.ContentLength == 0:
 	case streamed:
-		if err := c.bw.Flush(); err != nil {
+		if err := bw.Flush(); err != nil {
 			return nil, false, err
 		}
 		c.sendBody(w, body, r.ContentLength, r.Trailer, f.headerTimeout)
 	default:
-		if err := writeBody(c.bw, body, r.ContentLength, nil, false); err != nil {
+		if err := writeBody(bw, body, r.ContentLength, nil, false); err != nil {
 			return nil, false, err
 		}
 	}
 	if !streamed {
-		if err := c.bw.Flush(); err != nil {
+		if err := bw.Flush(); err != nil {
 			return nil, false, err
 		}
+		c.putWriter()
 		c.startHeadTimer(f.headerTimeout)
 	}
 	resp, received, err = readHead(c, w, r)
@@ -230,7 +232,7 @@ func (f *forwarder) exchange(c *upstreamConn, w http.ResponseWriter, r *http.Req
 func readHead(c *upstreamConn, w http.ResponseWriter, r *http.Request) (resp *http.Response, received bool, err error) {
 	c.head.budget = maxResponseHead
 	defer func() { c.head.budget = -1 }() // the body is not limited
-	if _, err := c.br.Peek(1); err != nil {
+	if err := c.awaitResponse(); err != nil {
 		return nil, false, err
 	}
 	for range maxInformational {

@@ -11,12 +11,16 @@ import (
 	"time"
 )
 
-// upstreamConn is one kept-alive connection to the application.
+// upstreamConn is one kept-alive connection to the application. Its
+// buffers are taken from pools only while they are used: bw while the
+// request is written, br from the response's first byte until its end. A
+// request waiting for a slow application, and an idle connection, hold
+// neither (32 KiB between them).
 type upstreamConn struct {
 	conn     net.Conn
-	head     headReader // what br reads from
-	br       *bufio.Reader
-	bw       *bufio.Writer
+	head     headReader    // what br reads from
+	br       *bufio.Reader // nil but from the response's first byte to its end
+	bw       *bufio.Writer // nil but while the request is written
 	lastUsed time.Time
 	check    connCheck // looks for unsolicited bytes before reuse
 	// interrupt cuts the exchange in progress off: its client went away.
@@ -47,12 +51,79 @@ func newUpstreamConn(conn net.Conn) *upstreamConn {
 	c := &upstreamConn{
 		conn: conn,
 		head: headReader{conn: conn, budget: -1},
-		bw:   bufio.NewWriterSize(conn, 16<<10),
 	}
-	c.br = bufio.NewReaderSize(&c.head, 16<<10)
 	c.check.init(conn)
 	c.interrupt = func() { c.abort(errClientGone) }
 	return c
+}
+
+// upstreamBufferSize is the size of a connection's read and write buffers.
+const upstreamBufferSize = 16 << 10
+
+var (
+	upstreamWriters = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, upstreamBufferSize) }}
+	upstreamReaders = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, upstreamBufferSize) }}
+)
+
+// takeWriter gives c a write buffer for the request it sends.
+func (c *upstreamConn) takeWriter() *bufio.Writer {
+	if c.bw == nil {
+		c.bw = upstreamWriters.Get().(*bufio.Writer)
+		c.bw.Reset(c.conn)
+	}
+	return c.bw
+}
+
+// putWriter gives c's write buffer back once the request is sent (or
+// failed: the connection is closed then, and what the buffer held is
+// dropped).
+func (c *upstreamConn) putWriter() {
+	if c.bw != nil {
+		c.bw.Reset(nil)
+		upstreamWriters.Put(c.bw)
+		c.bw = nil
+	}
+}
+
+// awaitResponse waits for the application's first byte of a response
+// without a buffer, then gives c its read buffer.
+func (c *upstreamConn) awaitResponse() error {
+	if c.br == nil {
+		var first [1]byte
+		n, err := c.head.Read(first[:])
+		if n == 0 {
+			if err == nil {
+				err = io.ErrNoProgress
+			}
+			return err
+		}
+		c.head.pending, c.head.hasPending = first[0], true
+		c.br = upstreamReaders.Get().(*bufio.Reader)
+		c.br.Reset(&c.head)
+	}
+	_, err := c.br.Peek(1)
+	return err
+}
+
+// putReader gives c's read buffer back once a response is read to its
+// end; bytes beyond it keep the buffer, and the connection is not reused.
+func (c *upstreamConn) putReader() bool {
+	if c.br == nil {
+		return true
+	}
+	if c.br.Buffered() > 0 {
+		return false
+	}
+	c.br.Reset(nil)
+	upstreamReaders.Put(c.br)
+	c.br = nil
+	return true
+}
+
+// buffered reports whether c holds bytes the application sent that no
+// response has read.
+func (c *upstreamConn) buffered() bool {
+	return c.head.hasPending || (c.br != nil && c.br.Buffered() > 0)
 }
 
 // begin starts an exchange on c.
@@ -127,6 +198,9 @@ func (c *upstreamConn) sendBody(w http.ResponseWriter, body io.Reader, length in
 	_ = http.NewResponseController(w).EnableFullDuplex()
 	go func() {
 		err := writeBody(c.bw, body, length, trailer, true)
+		if err == nil {
+			c.putWriter()
+		}
 		if errors.As(err, new(*requestBodyError)) {
 			c.abort(err)
 		} else if err == nil {
@@ -165,9 +239,16 @@ var errResponseHeadTooLarge = errors.New("response head too large")
 type headReader struct {
 	conn   net.Conn
 	budget int64 // what is left; negative while reading a body: no limit
+	// pending is a byte read ahead (awaitResponse), counted in budget.
+	pending    byte
+	hasPending bool
 }
 
 func (h *headReader) Read(b []byte) (int, error) {
+	if h.hasPending && len(b) > 0 {
+		b[0], h.hasPending = h.pending, false
+		return 1, nil
+	}
 	switch {
 	case h.budget < 0:
 		return h.conn.Read(b)
@@ -206,7 +287,7 @@ func (f *forwarder) get() (c *upstreamConn, reused bool) {
 
 // put returns c to the pool, or closes it when the pool is full or closed.
 func (f *forwarder) put(c *upstreamConn) {
-	if c.br.Buffered() > 0 { // bytes beyond the response: out of step
+	if !c.putReader() { // bytes beyond the response: out of step
 		_ = c.conn.Close()
 		return
 	}

@@ -56,6 +56,8 @@ func grpcCode(p *Problem) (code.Code, string) {
 		return code.Code_UNAVAILABLE, "LIMITER_UNAVAILABLE"
 	case ProblemUpstreamUnavailable:
 		return code.Code_UNAVAILABLE, "UPSTREAM_UNAVAILABLE"
+	case ProblemOverloaded:
+		return code.Code_UNAVAILABLE, "OVERLOADED"
 	case ProblemUpstreamTimeout:
 		return code.Code_UNAVAILABLE, "UPSTREAM_TIMEOUT"
 	case ProblemBadRequest:

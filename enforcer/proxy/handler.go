@@ -47,6 +47,8 @@ type Handler struct {
 	delays delayQueue
 	// adaptive reports the adaptive rules' state (adaptive.go).
 	adaptive adaptiveStates
+	// overload bounds the requests in flight (overload.go); nil: no bound.
+	overload *Overload
 }
 
 // Options configure a Handler.
@@ -83,12 +85,16 @@ type Options struct {
 	// MaxDelayed bounds the requests waiting at once for capacity booked
 	// by onLimit.delay rules (delay.go); 0 means DefaultMaxDelayed.
 	MaxDelayed int
+	// Overload bounds the requests in flight, in all and per tenant; nil
+	// bounds nothing.
+	Overload *Overload
 }
 
 // New is a Handler forwarding admitted requests as opts say. Serve no
 // request before the first Swap.
 func New(opts Options) *Handler {
-	h := &Handler{rec: opts.Recorder, limits: opts.Limits, maxBody: opts.MaxRequestBody, protocol: opts.UpstreamProtocol.OrDefault()}
+	h := &Handler{rec: opts.Recorder, limits: opts.Limits, maxBody: opts.MaxRequestBody, protocol: opts.UpstreamProtocol.OrDefault(),
+		overload: opts.Overload}
 	if h.rec == nil {
 		h.rec = NopRecorder{}
 	}
@@ -260,6 +266,14 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			Status: http.StatusServiceUnavailable, RetryAfter: 1})
 		return
 	}
+	// Newest first: what is in flight goes on, a request past the bound
+	// is refused before it holds anything more.
+	if reason, ok := h.overload.admit(); !ok {
+		closeAfter(w, r) // an HTTP/1 connection held by nothing is room too
+		writeProblem(w, r, overloaded(reason))
+		return
+	}
+	defer h.overload.done()
 	// A form may ask to be routed as another method (_method); read it
 	// before deciding, as the application will.
 	if isShortForm(r) {
@@ -291,6 +305,15 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.forward(w, r, snap)
 		return
 	}
+	// One tenant takes a share of the bound at most.
+	tenant := st.checks[0].Request.Bucket
+	if !h.overload.admitTenant(tenant) {
+		st.release()
+		closeAfter(w, r)
+		writeProblem(w, r, overloaded(ShedTenant))
+		return
+	}
+	defer h.overload.doneTenant(tenant)
 	// A client hanging up must neither count as a Redis failure (enough of
 	// them would trip every policy into its failure mode) nor stop a
 	// refund half way: Redis calls are bounded by the policies' timeouts,

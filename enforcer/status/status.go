@@ -41,10 +41,33 @@ type Document struct {
 	Config   Config   `json:"config"`
 	Policies []Policy `json:"policies"`
 	Redis    []Redis  `json:"redis"`
+	// Overload is what the enforcer holds against its bounds; nil from
+	// enforcers that have none.
+	Overload *Overload `json:"overload,omitempty"`
 	// Decisions are per policy name, since the enforcer started: a policy
 	// counts once per request it applies to (denied when one of its rules
 	// refused it, wouldDeny for a DryRun policy, else allowed).
 	Decisions map[string]DecisionCounts `json:"decisions"`
+}
+
+// Overload is what the enforcer holds of what it may hold. While
+// Overloaded it refuses new requests with 503 (near its memory limit, or at
+// MaxInFlight).
+type Overload struct {
+	Overloaded bool `json:"overloaded"`
+	// Since is when memory pressure began, nil while there is none.
+	Since                *time.Time `json:"since,omitempty"`
+	InFlight             int64      `json:"inFlight"`
+	MaxInFlight          int        `json:"maxInFlight"`
+	MaxInFlightPerTenant int        `json:"maxInFlightPerTenant"`
+	Connections          int        `json:"connections"`
+	MaxConnections       int        `json:"maxConnections"`
+	// MemoryLimit is the soft memory limit (GOMEMLIMIT) in bytes, 0 when
+	// none is set.
+	MemoryLimit int64 `json:"memoryLimit,omitempty"`
+	// Shed counts, by reason, the requests refused and the idle
+	// connections closed for want of room since the enforcer started.
+	Shed map[string]int64 `json:"shed"`
 }
 
 // Pod names the pod the enforcer runs in (empty outside Kubernetes).
