@@ -23,7 +23,7 @@ func TestOverloadLimitsFor(t *testing.T) {
 	none := OverloadLimitsFor(1<<63 - 1)
 	g.Expect(none).To(Equal(OverloadLimits{MaxInFlight: DefaultMaxInFlight, MaxConnections: DefaultMaxConnections,
 		MaxInFlightPerTenant: DefaultMaxInFlight / 4}))
-	g.Expect(OverloadLimitsFor(8 << 20).MaxInFlight).To(Equal(56), "a limit under the baseline still serves a few")
+	g.Expect(OverloadLimitsFor(8<<20).MaxInFlight).To(Equal(56), "a limit under the baseline still serves a few")
 }
 
 func TestOverloadBoundsInFlightAndTenants(t *testing.T) {
