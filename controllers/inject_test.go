@@ -52,7 +52,7 @@ func testSidecar() EnforcerSidecar {
 		RunAsUser:       65532,
 		MaxProcs:        DefaultEnforcerMaxProcs,
 		Resources: corev1.ResourceRequirements{
-			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("50m"), corev1.ResourceMemory: resource.MustParse("32Mi")},
+			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("50m"), corev1.ResourceMemory: resource.MustParse("48Mi")},
 			Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("128Mi")},
 		},
 		DefaultRedisURL: "redis://redis.sluice-system:6379",

@@ -70,7 +70,7 @@ func (a *enforcerArgs) Set(v string) error { *a = append(*a, v); return nil }
 var tunableEnforcerFlags = []string{
 	"read-header-timeout", "body-timeout", "body-idle-timeout", "write-idle-timeout", "idle-timeout",
 	"max-header-bytes", "max-request-body", "response-header-timeout", "http2-max-concurrent-streams", "redis-pool-size", "local-fallback-max-entries",
-	"log-level", "shutdown-timeout", "drain-delay",
+	"log-level", "shutdown-timeout", "drain-delay", "max-in-flight", "max-in-flight-per-tenant", "max-connections",
 }
 
 func (o *injectionOptions) bindFlags(fs *flag.FlagSet) {
@@ -82,8 +82,8 @@ func (o *injectionOptions) bindFlags(fs *flag.FlagSet) {
 		"GOMAXPROCS of the injected enforcer: how many threads run its Go code at once (0: Go's default, every CPU of the node, or the container's CPU limit rounded up, at least 2)")
 	fs.StringVar(&o.cpuRequest, "enforcer-cpu-request", "50m", "CPU request of the enforcer container (empty: none)")
 	fs.StringVar(&o.cpuLimit, "enforcer-cpu-limit", "", "CPU limit of the enforcer container (empty: none)")
-	fs.StringVar(&o.memRequest, "enforcer-memory-request", "32Mi", "memory request of the enforcer container (empty: none)")
-	fs.StringVar(&o.memLimit, "enforcer-memory-limit", "128Mi", "memory limit of the enforcer container (empty: none)")
+	fs.StringVar(&o.memRequest, "enforcer-memory-request", "48Mi", "memory request of the enforcer container, above its idle resident memory (empty: none)")
+	fs.StringVar(&o.memLimit, "enforcer-memory-limit", "128Mi", "memory limit of the enforcer container; it gets GOMEMLIMIT at 90% of it and bounds what it holds from that (empty: none)")
 	fs.IntVar(&o.webhookPort, "webhook-port", 9443, "port of the injection webhook's HTTPS server")
 	fs.StringVar(&o.webhookCertDir, "webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs", "directory holding the webhook's tls.crt and tls.key")
 	fs.StringVar(&o.failurePolicy, "webhook-failure-policy", string(admissionregistrationv1.Ignore),

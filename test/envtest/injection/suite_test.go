@@ -113,7 +113,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 		AdminPort:       adminPort,
 		RunAsUser:       65532,
 		Resources: corev1.ResourceRequirements{
-			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("50m"), corev1.ResourceMemory: resource.MustParse("32Mi")},
+			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("50m"), corev1.ResourceMemory: resource.MustParse("48Mi")},
 			Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("128Mi")},
 		},
 		DefaultRedisURL: redis.URL(),
