@@ -99,6 +99,13 @@ type enforcerCheck struct {
 	// restart enforcers forward to another port than spec.upstreamPort:
 	// the port is an argument of the enforcer, fixed when its pod started.
 	restart []restartEnforcer
+	// overloaded enforcers refuse new requests for want of room.
+	overloaded []overloadedEnforcer
+}
+
+type overloadedEnforcer struct {
+	pod      *corev1.Pod
+	overload *enforcerstatus.Overload
 }
 
 type restartEnforcer struct {
@@ -140,6 +147,10 @@ func checkEnforcers(p *v1alpha1.RateLimitPolicy, pods []selectedPod, published p
 		c.decisions.Banned += d.Banned
 		c.bans = addBans(c.bans, st, p)
 
+		if o := st.Overload; o != nil && o.Overloaded {
+			c.counts.Overloaded++
+			c.overloaded = append(c.overloaded, overloadedEnforcer{pod: sp.Pod, overload: o})
+		}
 		loaded := loadedPolicy(st, p)
 		switch {
 		case loaded == nil:
@@ -277,6 +288,10 @@ func readyCondition(p *v1alpha1.RateLimitPolicy, c enforcerCheck) metav1.Conditi
 		setReason(v1alpha1.ReasonDegraded)
 		problems = append(problems, msg)
 	}
+	if msg := overloadedMessage(c.overloaded); msg != "" {
+		setReason(v1alpha1.ReasonOverloaded)
+		problems = append(problems, msg)
+	}
 	if len(problems) == 0 {
 		cond.Status = metav1.ConditionTrue
 		cond.Reason = v1alpha1.ReasonEnforcersReady
@@ -397,6 +412,22 @@ func restartMessage(p *v1alpha1.RateLimitPolicy, restart []restartEnforcer) stri
 	n := int32(len(pods))
 	return fmt.Sprintf("%s %s to port %s, not to spec.upstreamPort %d: an enforcer takes its upstream port when its pod starts, so %s",
 		podNames(pods), plural(n, "forwards", "forward"), strings.Join(ports, " and "), p.Spec.UpstreamPort, recreateAdvice(pods))
+}
+
+// overloadedMessage names the enforcers that refuse new requests for want
+// of room, with what they hold.
+func overloadedMessage(overloaded []overloadedEnforcer) string {
+	parts := make([]string, 0, len(overloaded))
+	for _, o := range overloaded {
+		var shed int64
+		for _, n := range o.overload.Shed {
+			shed += n
+		}
+		parts = append(parts, fmt.Sprintf("enforcer on pod %s is overloaded and refuses new requests with 503 (%d of %d requests in flight, %d connections; %d shed since it started): "+
+			"clients hold many slow requests; see its sluice_enforcer_shed_total, or raise its memory limit", o.pod.Name, o.overload.InFlight, o.overload.MaxInFlight,
+			o.overload.Connections, shed))
+	}
+	return strings.Join(capped(parts, podsNamedInMessage), "; ")
 }
 
 // degradedMessage groups the enforcers that cannot reach Redis by error.

@@ -211,6 +211,20 @@ func TestSetEnforcerStatus(t *testing.T) {
 		counts:  v1alpha1.EnforcerCounts{Selected: 3, Injected: 3, Ready: 3, UpToDate: 1, Summary: "3/3"},
 		kstatus: kstatus.InProgressStatus,
 	}, {
+		name: "an enforcer is overloaded",
+		pods: []selectedPod{answered("api-0", healthy(4, 0, 0)), answered("api-1", func() *enforcerstatus.Document {
+			st := healthy(4, 0, 0)
+			st.Overload = &enforcerstatus.Overload{Overloaded: true, InFlight: 905, MaxInFlight: 905, Connections: 40,
+				Shed: map[string]int64{"in_flight": 9000, "memory": 95}}
+			return st
+		}())},
+		status: metav1.ConditionFalse,
+		reason: v1alpha1.ReasonOverloaded,
+		message: "enforcer on pod api-1 is overloaded and refuses new requests with 503 (905 of 905 requests in flight, 40 connections; 9095 shed since it started): " +
+			"clients hold many slow requests; see its sluice_enforcer_shed_total, or raise its memory limit",
+		counts:  v1alpha1.EnforcerCounts{Selected: 2, Injected: 2, Ready: 2, UpToDate: 2, Overloaded: 1, Summary: "2/2"},
+		kstatus: kstatus.InProgressStatus,
+	}, {
 		name: "an enforcer refused the new configuration, another has not loaded the policy",
 		pods: []selectedPod{
 			answered("api-0", func() *enforcerstatus.Document {

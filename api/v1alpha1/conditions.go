@@ -76,6 +76,9 @@ const (
 	// ReasonDegraded: some enforcers cannot reach storage and apply the
 	// policy's failureMode.
 	ReasonDegraded = "Degraded"
+	// ReasonOverloaded: some enforcers hold as much as their memory allows
+	// and refuse new requests with 503 until some end.
+	ReasonOverloaded = "Overloaded"
 	// ReasonNoPodsSelected: the selector matches no running pod.
 	ReasonNoPodsSelected = "NoPodsSelected"
 	// ReasonNotAccepted: the spec was not accepted, so nothing is enforced.

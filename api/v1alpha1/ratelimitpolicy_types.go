@@ -310,6 +310,10 @@ type EnforcerCounts struct {
 	// Degraded enforcers cannot reach storage and apply spec.failureMode.
 	// +optional
 	Degraded int32 `json:"degraded,omitempty"`
+	// Overloaded enforcers hold as much as their memory allows and refuse
+	// new requests with 503.
+	// +optional
+	Overloaded int32 `json:"overloaded,omitempty"`
 	// Summary is ready/selected, for example 2/3, as kubectl get shows it.
 	// +kubebuilder:validation:MaxLength=32
 	// +optional
