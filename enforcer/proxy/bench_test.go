@@ -74,7 +74,8 @@ func (w *discardWriter) WriteHeader(status int)      { w.status = status }
 // BenchmarkForward measures the whole handler: a decision, then forwarding
 // to an application on loopback over kept-alive connections (the
 // application's own work is an empty 200), by the enforcer's forwarder and
-// by the reverse proxy that takes the requests the forwarder does not.
+// by the reverse proxy that takes the requests the forwarder does not; and
+// by the forwarder with the overload bounds, whose cost is the difference.
 func BenchmarkForward(b *testing.B) {
 	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("ok")) }))
 	defer app.Close()
@@ -85,10 +86,15 @@ func BenchmarkForward(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	for _, path := range []string{"forwarder", "reverse-proxy"} {
+	for _, path := range []string{"forwarder", "forwarder-overload", "reverse-proxy"} {
 		b.Run("path="+path, func(b *testing.B) {
 			rec := &degradedCount{}
-			h := New(Options{Upstream: target, Recorder: rec})
+			opts := Options{Upstream: target, Recorder: rec}
+			if path == "forwarder-overload" {
+				// The bounds every sluice-enforcer runs with.
+				opts.Overload = NewOverload(OverloadLimitsFor(SoftMemoryLimit()))
+			}
+			h := New(opts)
 			defer h.CloseIdleConnections()
 			if path == "reverse-proxy" {
 				h.forwarder = nil
