@@ -13,6 +13,7 @@ import (
 func copyResponse(w http.ResponseWriter, resp *http.Response) (reusable, broken bool) {
 	hdr := w.Header()
 	copyEndToEnd(hdr, resp.Header)
+	suppressSniffing(hdr, resp.Header)
 	announced := len(resp.Trailer)
 	if announced > 0 {
 		names := make([]string, 0, len(resp.Trailer))
@@ -97,6 +98,15 @@ func writeInformational(w http.ResponseWriter, code int, fields http.Header) {
 
 // copyEndToEnd adds to dst the fields of src that are not about one
 // connection only.
+// suppressSniffing keeps net/http from adding a Content-Type the
+// application did not send (it would guess one from the body: a JSON
+// answer could become text/html to a browser).
+func suppressSniffing(dst, src http.Header) {
+	if _, ok := src["Content-Type"]; !ok {
+		dst["Content-Type"] = nil
+	}
+}
+
 func copyEndToEnd(dst, src http.Header) {
 	connection := src["Connection"]
 	for k, vv := range src {

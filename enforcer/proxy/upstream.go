@@ -124,6 +124,11 @@ type reverseProxy struct {
 }
 
 func (p *reverseProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	// A nil Content-Type: the proxy adds the application's, if it sent
+	// one, and net/http guesses none (suppressSniffing).
+	if _, ok := w.Header()["Content-Type"]; !ok {
+		w.Header()["Content-Type"] = nil
+	}
 	body, err := limitBody(w, r, p.maxBody)
 	if err != nil {
 		p.onError(w, r, err)
