@@ -36,9 +36,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
-	"github.com/sluice-dev/sluice/internal/redistest"
-
+	"github.com/sluice-dev/sluice/internal/envtestutil"
 	"github.com/sluice-dev/sluice/internal/proc"
+	"github.com/sluice-dev/sluice/internal/redistest"
 )
 
 // Options configure a Stack; the zero value is a working default.
@@ -102,10 +102,9 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 		}
 	}
 	if opts.Assets == "" {
-		opts.Assets = os.Getenv("KUBEBUILDER_ASSETS")
-	}
-	if opts.Assets == "" {
-		opts.Assets = filepath.Join(opts.Root, "bin", "k8s")
+		if opts.Assets, err = envtestutil.Assets(opts.Root); err != nil {
+			return nil, err // before anything starts
+		}
 	}
 	if opts.Progress == nil {
 		opts.Progress = io.Discard

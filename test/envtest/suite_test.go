@@ -20,7 +20,6 @@ package envtest
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -35,6 +34,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	sluicev1alpha1 "github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/internal/envtestutil"
 )
 
 var (
@@ -54,16 +54,13 @@ func TestEnvtest(t *testing.T) {
 var _ = BeforeSuite(func() {
 	ctx = context.Background()
 
-	assets := os.Getenv("KUBEBUILDER_ASSETS")
-	if assets == "" {
-		assets = filepath.Join("..", "..", "bin", "k8s")
-	}
+	assets, err := envtestutil.Assets(filepath.Join("..", ".."))
+	Expect(err).NotTo(HaveOccurred())
 	testEnv = &envtest.Environment{
 		CRDDirectoryPaths:     []string{filepath.Join("..", "..", "config", "crd", "bases")},
 		ErrorIfCRDPathMissing: true,
 		BinaryAssetsDirectory: assets,
 	}
-	var err error
 	cfg, err = testEnv.Start()
 	Expect(err).NotTo(HaveOccurred(), "start kube-apiserver and etcd from %s (make envtest builds them)", assets)
 	DeferCleanup(func() {

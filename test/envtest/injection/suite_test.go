@@ -119,10 +119,8 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 		DefaultRedisURL: redis.URL(),
 	}
 
-	assets := os.Getenv("KUBEBUILDER_ASSETS")
-	if assets == "" {
-		assets = filepath.Join(root, "bin", "k8s")
-	}
+	assets, err := envtestutil.Assets(root)
+	Expect(err).NotTo(HaveOccurred())
 	testEnv = &envtest.Environment{
 		CRDDirectoryPaths:     []string{filepath.Join(root, "config", "crd", "bases")},
 		ErrorIfCRDPathMissing: true,

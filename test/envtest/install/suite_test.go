@@ -83,10 +83,8 @@ var _ = BeforeSuite(func() {
 	Expect(err).NotTo(HaveOccurred())
 	chartDir = filepath.Join(root, "charts", "sluice")
 
-	assets := os.Getenv("KUBEBUILDER_ASSETS")
-	if assets == "" {
-		assets = filepath.Join(root, "bin", "k8s")
-	}
+	assets, err := envtestutil.Assets(root)
+	Expect(err).NotTo(HaveOccurred())
 	// No Sluice CRD here: the chart installs it. The Prometheus Operator
 	// and cert-manager kinds the optional templates use get stand-ins.
 	testEnv = &envtest.Environment{
