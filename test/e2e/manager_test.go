@@ -84,6 +84,7 @@ var _ = Describe("A manager restart", Ordered, func() {
 		time.Sleep(time.Second)
 		close(stop)
 		wg.Wait()
+		Expect(sent.Load()).To(BeNumerically(">=", 50), "traffic ran throughout the restart")
 		Expect(failed.Load()).To(BeZero(), "of %d requests", sent.Load())
 
 		expectReady(ctx, ns, "steady", 2)
