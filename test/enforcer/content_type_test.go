@@ -2,16 +2,12 @@ package enforcer
 
 import (
 	"bufio"
-	"context"
-	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"strings"
 	"testing"
-
-	"golang.org/x/net/http2"
 )
 
 // rawApp answers every request with exactly answer, as bytes, and returns
@@ -79,10 +75,7 @@ func TestNoContentTypeAdded(t *testing.T) {
 				t.Errorf("HTTP/1.1: Content-Type %q, the application sent %q", got, tc.want)
 			}
 
-			h2 := &http.Client{Transport: &http2.Transport{AllowHTTP: true,
-				DialTLSContext: func(ctx context.Context, network, addr string, _ *tls.Config) (net.Conn, error) {
-					return (&net.Dialer{}).DialContext(ctx, network, addr)
-				}}}
+			h2 := h2cClient()
 			req, _ := http.NewRequest(http.MethodGet, in.url+"/x", nil)
 			req.Header.Set("X-Tenant-ID", "a")
 			resp, err = h2.Do(req)

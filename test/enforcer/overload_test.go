@@ -4,7 +4,6 @@ package enforcer
 
 import (
 	"context"
-	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -18,8 +17,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"golang.org/x/net/http2"
 
 	enforcerstatus "github.com/sluice-dev/sluice/enforcer/status"
 )
@@ -112,13 +109,10 @@ func peakRSS(t *testing.T, pid int, stop <-chan struct{}) func() int64 {
 // oneH2CConn is a client of one cleartext HTTP/2 connection, with
 // streams up to the server's limit.
 func oneH2CConn() *http.Client {
-	return &http.Client{Transport: &http2.Transport{
-		AllowHTTP:                  true,
-		StrictMaxConcurrentStreams: true,
-		DialTLSContext: func(ctx context.Context, network, addr string, _ *tls.Config) (net.Conn, error) {
-			return (&net.Dialer{}).DialContext(ctx, network, addr)
-		},
-	}}
+	tr := &http.Transport{Protocols: new(http.Protocols), MaxConnsPerHost: 1,
+		HTTP2: &http.HTTP2Config{StrictMaxConcurrentRequests: true}}
+	tr.Protocols.SetUnencryptedHTTP2(true)
+	return &http.Client{Transport: tr}
 }
 
 // floodOutcome counts what the flood's requests got.

@@ -78,8 +78,8 @@ func policyLifecycleSpecs() {
 		Expect(cond.Message).To(ContainSubstring("restart deployment/web"))
 		for _, pod := range pods {
 			Expect(cond.Message).To(ContainSubstring(pod.Name))
-			resp, _ := toPod(pod, "/", "restart-"+pod.Name)
-			Expect(resp.StatusCode).To(Equal(http.StatusOK), "pod %s still forwards to the port it started with", pod.Name)
+			code, _ := toPod(pod, "/", "restart-"+pod.Name)
+			Expect(code).To(Equal(http.StatusOK), "pod %s still forwards to the port it started with", pod.Name)
 		}
 
 		By("moving the application to the new port, which recreates the pods")
@@ -117,8 +117,8 @@ func policyLifecycleSpecs() {
 		for _, pod := range pods {
 			Eventually(func() []int { return codes(pod, "/b", "erin", 1) }).WithTimeout(2*time.Minute).
 				Should(Equal([]int{200}), "pod %s passes traffic through", pod.Name)
-			resp, _ := toPod(pod, "/b", "erin")
-			Expect(resp.Header.Get("X-RateLimit-Limit")).To(BeEmpty(), "no limit applies on pod %s", pod.Name)
+			_, header := toPod(pod, "/b", "erin")
+			Expect(header.Get("X-RateLimit-Limit")).To(BeEmpty(), "no limit applies on pod %s", pod.Name)
 			Expect(adminMetrics(pod)).To(ContainSubstring("sluice_enforcer_config_policies 0"))
 		}
 		var cm corev1.ConfigMap
@@ -159,17 +159,20 @@ func waitReady(ctx context.Context, name, reason string) *metav1.Condition {
 	return cond
 }
 
-// toPod sends GET path as tenant to pod's enforcer, on a connection of its own.
-func toPod(pod corev1.Pod, path, tenant string) (*http.Response, []byte) {
-	return through(fmt.Sprintf("http://%s:15080%s", pod.Status.PodIP, path), tenant)
+// toPod sends GET path as tenant to pod's enforcer, on a connection of its
+// own, and returns the status and headers of the answer.
+func toPod(pod corev1.Pod, path, tenant string) (int, http.Header) {
+	resp, _ := through(fmt.Sprintf("http://%s:15080%s", pod.Status.PodIP, path), tenant)
+	defer resp.Body.Close() // read and closed already
+	return resp.StatusCode, resp.Header
 }
 
 // codes sends n requests of tenant to path on pod and lists the statuses.
 func codes(pod corev1.Pod, path, tenant string, n int) []int {
 	var out []int
 	for range n {
-		resp, _ := toPod(pod, path, tenant)
-		out = append(out, resp.StatusCode)
+		code, _ := toPod(pod, path, tenant)
+		out = append(out, code)
 	}
 	return out
 }
