@@ -316,10 +316,10 @@ func (d *demo) keep(ctx context.Context) {
 	fmt.Printf("   export KUBECONFIG=%s\n", d.s.Kubeconfig)
 	fmt.Printf("   kubectl get rlp,pods -n %s -o wide\n", namespace)
 	fmt.Printf("   kubectl describe rlp public-api -n %s\n\n", namespace)
-	rows := [][]string{{"POD", "PROXY", "ADMIN (/status /metrics /readyz)"}}
+	rows := [][]string{{"POD", "PROXY", "ADMIN (/status /metrics /readyz)", "DEBUG (/debug/tenant)"}}
 	for _, name := range slices.Sorted(maps.Keys(d.apps)) {
 		for _, ep := range d.apps[name] {
-			rows = append(rows, []string{ep.Pod, ep.HTTP, ep.Admin})
+			rows = append(rows, []string{ep.Pod, ep.HTTP, ep.Admin, ep.Debug})
 		}
 	}
 	table(rows)
@@ -332,6 +332,11 @@ func (d *demo) keep(ctx context.Context) {
 	fmt.Printf("   TOKEN=$(kubectl get secret -n %s %s -o jsonpath='{.data.%s}' | base64 -d)\n",
 		namespace, controllers.AdminSecretName, controllers.AdminTokenKey)
 	fmt.Printf("   curl -s -H \"Authorization: Bearer $TOKEN\" %s/status\n", ep.Admin)
+	// Why the free tenant of the traffic above is refused, from the tenant
+	// and its request alone: every rule it would match, its tier, its wait.
+	if catalog := d.apps["catalog"]; len(catalog) > 0 && catalog[0].Debug != "" {
+		fmt.Printf("   curl -s '%s/debug/tenant?tenant=initech&header=X-Plan:free&method=GET&path=/v1/products/42&host=api.example.com'\n", catalog[0].Debug)
+	}
 	fmt.Printf("\n   Logs: %s (sluice-manager.log, kubelet.log, pods/*/sluice-enforcer.log)\n", d.s.Dir)
 	<-ctx.Done()
 	fmt.Println()
