@@ -26,6 +26,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
+
+	"github.com/sluice-dev/sluice/internal/wellknown"
 )
 
 // The self-managed certificate: the rotator keeps a CA and a serving
@@ -67,7 +69,7 @@ func SetupInjectionWebhook(mgr ctrl.Manager, injector *PodInjector, certs Webhoo
 		}
 		name := certs.WebhookConfigurationName
 		if name == "" {
-			name = InjectionWebhookConfigurationName
+			name = wellknown.InjectionWebhookConfigurationName
 		}
 		err := rotator.AddRotator(mgr, &rotator.CertRotator{
 			SecretKey:      certs.Secret,

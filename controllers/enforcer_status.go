@@ -30,6 +30,7 @@ import (
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	enforcerstatus "github.com/sluice-dev/sluice/enforcer/status"
+	"github.com/sluice-dev/sluice/internal/wellknown"
 )
 
 // podsNamedInMessage is how many pods a Ready message names before it says
@@ -262,7 +263,7 @@ func readyCondition(p *v1alpha1.RateLimitPolicy, c enforcerCheck) metav1.Conditi
 			problems = append(problems, fmt.Sprintf("pod %s %s", sp.Pod.Name, sp.Polled.Err))
 		case sp.Polled.Refused:
 			problems = append(problems, fmt.Sprintf("pod %s: %s (on %s); the enforcer reads the token of Secret %s as the kubelet updates its volume, "+
-				"within a minute or two: restart a pod that keeps refusing", sp.Pod.Name, sp.Polled.Err, sp.Polled.Address, AdminSecretName))
+				"within a minute or two: restart a pod that keeps refusing", sp.Pod.Name, sp.Polled.Err, sp.Polled.Address, wellknown.AdminSecretName))
 		default:
 			problems = append(problems, fmt.Sprintf("enforcer on pod %s does not answer on %s: %s", sp.Pod.Name, sp.Polled.Address, sp.Polled.Err))
 		}
@@ -278,7 +279,7 @@ func readyCondition(p *v1alpha1.RateLimitPolicy, c enforcerCheck) metav1.Conditi
 	if len(c.outdated) > 0 {
 		setReason(v1alpha1.ReasonEnforcersStale)
 		problems = append(problems, fmt.Sprintf("%s %s not loaded this policy's latest entry of %s yet, with its LocalFallback share for the current pod count (the kubelet refreshes ConfigMap volumes within about a minute)",
-			podNames(c.outdated), plural(int32(len(c.outdated)), "has", "have"), ConfigMapName))
+			podNames(c.outdated), plural(int32(len(c.outdated)), "has", "have"), wellknown.ConfigMapName))
 	}
 	if msg := restartMessage(p, c.restart); msg != "" {
 		setReason(v1alpha1.ReasonRestartRequired)
@@ -332,7 +333,7 @@ func notInjectedMessage(c enforcerCheck) string {
 	head := fmt.Sprintf("%d of %d selected %s no enforcer", n, selected, plural(n, "pods has", "pods have"))
 	if len(disabled) > 0 {
 		parts = append([]string{fmt.Sprintf("namespace %s is not labelled %s=%s: label it, then %s",
-			disabled[0].Pod.Namespace, InjectionNamespaceLabel, InjectionEnabled, recreateAdvice(disabled))}, parts...)
+			disabled[0].Pod.Namespace, wellknown.InjectionNamespaceLabel, wellknown.InjectionEnabled, recreateAdvice(disabled))}, parts...)
 	}
 	if len(restart) > 0 {
 		parts = append([]string{fmt.Sprintf("%s %s the policy or %s created while the injection webhook was unavailable: %s",
@@ -353,7 +354,7 @@ func notCompiledReady(generation int64) metav1.Condition {
 // is not enforced on them, by the user's choice.
 func optedOutNote(pods []selectedPod) string {
 	return fmt.Sprintf("%s %s out with %s=false and %s not limited", podNames(pods),
-		plural(int32(len(pods)), "opts", "opt"), InjectAnnotation, plural(int32(len(pods)), "is", "are"))
+		plural(int32(len(pods)), "opts", "opt"), wellknown.InjectAnnotation, plural(int32(len(pods)), "is", "are"))
 }
 
 // reasonNamespaceNotEnabled is the decision the status controller gives a
@@ -378,7 +379,7 @@ func staleMessage(p *v1alpha1.RateLimitPolicy, c enforcerCheck) string {
 			gens[i] = fmt.Sprint(g)
 		}
 		parts = append(parts, fmt.Sprintf("%d of %d enforcers %s generation %s of the policy, not %d: enforcers reload ConfigMap %s when the kubelet updates it, usually within a minute",
-			older, c.counts.Injected, plural(int32(older), "runs", "run"), strings.Join(gens, " and "), p.Generation, ConfigMapName))
+			older, c.counts.Injected, plural(int32(older), "runs", "run"), strings.Join(gens, " and "), p.Generation, wellknown.ConfigMapName))
 	}
 	var missing []selectedPod
 	for _, sp := range c.missing {

@@ -29,6 +29,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	enforcerstatus "github.com/sluice-dev/sluice/enforcer/status"
+	"github.com/sluice-dev/sluice/internal/wellknown"
 )
 
 // maxStatusBytes bounds the /status document read from a pod.
@@ -44,12 +45,12 @@ func adminAddress(pod *corev1.Pod) (string, string) {
 	}
 	var port int32
 	for _, p := range c.Ports {
-		if p.Name == AdminPortName {
+		if p.Name == wellknown.AdminPortName {
 			port = p.ContainerPort
 		}
 	}
 	if port == 0 {
-		return "", "has an enforcer without a port named " + AdminPortName
+		return "", "has an enforcer without a port named " + wellknown.AdminPortName
 	}
 	if pod.Status.PodIP == "" {
 		phase := pod.Status.Phase
@@ -85,7 +86,7 @@ func fetchEnforcerStatus(ctx context.Context, c *http.Client, addr, token string
 	case http.StatusUnauthorized, http.StatusForbidden:
 		why := refusalReason(resp)
 		if token == "" {
-			why += "; the namespace has no Secret " + AdminSecretName + " yet"
+			why += "; the namespace has no Secret " + wellknown.AdminSecretName + " yet"
 		}
 		return nil, fmt.Errorf("%w: %s", errCredentialRefused, why)
 	default:

@@ -32,6 +32,7 @@ import (
 	"github.com/sluice-dev/sluice/enforcer/admin"
 	"github.com/sluice-dev/sluice/enforcer/proxy"
 	"github.com/sluice-dev/sluice/enforcer/reload"
+	"github.com/sluice-dev/sluice/internal/wellknown"
 )
 
 type fixedToken string
@@ -52,8 +53,8 @@ func TestPollSendsTheNamespaceToken(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close)
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "api-0"},
-		Spec: corev1.PodSpec{InitContainers: []corev1.Container{{Name: EnforcerContainerName,
-			Ports: []corev1.ContainerPort{{Name: AdminPortName, ContainerPort: int32(srv.Listener.Addr().(*net.TCPAddr).Port)}}}}},
+		Spec: corev1.PodSpec{InitContainers: []corev1.Container{{Name: wellknown.EnforcerContainerName,
+			Ports: []corev1.ContainerPort{{Name: wellknown.AdminPortName, ContainerPort: int32(srv.Listener.Addr().(*net.TCPAddr).Port)}}}}},
 		Status: corev1.PodStatus{PodIP: "127.0.0.1"}}
 	for _, tc := range []struct {
 		token   string

@@ -34,6 +34,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/internal/wellknown"
 )
 
 // What the status controller reads and writes: it polls the enforcers of
@@ -141,14 +142,14 @@ func (r *EnforcerStatusReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 // one last; none when nothing is published yet.
 func (r *EnforcerStatusReconciler) publishedConfigs(ctx context.Context, namespace string) ([]seenConfig, error) {
 	var cm corev1.ConfigMap
-	err := r.Get(ctx, client.ObjectKey{Namespace: namespace, Name: ConfigMapName}, &cm)
+	err := r.Get(ctx, client.ObjectKey{Namespace: namespace, Name: wellknown.ConfigMapName}, &cm)
 	if apierrors.IsNotFound(err) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("get ConfigMap %s/%s: %w", namespace, ConfigMapName, err)
+		return nil, fmt.Errorf("get ConfigMap %s/%s: %w", namespace, wellknown.ConfigMapName, err)
 	}
-	return r.history.observe(namespace, cm.Annotations[ConfigHashAnnotation], cm.Data[ConfigKey]), nil
+	return r.history.observe(namespace, cm.Annotations[wellknown.ConfigHashAnnotation], cm.Data[wellknown.ConfigKey]), nil
 }
 
 // collectPods finds the active pods that some policy selects, with the
@@ -201,7 +202,7 @@ func (r *EnforcerStatusReconciler) injectionEnabled(ctx context.Context, namespa
 	if err != nil {
 		return false, fmt.Errorf("read namespace %s: %w", namespace, err)
 	}
-	return ns.Labels[InjectionNamespaceLabel] == InjectionEnabled, nil
+	return ns.Labels[wellknown.InjectionNamespaceLabel] == wellknown.InjectionEnabled, nil
 }
 
 // podsSelectedBy keeps the pods whose decision lists p among the selecting

@@ -30,6 +30,7 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/internal/wellknown"
 )
 
 // enforcerPoller is the manager Runnable that polls, on an interval, the
@@ -209,7 +210,7 @@ func (p *enforcerPoller) forgetAllBut(targets map[string][]pollTarget) {
 
 func (p *enforcerPoller) enqueue(ctx context.Context, namespace string) {
 	obj := &corev1.ConfigMap{}
-	obj.Namespace, obj.Name = namespace, ConfigMapName
+	obj.Namespace, obj.Name = namespace, wellknown.ConfigMapName
 	select {
 	case p.changed <- event.GenericEvent{Object: obj}:
 	case <-ctx.Done():

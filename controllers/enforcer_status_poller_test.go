@@ -38,6 +38,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/internal/wellknown"
 )
 
 // TestPollerEnqueuesWhatChanged: one pass polls every namespace at once,
@@ -75,7 +76,7 @@ func TestPollerEnqueuesWhatChanged(t *testing.T) {
 	start := time.Now()
 	p.pollAll(context.Background())
 	g.Expect(time.Since(start)).To(BeNumerically("<", 2*time.Second), "the silent enforcers are polled at once, each within the timeout")
-	g.Expect(enqueued()).To(ConsistOf("shop/"+ConfigMapName, "slow/"+ConfigMapName))
+	g.Expect(enqueued()).To(ConsistOf("shop/"+wellknown.ConfigMapName, "slow/"+wellknown.ConfigMapName))
 
 	shopPod := &corev1.Pod{}
 	g.Expect(c.Get(context.Background(), client.ObjectKey{Namespace: "shop", Name: "api-0"}, shopPod)).To(Succeed())
@@ -88,7 +89,7 @@ func TestPollerEnqueuesWhatChanged(t *testing.T) {
 
 	allowed.Store(3)
 	p.pollAll(context.Background())
-	g.Expect(enqueued()).To(ConsistOf("shop/" + ConfigMapName))
+	g.Expect(enqueued()).To(ConsistOf("shop/" + wellknown.ConfigMapName))
 	res, _ = p.polled(shopPod)
 	g.Expect(res.Status.Decisions["api"].Allowed).To(BeEquivalentTo(3))
 }
@@ -167,8 +168,8 @@ func pollerTestPod(namespace, name string, srv *httptest.Server) client.Object {
 	p, _ := strconv.Atoi(port)
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, UID: types.UID(namespace + "/" + name), Labels: map[string]string{"app": "api"}},
-		Spec: corev1.PodSpec{InitContainers: []corev1.Container{{Name: EnforcerContainerName,
-			Ports: []corev1.ContainerPort{{Name: AdminPortName, ContainerPort: int32(p)}}}}},
+		Spec: corev1.PodSpec{InitContainers: []corev1.Container{{Name: wellknown.EnforcerContainerName,
+			Ports: []corev1.ContainerPort{{Name: wellknown.AdminPortName, ContainerPort: int32(p)}}}}},
 		Status: corev1.PodStatus{PodIP: host, Phase: corev1.PodRunning},
 	}
 }

@@ -30,6 +30,7 @@ import (
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	enforcerstatus "github.com/sluice-dev/sluice/enforcer/status"
 	"github.com/sluice-dev/sluice/internal/compile"
+	"github.com/sluice-dev/sluice/internal/wellknown"
 )
 
 const policyUID = "7d0b2f64-8f1e-4a55-a1de-0c1e2f3a4b5c"
@@ -53,7 +54,7 @@ func deploymentPod(name string, injected bool) *corev1.Pod {
 		OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "api-7c9d8f6b5", Controller: new(true)}},
 	}}
 	if injected {
-		pod.Spec.InitContainers = []corev1.Container{{Name: EnforcerContainerName}}
+		pod.Spec.InitContainers = []corev1.Container{{Name: wellknown.EnforcerContainerName}}
 	}
 	return pod
 }

@@ -29,36 +29,7 @@ import (
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/internal/compile"
-)
-
-const (
-	// InjectionNamespaceLabel=InjectionEnabled turns injection on for a
-	// namespace; the webhook is not even called for other namespaces.
-	InjectionNamespaceLabel = "sluice.dev/injection"
-	InjectionEnabled        = "enabled"
-	// InjectAnnotation "false" on a pod opts it out of injection. The same
-	// key as a label opts it out before the webhook is called.
-	InjectAnnotation = "sluice.dev/inject"
-	// InjectedAnnotation marks an injected pod with the enforcer image.
-	InjectedAnnotation = "sluice.dev/injected"
-	// EnforcerLabel=EnforcerLabelValue marks an injected pod, for the
-	// NetworkPolicy that guards the enforcer's admin port.
-	EnforcerLabel      = "sluice.dev/enforcer"
-	EnforcerLabelValue = "injected"
-
-	// EnforcerContainerName is the injected native sidecar.
-	EnforcerContainerName = "sluice-enforcer"
-	// HTTPPortName is the enforcer's proxy port: Services target it.
-	HTTPPortName = "sluice-http"
-	// AdminPortName is the enforcer's probes, metrics and /status port.
-	AdminPortName = "sluice-admin"
-	// EnforcerDebugPort is the port of the enforcer's debug listener, on
-	// the pod's loopback only: kubectl port-forward pod/NAME 9902.
-	EnforcerDebugPort = 9902
-
-	// DefaultRedisURLEnv is the enforcer's variable for the operator's
-	// default Redis, used by policies without spec.storage.
-	DefaultRedisURLEnv = "SLUICE_REDIS_URL"
+	"github.com/sluice-dev/sluice/internal/wellknown"
 )
 
 // Reasons of the injection decision: Event reasons of the webhook, and the
@@ -158,10 +129,10 @@ func injectionDecision(pod *corev1.Pod, policies []v1alpha1.RateLimitPolicy, sid
 	case len(d.Selected) == 0:
 		d.Reason, d.Message = ReasonNotSelected, "no RateLimitPolicy of the namespace selects the pod"
 	case hasEnforcer(pod):
-		d.Reason, d.Message = ReasonAlreadyInjected, "the pod already has a container named "+EnforcerContainerName
-	case pod.Annotations[InjectAnnotation] == "false" || pod.Labels[InjectAnnotation] == "false":
+		d.Reason, d.Message = ReasonAlreadyInjected, "the pod already has a container named "+wellknown.EnforcerContainerName
+	case pod.Annotations[wellknown.InjectAnnotation] == "false" || pod.Labels[wellknown.InjectAnnotation] == "false":
 		d.Reason = ReasonOptedOut
-		d.Message = fmt.Sprintf("the pod opts out with %s: \"false\", so %s %s not enforced on it", InjectAnnotation, names, plural(int32(len(d.Selected)), "is", "are"))
+		d.Message = fmt.Sprintf("the pod opts out with %s: \"false\", so %s %s not enforced on it", wellknown.InjectAnnotation, names, plural(int32(len(d.Selected)), "is", "are"))
 	case pod.Spec.HostNetwork:
 		d.Reason = ReasonHostNetwork
 		d.Message = fmt.Sprintf("the pod uses the host network, where the enforcer's ports would be the node's, so %s %s not enforced on it", names, plural(int32(len(d.Selected)), "is", "are"))
@@ -225,7 +196,7 @@ func hasEnforcer(pod *corev1.Pod) bool {
 func enforcerContainer(pod *corev1.Pod) *corev1.Container {
 	for _, list := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
 		for i := range list {
-			if list[i].Name == EnforcerContainerName {
+			if list[i].Name == wellknown.EnforcerContainerName {
 				return &list[i]
 			}
 		}
@@ -265,7 +236,7 @@ func upstreamProtocol(selected []*v1alpha1.RateLimitPolicy) (v1alpha1.UpstreamPr
 // portInUse says which of the enforcer's ports the pod already uses, or
 // why the upstream port cannot be one of them; empty when none is.
 func portInUse(pod *corev1.Pod, sidecar *EnforcerSidecar, upstream int32) string {
-	ours := map[int32]string{sidecar.HTTPPort: HTTPPortName, sidecar.AdminPort: AdminPortName}
+	ours := map[int32]string{sidecar.HTTPPort: wellknown.HTTPPortName, sidecar.AdminPort: wellknown.AdminPortName}
 	if name, ok := ours[upstream]; ok {
 		return fmt.Sprintf("the upstream port %d is the enforcer's own %s port: change spec.upstreamPort or the manager's enforcer ports", upstream, name)
 	}
@@ -275,7 +246,7 @@ func portInUse(pod *corev1.Pod, sidecar *EnforcerSidecar, upstream int32) string
 				if name, ok := ours[p.ContainerPort]; ok {
 					return fmt.Sprintf("container %s already uses port %d, which the enforcer listens on as %s: change the manager's enforcer ports", c.Name, p.ContainerPort, name)
 				}
-				if p.Name == HTTPPortName || p.Name == AdminPortName {
+				if p.Name == wellknown.HTTPPortName || p.Name == wellknown.AdminPortName {
 					return fmt.Sprintf("container %s already has a port named %s, the name of an enforcer port", c.Name, p.Name)
 				}
 			}
@@ -321,9 +292,9 @@ func redisEnv(selected []*v1alpha1.RateLimitPolicy, sidecar *EnforcerSidecar) []
 	if needsDefaultRedis(selected) != nil {
 		switch {
 		case sidecar.DefaultRedisSecret != nil:
-			env = append(env, corev1.EnvVar{Name: DefaultRedisURLEnv, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: sidecar.DefaultRedisSecret.DeepCopy()}})
+			env = append(env, corev1.EnvVar{Name: wellknown.DefaultRedisURLEnv, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: sidecar.DefaultRedisSecret.DeepCopy()}})
 		case sidecar.DefaultRedisURL != "":
-			env = append(env, corev1.EnvVar{Name: DefaultRedisURLEnv, Value: sidecar.DefaultRedisURL})
+			env = append(env, corev1.EnvVar{Name: wellknown.DefaultRedisURLEnv, Value: sidecar.DefaultRedisURL})
 		}
 	}
 	for _, p := range selected {

@@ -26,6 +26,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/internal/wellknown"
 )
 
 // injectEnforcer adds the enforcer to a pod that d says to inject: a
@@ -38,7 +39,7 @@ func injectEnforcer(pod *corev1.Pod, d injectDecision, sidecar *EnforcerSidecar)
 	addDrainHook(pod, sidecar)
 	pod.Spec.Volumes = append(pod.Spec.Volumes,
 		corev1.Volume{Name: configVolumeName, VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
-			LocalObjectReference: corev1.LocalObjectReference{Name: ConfigMapName},
+			LocalObjectReference: corev1.LocalObjectReference{Name: wellknown.ConfigMapName},
 			// The pod starts even before the policy controller wrote the
 			// ConfigMap; the enforcer loads it when it appears.
 			Optional: new(true),
@@ -50,8 +51,8 @@ func injectEnforcer(pod *corev1.Pod, d injectDecision, sidecar *EnforcerSidecar)
 		// Optional like the ConfigMap; the kubelet adds the file when the
 		// policy controller has written the Secret, and the enforcer reads it.
 		corev1.Volume{Name: adminTokenVolumeName, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
-			SecretName: AdminSecretName,
-			Items:      []corev1.KeyToPath{{Key: AdminTokenKey, Path: AdminTokenKey}},
+			SecretName: wellknown.AdminSecretName,
+			Items:      []corev1.KeyToPath{{Key: wellknown.AdminTokenKey, Path: wellknown.AdminTokenKey}},
 			Optional:   new(true),
 		}}},
 		corev1.Volume{Name: noAPITokenVolumeName, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{
@@ -61,11 +62,11 @@ func injectEnforcer(pod *corev1.Pod, d injectDecision, sidecar *EnforcerSidecar)
 	if pod.Annotations == nil {
 		pod.Annotations = map[string]string{}
 	}
-	pod.Annotations[InjectedAnnotation] = sidecar.Image
+	pod.Annotations[wellknown.InjectedAnnotation] = sidecar.Image
 	if pod.Labels == nil {
 		pod.Labels = map[string]string{}
 	}
-	pod.Labels[EnforcerLabel] = EnforcerLabelValue
+	pod.Labels[wellknown.EnforcerLabel] = wellknown.EnforcerLabelValue
 }
 
 func enforcerContainerFor(pod *corev1.Pod, d injectDecision, sidecar *EnforcerSidecar) corev1.Container {
@@ -89,8 +90,8 @@ func enforcerContainerFor(pod *corev1.Pod, d injectDecision, sidecar *EnforcerSi
 		fmt.Sprintf("--upstream=http://127.0.0.1:%d", d.UpstreamPort),
 		fmt.Sprintf("--admin-listen=0.0.0.0:%d", sidecar.AdminPort),
 		"--debug-listen=" + debugListen(pod),
-		"--status-token-file=" + path.Join(adminTokenDir, AdminTokenKey),
-		"--config=" + path.Join(configDir, ConfigKey),
+		"--status-token-file=" + path.Join(adminTokenDir, wellknown.AdminTokenKey),
+		"--config=" + path.Join(configDir, wellknown.ConfigKey),
 		"--labels-file=" + path.Join(podInfoDir, "labels"),
 		"--pod-name=$(POD_NAME)",
 		"--pod-namespace=$(POD_NAMESPACE)",
@@ -103,14 +104,14 @@ func enforcerContainerFor(pod *corev1.Pod, d injectDecision, sidecar *EnforcerSi
 		args = append(args, "--upstream-protocol="+string(d.UpstreamProtocol))
 	}
 	return corev1.Container{
-		Name:            EnforcerContainerName,
+		Name:            wellknown.EnforcerContainerName,
 		Image:           sidecar.Image,
 		ImagePullPolicy: sidecar.ImagePullPolicy,
 		RestartPolicy:   new(corev1.ContainerRestartPolicyAlways),
 		Args:            append(args, sidecar.ExtraArgs...),
 		Ports: []corev1.ContainerPort{
-			{Name: HTTPPortName, ContainerPort: sidecar.HTTPPort, Protocol: corev1.ProtocolTCP},
-			{Name: AdminPortName, ContainerPort: sidecar.AdminPort, Protocol: corev1.ProtocolTCP},
+			{Name: wellknown.HTTPPortName, ContainerPort: sidecar.HTTPPort, Protocol: corev1.ProtocolTCP},
+			{Name: wellknown.AdminPortName, ContainerPort: sidecar.AdminPort, Protocol: corev1.ProtocolTCP},
 		},
 		Env:       env,
 		Resources: *sidecar.Resources.DeepCopy(),
@@ -145,13 +146,13 @@ func debugListen(pod *corev1.Pod) string {
 	for _, list := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
 		for _, c := range list {
 			for _, p := range c.Ports {
-				if p.ContainerPort == EnforcerDebugPort {
+				if p.ContainerPort == wellknown.EnforcerDebugPort {
 					return ""
 				}
 			}
 		}
 	}
-	return fmt.Sprintf("127.0.0.1:%d", EnforcerDebugPort)
+	return fmt.Sprintf("127.0.0.1:%d", wellknown.EnforcerDebugPort)
 }
 
 // EnforcerDrainPath is the enforcer's admin endpoint that the application
@@ -189,7 +190,7 @@ func fieldEnv(name, fieldPath string) corev1.EnvVar {
 func adminProbe(path string, period, failures int32) *corev1.Probe {
 	return &corev1.Probe{
 		ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
-			Path: path, Port: intstr.FromString(AdminPortName),
+			Path: path, Port: intstr.FromString(wellknown.AdminPortName),
 		}},
 		PeriodSeconds:    period,
 		TimeoutSeconds:   1,

@@ -38,6 +38,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/internal/wellknown"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files of testdata/inject")
@@ -185,12 +186,12 @@ func TestRedisEnv(t *testing.T) {
 		name:     "default Redis from a Secret wins over the URL",
 		selected: []*v1alpha1.RateLimitPolicy{withoutStorage},
 		sidecar:  EnforcerSidecar{DefaultRedisSecret: secret, DefaultRedisURL: "redis://redis:6379"},
-		want:     []corev1.EnvVar{{Name: DefaultRedisURLEnv, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: secret}}},
+		want:     []corev1.EnvVar{{Name: wellknown.DefaultRedisURLEnv, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: secret}}},
 	}, {
 		name:     "default Redis URL without a password as a value",
 		selected: []*v1alpha1.RateLimitPolicy{withoutStorage},
 		sidecar:  EnforcerSidecar{DefaultRedisURL: "redis://redis:6379"},
-		want:     []corev1.EnvVar{{Name: DefaultRedisURLEnv, Value: "redis://redis:6379"}},
+		want:     []corev1.EnvVar{{Name: wellknown.DefaultRedisURLEnv, Value: "redis://redis:6379"}},
 	}, {
 		name:     "no default Redis when every policy names its storage",
 		selected: []*v1alpha1.RateLimitPolicy{withStorage},

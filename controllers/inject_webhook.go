@@ -46,10 +46,6 @@ import (
 const (
 	// InjectionWebhookPath is where the manager serves the webhook.
 	InjectionWebhookPath = "/inject-v1-pod"
-	// InjectionWebhookConfigurationName and InjectionWebhookName name the
-	// MutatingWebhookConfiguration and its one webhook.
-	InjectionWebhookConfigurationName = "sluice-injector"
-	InjectionWebhookName              = "inject.sluice.dev"
 )
 
 // injectEventAction is the action of the webhook's Events.

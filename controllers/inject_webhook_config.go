@@ -28,6 +28,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	"github.com/sluice-dev/sluice/internal/wellknown"
 )
 
 // InjectionWebhookReconciler keeps the injection webhook's failurePolicy
@@ -46,7 +48,7 @@ type InjectionWebhookReconciler struct {
 // SetupWithManager watches the webhook configuration.
 func (r *InjectionWebhookReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.ConfigurationName == "" {
-		r.ConfigurationName = InjectionWebhookConfigurationName
+		r.ConfigurationName = wellknown.InjectionWebhookConfigurationName
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("injectionwebhook").
@@ -64,7 +66,7 @@ func (r *InjectionWebhookReconciler) Reconcile(ctx context.Context, req ctrl.Req
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	for _, wh := range cfg.Webhooks {
-		if wh.Name != InjectionWebhookName {
+		if wh.Name != wellknown.InjectionWebhookName {
 			continue
 		}
 		if wh.FailurePolicy != nil && *wh.FailurePolicy == r.FailurePolicy &&
@@ -72,14 +74,14 @@ func (r *InjectionWebhookReconciler) Reconcile(ctx context.Context, req ctrl.Req
 			return ctrl.Result{}, nil
 		}
 		patch, err := json.Marshal(map[string]any{"webhooks": []map[string]any{{
-			"name": InjectionWebhookName, "failurePolicy": r.FailurePolicy, "timeoutSeconds": r.TimeoutSeconds,
+			"name": wellknown.InjectionWebhookName, "failurePolicy": r.FailurePolicy, "timeoutSeconds": r.TimeoutSeconds,
 		}}})
 		if err != nil {
 			return ctrl.Result{}, err
 		}
 		err = r.Patch(ctx, &cfg, client.RawPatch(types.StrategicMergePatchType, patch))
 		if err != nil && !apierrors.IsNotFound(err) {
-			return ctrl.Result{}, fmt.Errorf("set failurePolicy and timeoutSeconds of webhook %s: %w", InjectionWebhookName, err)
+			return ctrl.Result{}, fmt.Errorf("set failurePolicy and timeoutSeconds of webhook %s: %w", wellknown.InjectionWebhookName, err)
 		}
 		ctrl.LoggerFrom(ctx).Info("set the injection webhook's failure policy", "failurePolicy", r.FailurePolicy, "timeoutSeconds", r.TimeoutSeconds)
 		return ctrl.Result{}, nil

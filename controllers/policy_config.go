@@ -34,26 +34,7 @@ import (
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/enforcer/config"
 	"github.com/sluice-dev/sluice/internal/compile"
-)
-
-const (
-	// ConfigMapName is the ConfigMap of each namespace with policies that
-	// holds their compiled configuration.
-	ConfigMapName = "sluice-enforcer-config"
-	// ConfigKey is the key of ConfigMapName's data holding the JSON.
-	ConfigKey = "config.json"
-	// ConfigHashAnnotation carries config.Config.Hash() of the published
-	// configuration, which enforcers report on /status once they load it.
-	ConfigHashAnnotation = "sluice.dev/config-hash"
-	// ManagedByLabel and ManagedByValue mark the ConfigMaps this controller
-	// writes; the manager caches no other ConfigMap.
-	ManagedByLabel = "app.kubernetes.io/managed-by"
-	ManagedByValue = "sluice"
-	// ReasonConfigMapRecreated is the Warning Event on a namespace's
-	// policies when the manager wrote ConfigMapName again after someone
-	// deleted it: until the kubelet brought the new file, enforcers kept
-	// their last good configuration and took no change.
-	ReasonConfigMapRecreated = "ConfigMapRecreated"
+	"github.com/sluice-dev/sluice/internal/wellknown"
 )
 
 // reconcileConfig writes the compiled configuration to the namespace's
@@ -68,7 +49,7 @@ func (r *PolicyReconciler) reconcileConfig(ctx context.Context, namespace string
 	if compiled == nil {
 		return nil
 	}
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: ConfigMapName, Namespace: namespace}}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: wellknown.ConfigMapName, Namespace: namespace}}
 	mutate := func() error {
 		setConfigMap(cm, compiled)
 		return nil
@@ -85,7 +66,7 @@ func (r *PolicyReconciler) reconcileConfig(ctx context.Context, namespace string
 		}
 	}
 	if err != nil {
-		return fmt.Errorf("write ConfigMap %s/%s: %w", namespace, ConfigMapName, err)
+		return fmt.Errorf("write ConfigMap %s/%s: %w", namespace, wellknown.ConfigMapName, err)
 	}
 	return nil
 }
@@ -98,9 +79,9 @@ func (r *PolicyReconciler) announceRecreated(policies []*v1alpha1.RateLimitPolic
 		if !apimeta.IsStatusConditionTrue(p.Status.Conditions, v1alpha1.ConditionAccepted) || r.Recorder == nil {
 			continue
 		}
-		recordEvent(r.Recorder, p, corev1.EventTypeWarning, ReasonConfigMapRecreated, eventAction, fmt.Sprintf(
+		recordEvent(r.Recorder, p, corev1.EventTypeWarning, v1alpha1.ReasonConfigMapRecreated, eventAction, fmt.Sprintf(
 			"ConfigMap %s was deleted and has been written again: until the kubelet updates their volume, enforcers keep the last configuration they loaded "+
-				"and take no change (their /status says config.fileMissing); the manager owns this ConfigMap, do not delete it", ConfigMapName))
+				"and take no change (their /status says config.fileMissing); the manager owns this ConfigMap, do not delete it", wellknown.ConfigMapName))
 	}
 }
 
@@ -110,12 +91,12 @@ func setConfigMap(cm *corev1.ConfigMap, compiled *compile.Result) {
 	if cm.Labels == nil {
 		cm.Labels = map[string]string{}
 	}
-	cm.Labels[ManagedByLabel] = ManagedByValue
+	cm.Labels[wellknown.ManagedByLabel] = wellknown.ManagedByValue
 	if cm.Annotations == nil {
 		cm.Annotations = map[string]string{}
 	}
-	cm.Annotations[ConfigHashAnnotation] = compiled.Hash
-	cm.Data = map[string]string{ConfigKey: string(compiled.JSON)}
+	cm.Annotations[wellknown.ConfigHashAnnotation] = compiled.Hash
+	cm.Data = map[string]string{wellknown.ConfigKey: string(compiled.JSON)}
 	cm.BinaryData = nil
 	// Owned by no one (reconcileConfig); earlier releases made every
 	// policy an owner, which an upgrade takes off here.
@@ -191,16 +172,16 @@ func (r *PolicyReconciler) injectedPods(ctx context.Context, namespace string) (
 // nor injected pods.
 func (r *PolicyReconciler) deleteConfig(ctx context.Context, namespace string) error {
 	cm := &corev1.ConfigMap{}
-	err := r.Get(ctx, types.NamespacedName{Namespace: namespace, Name: ConfigMapName}, cm)
+	err := r.Get(ctx, types.NamespacedName{Namespace: namespace, Name: wellknown.ConfigMapName}, cm)
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("read ConfigMap %s/%s: %w", namespace, ConfigMapName, err)
+		return fmt.Errorf("read ConfigMap %s/%s: %w", namespace, wellknown.ConfigMapName, err)
 	}
 	err = r.Delete(ctx, cm, client.Preconditions{UID: &cm.UID})
 	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("delete ConfigMap %s/%s: %w", namespace, ConfigMapName, err)
+		return fmt.Errorf("delete ConfigMap %s/%s: %w", namespace, wellknown.ConfigMapName, err)
 	}
 	return nil
 }
@@ -209,14 +190,14 @@ func (r *PolicyReconciler) deleteConfig(ctx context.Context, namespace string) e
 // nil when there is none or it cannot be read (it is then rewritten whole).
 func (r *PolicyReconciler) publishedConfig(ctx context.Context, namespace string) (*config.Config, error) {
 	cm := &corev1.ConfigMap{}
-	err := r.Get(ctx, types.NamespacedName{Namespace: namespace, Name: ConfigMapName}, cm)
+	err := r.Get(ctx, types.NamespacedName{Namespace: namespace, Name: wellknown.ConfigMapName}, cm)
 	if apierrors.IsNotFound(err) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("read ConfigMap %s/%s: %w", namespace, ConfigMapName, err)
+		return nil, fmt.Errorf("read ConfigMap %s/%s: %w", namespace, wellknown.ConfigMapName, err)
 	}
-	published, err := config.Parse([]byte(cm.Data[ConfigKey]))
+	published, err := config.Parse([]byte(cm.Data[wellknown.ConfigKey]))
 	if err != nil {
 		return nil, nil //nolint:nilerr // an unreadable ConfigMap is replaced, not an error of this pass
 	}

@@ -30,15 +30,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/internal/wellknown"
 )
 
 const (
-	// AdminSecretName is the Secret of each namespace with policies that
-	// holds the token enforcers require on /status. The manager reads it;
-	// the webhook mounts it into the enforcer, so no token is in a pod spec.
-	AdminSecretName = "sluice-enforcer-admin"
-	// AdminTokenKey is the key of AdminSecretName's data holding the token.
-	AdminTokenKey = "token"
 	// adminTokenBytes is the token's entropy.
 	adminTokenBytes = 32
 )
@@ -48,12 +43,12 @@ const (
 // like the ConfigMap. A Secret of that name the controller did not create
 // is taken over with a new token: whoever made it may know the old one.
 func (r *PolicyReconciler) reconcileAdminSecret(ctx context.Context, namespace string, policies []*v1alpha1.RateLimitPolicy) error {
-	key := types.NamespacedName{Namespace: namespace, Name: AdminSecretName}
+	key := types.NamespacedName{Namespace: namespace, Name: wellknown.AdminSecretName}
 	secret := &corev1.Secret{}
 	err := r.secrets().Get(ctx, key, secret)
 	switch {
 	case apierrors.IsNotFound(err):
-		secret = &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: AdminSecretName, Namespace: namespace}}
+		secret = &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: wellknown.AdminSecretName, Namespace: namespace}}
 		if err = setAdminSecret(secret, policies, true); err == nil {
 			err = r.Create(ctx, secret)
 		}
@@ -68,13 +63,13 @@ func (r *PolicyReconciler) reconcileAdminSecret(ctx context.Context, namespace s
 		}
 	case err == nil:
 		before := secret.DeepCopy()
-		if err = setAdminSecret(secret, policies, len(secret.Data[AdminTokenKey]) < adminTokenBytes); err == nil &&
+		if err = setAdminSecret(secret, policies, len(secret.Data[wellknown.AdminTokenKey]) < adminTokenBytes); err == nil &&
 			!equality.Semantic.DeepEqual(before, secret) {
 			err = r.Update(ctx, secret)
 		}
 	}
 	if err != nil {
-		return fmt.Errorf("write Secret %s/%s: %w", namespace, AdminSecretName, err)
+		return fmt.Errorf("write Secret %s/%s: %w", namespace, wellknown.AdminSecretName, err)
 	}
 	return nil
 }
@@ -85,17 +80,17 @@ func setAdminSecret(secret *corev1.Secret, policies []*v1alpha1.RateLimitPolicy,
 	if secret.Labels == nil {
 		secret.Labels = map[string]string{}
 	}
-	secret.Labels[ManagedByLabel] = ManagedByValue
+	secret.Labels[wellknown.ManagedByLabel] = wellknown.ManagedByValue
 	secret.OwnerReferences = ownerReferences(policies)
 	secret.Type = corev1.SecretTypeOpaque
-	if !newToken && len(secret.Data[AdminTokenKey]) > 0 {
+	if !newToken && len(secret.Data[wellknown.AdminTokenKey]) > 0 {
 		return nil
 	}
 	b := make([]byte, adminTokenBytes)
 	if _, err := rand.Read(b); err != nil {
 		return err
 	}
-	secret.Data = map[string][]byte{AdminTokenKey: []byte(base64.RawURLEncoding.EncodeToString(b))}
+	secret.Data = map[string][]byte{wellknown.AdminTokenKey: []byte(base64.RawURLEncoding.EncodeToString(b))}
 	secret.StringData = nil
 	return nil
 }
@@ -104,16 +99,16 @@ func setAdminSecret(secret *corev1.Secret, policies []*v1alpha1.RateLimitPolicy,
 // policies, as deleteConfig does the ConfigMap.
 func (r *PolicyReconciler) deleteAdminSecret(ctx context.Context, namespace string) error {
 	secret := &corev1.Secret{}
-	err := r.secrets().Get(ctx, types.NamespacedName{Namespace: namespace, Name: AdminSecretName}, secret)
+	err := r.secrets().Get(ctx, types.NamespacedName{Namespace: namespace, Name: wellknown.AdminSecretName}, secret)
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("read Secret %s/%s: %w", namespace, AdminSecretName, err)
+		return fmt.Errorf("read Secret %s/%s: %w", namespace, wellknown.AdminSecretName, err)
 	}
 	err = r.Delete(ctx, secret, client.Preconditions{UID: &secret.UID})
 	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("delete Secret %s/%s: %w", namespace, AdminSecretName, err)
+		return fmt.Errorf("delete Secret %s/%s: %w", namespace, wellknown.AdminSecretName, err)
 	}
 	return nil
 }
@@ -122,12 +117,12 @@ func (r *PolicyReconciler) deleteAdminSecret(ctx context.Context, namespace stri
 // when the Secret does not exist yet.
 func adminToken(ctx context.Context, secrets client.Reader, namespace string) (string, error) {
 	secret := &corev1.Secret{}
-	err := secrets.Get(ctx, types.NamespacedName{Namespace: namespace, Name: AdminSecretName}, secret)
+	err := secrets.Get(ctx, types.NamespacedName{Namespace: namespace, Name: wellknown.AdminSecretName}, secret)
 	if apierrors.IsNotFound(err) {
 		return "", nil
 	}
 	if err != nil {
-		return "", fmt.Errorf("read Secret %s/%s: %w", namespace, AdminSecretName, err)
+		return "", fmt.Errorf("read Secret %s/%s: %w", namespace, wellknown.AdminSecretName, err)
 	}
-	return string(secret.Data[AdminTokenKey]), nil
+	return string(secret.Data[wellknown.AdminTokenKey]), nil
 }

@@ -32,6 +32,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/internal/wellknown"
 )
 
 func fakeReconciler(objs ...client.Object) *PolicyReconciler {
@@ -44,7 +45,7 @@ func fakeReconciler(objs ...client.Object) *PolicyReconciler {
 
 func readAdminSecret(g Gomega, r *PolicyReconciler) *corev1.Secret {
 	s := &corev1.Secret{}
-	g.Expect(r.Get(context.Background(), types.NamespacedName{Namespace: "shop", Name: AdminSecretName}, s)).To(Succeed())
+	g.Expect(r.Get(context.Background(), types.NamespacedName{Namespace: "shop", Name: wellknown.AdminSecretName}, s)).To(Succeed())
 	return s
 }
 
@@ -57,36 +58,36 @@ func TestAdminSecretKeepsItsToken(t *testing.T) {
 
 	g.Expect(r.reconcileAdminSecret(ctx, "shop", []*v1alpha1.RateLimitPolicy{a})).To(Succeed())
 	first := readAdminSecret(g, r)
-	token := string(first.Data[AdminTokenKey])
+	token := string(first.Data[wellknown.AdminTokenKey])
 	g.Expect(len(token)).To(BeNumerically(">=", 43), "32 random bytes")
-	g.Expect(first.Labels).To(HaveKeyWithValue(ManagedByLabel, ManagedByValue))
+	g.Expect(first.Labels).To(HaveKeyWithValue(wellknown.ManagedByLabel, wellknown.ManagedByValue))
 
 	g.Expect(r.reconcileAdminSecret(ctx, "shop", []*v1alpha1.RateLimitPolicy{a, b})).To(Succeed())
 	second := readAdminSecret(g, r)
-	g.Expect(string(second.Data[AdminTokenKey])).To(Equal(token), "kept across reconciles")
+	g.Expect(string(second.Data[wellknown.AdminTokenKey])).To(Equal(token), "kept across reconciles")
 	g.Expect(second.OwnerReferences).To(HaveLen(2))
 
 	// A token someone shortened is replaced.
-	second.Data[AdminTokenKey] = []byte("guessable")
+	second.Data[wellknown.AdminTokenKey] = []byte("guessable")
 	g.Expect(r.Update(ctx, second)).To(Succeed())
 	g.Expect(r.reconcileAdminSecret(ctx, "shop", []*v1alpha1.RateLimitPolicy{a, b})).To(Succeed())
-	g.Expect(string(readAdminSecret(g, r).Data[AdminTokenKey])).NotTo(BeElementOf("guessable", token))
+	g.Expect(string(readAdminSecret(g, r).Data[wellknown.AdminTokenKey])).NotTo(BeElementOf("guessable", token))
 
 	g.Expect(r.deleteAdminSecret(ctx, "shop")).To(Succeed())
-	g.Expect(r.Get(ctx, types.NamespacedName{Namespace: "shop", Name: AdminSecretName}, &corev1.Secret{})).NotTo(Succeed())
+	g.Expect(r.Get(ctx, types.NamespacedName{Namespace: "shop", Name: wellknown.AdminSecretName}, &corev1.Secret{})).NotTo(Succeed())
 }
 
 func TestAdminSecretTakenOverGetsANewToken(t *testing.T) {
 	g := NewWithT(t)
-	theirs := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: AdminSecretName},
-		Data: map[string][]byte{AdminTokenKey: []byte("a-token-someone-chose-and-knows-well-enough")}}
+	theirs := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: wellknown.AdminSecretName},
+		Data: map[string][]byte{wellknown.AdminTokenKey: []byte("a-token-someone-chose-and-knows-well-enough")}}
 	r := fakeReconciler(theirs)
 	r.Secrets = managedOnly{r.Client}
 	g.Expect(r.reconcileAdminSecret(context.Background(), "shop", []*v1alpha1.RateLimitPolicy{newPolicy(1)})).To(Succeed())
 	s := readAdminSecret(g, r)
-	g.Expect(s.Labels).To(HaveKeyWithValue(ManagedByLabel, ManagedByValue))
-	g.Expect(s.Data[AdminTokenKey]).NotTo(BeEmpty())
-	g.Expect(s.Data[AdminTokenKey]).NotTo(Equal(theirs.Data[AdminTokenKey]))
+	g.Expect(s.Labels).To(HaveKeyWithValue(wellknown.ManagedByLabel, wellknown.ManagedByValue))
+	g.Expect(s.Data[wellknown.AdminTokenKey]).NotTo(BeEmpty())
+	g.Expect(s.Data[wellknown.AdminTokenKey]).NotTo(Equal(theirs.Data[wellknown.AdminTokenKey]))
 }
 
 // managedOnly reads like NewManagedSecretCache: it does not see objects
@@ -97,7 +98,7 @@ func (m managedOnly) Get(ctx context.Context, key client.ObjectKey, obj client.O
 	if err := m.Reader.Get(ctx, key, obj, opts...); err != nil {
 		return err
 	}
-	if obj.GetLabels()[ManagedByLabel] != ManagedByValue {
+	if obj.GetLabels()[wellknown.ManagedByLabel] != wellknown.ManagedByValue {
 		return apierrors.NewNotFound(corev1.Resource("secrets"), key.Name)
 	}
 	return nil
@@ -110,7 +111,7 @@ func TestNetworkPolicy(t *testing.T) {
 		ManagerPodLabels:  map[string]string{"app.kubernetes.io/name": "sluice"},
 		MetricsNamespaces: &metav1.LabelSelector{MatchLabels: map[string]string{"monitoring": "true"}}}
 	spec := np.spec()
-	g.Expect(spec.PodSelector.MatchLabels).To(Equal(map[string]string{EnforcerLabel: EnforcerLabelValue}))
+	g.Expect(spec.PodSelector.MatchLabels).To(Equal(map[string]string{wellknown.EnforcerLabel: wellknown.EnforcerLabelValue}))
 	g.Expect(spec.PolicyTypes).To(Equal([]networkingv1.PolicyType{networkingv1.PolicyTypeIngress}))
 	g.Expect(spec.Ingress).To(HaveLen(3))
 	open := spec.Ingress[0]

@@ -31,6 +31,7 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/internal/wellknown"
 )
 
 // The NetworkPolicy the policy controller keeps, when enabled: only its own
@@ -78,13 +79,13 @@ func (r *PolicyReconciler) reconcileNetworkPolicy(ctx context.Context, namespace
 	}
 	np := &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: NetworkPolicyName, Namespace: namespace}}
 	_, err = controllerutil.CreateOrUpdate(ctx, r.Client, np, func() error {
-		if !np.CreationTimestamp.IsZero() && np.Labels[ManagedByLabel] != ManagedByValue {
+		if !np.CreationTimestamp.IsZero() && np.Labels[wellknown.ManagedByLabel] != wellknown.ManagedByValue {
 			return fmt.Errorf("a NetworkPolicy of that name exists and is not Sluice's: rename it")
 		}
 		if np.Labels == nil {
 			np.Labels = map[string]string{}
 		}
-		np.Labels[ManagedByLabel] = ManagedByValue
+		np.Labels[wellknown.ManagedByLabel] = wellknown.ManagedByValue
 		np.OwnerReferences = ownerReferences(policies)
 		np.Spec = r.NetworkPolicy.spec()
 		return nil
@@ -103,7 +104,7 @@ func (r *PolicyReconciler) othersIsolateIngress(ctx context.Context, namespace s
 		return "", fmt.Errorf("list NetworkPolicies in %s: %w", namespace, err)
 	}
 	for _, np := range list.Items {
-		if np.Name == NetworkPolicyName && np.Labels[ManagedByLabel] == ManagedByValue {
+		if np.Name == NetworkPolicyName && np.Labels[wellknown.ManagedByLabel] == wellknown.ManagedByValue {
 			continue
 		}
 		// Without policyTypes, a NetworkPolicy is an Ingress one.
@@ -132,7 +133,7 @@ func (r *PolicyReconciler) deleteNetworkPolicy(ctx context.Context, namespace st
 	if err != nil {
 		return fmt.Errorf("read NetworkPolicy %s/%s: %w", namespace, NetworkPolicyName, err)
 	}
-	if np.Labels[ManagedByLabel] != ManagedByValue {
+	if np.Labels[wellknown.ManagedByLabel] != wellknown.ManagedByValue {
 		return nil // someone else's, of the same name
 	}
 	if err := r.Delete(ctx, np, client.Preconditions{UID: &np.UID}); err != nil && !apierrors.IsNotFound(err) {
@@ -176,7 +177,7 @@ func (n *EnforcerNetworkPolicy) spec() networkingv1.NetworkPolicySpec {
 		}}})
 	}
 	return networkingv1.NetworkPolicySpec{
-		PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{EnforcerLabel: EnforcerLabelValue}},
+		PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{wellknown.EnforcerLabel: wellknown.EnforcerLabelValue}},
 		PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
 		Ingress:     rules,
 	}

@@ -34,6 +34,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/internal/wellknown"
 )
 
 // storageSecretIndex indexes policies by the Secret their storage names.
@@ -65,7 +66,7 @@ func (r *PolicyReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manage
 		Watches(&v1alpha1.RateLimitPolicy{}, handler.EnqueueRequestsFromMapFunc(namespaceOf),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(namespaceOf),
-			builder.WithPredicates(predicate.NewPredicateFuncs(func(obj client.Object) bool { return obj.GetName() == ConfigMapName }))).
+			builder.WithPredicates(predicate.NewPredicateFuncs(func(obj client.Object) bool { return obj.GetName() == wellknown.ConfigMapName }))).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(namespaceWithPoliciesOrEnforcer(r)),
 			builder.WithPredicates(podCountChanged())).
 		WatchesMetadata(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.namespaceUsingSecret))
@@ -78,7 +79,7 @@ func (r *PolicyReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manage
 
 // namespaceOf is the key of the namespace of obj: its ConfigMap's name.
 func namespaceOf(_ context.Context, obj client.Object) []reconcile.Request {
-	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: ConfigMapName}}}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: wellknown.ConfigMapName}}}
 }
 
 // namespaceWithPolicies maps an object (a pod) to its namespace when that
@@ -110,7 +111,7 @@ func namespaceWithPoliciesOrEnforcer(c client.Reader) handler.MapFunc {
 // keeps its storage URL in it, or when it is the admin Secret of a
 // namespace with policies.
 func (r *PolicyReconciler) namespaceUsingSecret(ctx context.Context, obj client.Object) []reconcile.Request {
-	if obj.GetName() == AdminSecretName {
+	if obj.GetName() == wellknown.AdminSecretName {
 		return namespaceWithPolicies(r)(ctx, obj)
 	}
 	var list v1alpha1.RateLimitPolicyList

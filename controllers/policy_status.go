@@ -25,6 +25,7 @@ import (
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/internal/compile"
+	"github.com/sluice-dev/sluice/internal/wellknown"
 )
 
 // compileOutcome is what one pass of the policy controller found out about
@@ -76,7 +77,7 @@ func setAcceptedCondition(p *v1alpha1.RateLimitPolicy, o compileOutcome, now met
 		Type:               v1alpha1.ConditionAccepted,
 		Status:             metav1.ConditionTrue,
 		Reason:             v1alpha1.ReasonCompiled,
-		Message:            fmt.Sprintf("compiled into ConfigMap %s", ConfigMapName),
+		Message:            fmt.Sprintf("compiled into ConfigMap %s", wellknown.ConfigMapName),
 		ObservedGeneration: p.Generation,
 		LastTransitionTime: now,
 	}
@@ -121,7 +122,7 @@ func setReconcilingCondition(p *v1alpha1.RateLimitPolicy, publishErr error, now 
 		Type:               v1alpha1.ConditionReconciling,
 		Status:             metav1.ConditionTrue,
 		Reason:             v1alpha1.ReasonProgressing,
-		Message:            fmt.Sprintf("publishing generation %d to ConfigMap %s failed, retrying: %v", p.Generation, ConfigMapName, publishErr),
+		Message:            fmt.Sprintf("publishing generation %d to ConfigMap %s failed, retrying: %v", p.Generation, wellknown.ConfigMapName, publishErr),
 		ObservedGeneration: p.Generation,
 		LastTransitionTime: now,
 	})

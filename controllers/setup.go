@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/internal/wellknown"
 )
 
 // The manager's own needs: a Lease for leader election in the namespace it
@@ -40,7 +41,7 @@ import (
 // of all ConfigMaps, only those the policy controller writes.
 func CacheByObject() map[client.Object]cache.ByObject {
 	return map[client.Object]cache.ByObject{
-		&corev1.ConfigMap{}: {Label: labels.SelectorFromSet(labels.Set{ManagedByLabel: ManagedByValue})},
+		&corev1.ConfigMap{}: {Label: labels.SelectorFromSet(labels.Set{wellknown.ManagedByLabel: wellknown.ManagedByValue})},
 	}
 }
 
@@ -55,7 +56,7 @@ func NewManagedSecretCache(ctx context.Context, mgr ctrl.Manager, namespaces []s
 		HTTPClient:           mgr.GetHTTPClient(),
 		Scheme:               mgr.GetScheme(),
 		Mapper:               mgr.GetRESTMapper(),
-		DefaultLabelSelector: labels.SelectorFromSet(labels.Set{ManagedByLabel: ManagedByValue}),
+		DefaultLabelSelector: labels.SelectorFromSet(labels.Set{wellknown.ManagedByLabel: wellknown.ManagedByValue}),
 		DefaultTransform:     cache.TransformStripManagedFields(),
 	}
 	if len(namespaces) > 0 {

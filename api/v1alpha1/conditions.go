@@ -104,3 +104,12 @@ const (
 	// ReasonHealthy: every adaptive rule applies its limits in full.
 	ReasonHealthy = "Healthy"
 )
+
+// Reasons of the policy controller's Events that are no condition's.
+const (
+	// ReasonConfigMapRecreated is the Warning Event on a namespace's
+	// policies when the manager wrote its ConfigMap again after someone
+	// deleted it: until the kubelet brought the new file, enforcers kept
+	// their last good configuration and took no change.
+	ReasonConfigMapRecreated = "ConfigMapRecreated"
+)

@@ -30,6 +30,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/sluice-dev/sluice/controllers"
+	"github.com/sluice-dev/sluice/internal/wellknown"
 )
 
 // injectionOptions are the flags of the injection webhook, the sidecar it
@@ -94,7 +95,7 @@ func (o *injectionOptions) bindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.certSecretValue, "webhook-cert-secret", "sluice-system/sluice-webhook-server-cert",
 		"NAMESPACE/NAME of the Secret holding the webhook's CA and certificate (mounted at --webhook-cert-dir)")
 	fs.StringVar(&o.webhookService, "webhook-service", "sluice-webhook-service", "name of the webhook's Service, in the Secret's namespace: the certificate's host name")
-	fs.StringVar(&o.webhookConfiguration, "webhook-configuration", controllers.InjectionWebhookConfigurationName,
+	fs.StringVar(&o.webhookConfiguration, "webhook-configuration", wellknown.InjectionWebhookConfigurationName,
 		"name of the MutatingWebhookConfiguration whose caBundle, failurePolicy and timeout the manager keeps")
 	fs.Var(&o.enforcerArgs, "enforcer-arg", "a flag of the injected enforcer, --NAME=VALUE (repeatable): one of --"+
 		strings.Join(tunableEnforcerFlags, ", --"))

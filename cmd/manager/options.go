@@ -32,6 +32,7 @@ import (
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/controllers"
+	"github.com/sluice-dev/sluice/internal/wellknown"
 )
 
 // options are the manager's command line.
@@ -63,7 +64,7 @@ func parseOptions(args []string, output io.Writer) (*options, error) {
 	fs.SetOutput(output)
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "sluice-manager runs the Sluice controllers: it compiles the RateLimitPolicies of each\n"+
-			"namespace into ConfigMap %s and reports their status.\n\nUsage: sluice-manager [flags]\n\nFlags:\n", controllers.ConfigMapName)
+			"namespace into ConfigMap %s and reports their status.\n\nUsage: sluice-manager [flags]\n\nFlags:\n", wellknown.ConfigMapName)
 		fs.PrintDefaults()
 	}
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus /metrics endpoint; \"0\" turns it off")

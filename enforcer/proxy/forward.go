@@ -16,7 +16,7 @@ import (
 // through httputil.ReverseProxy and http.Transport: their per-connection
 // reader and writer goroutines cost two goroutine hand-offs per request,
 // and cloning the request and its headers made most of the allocations
-// (docs/performance.md). A forwarder writes the request to a kept-alive
+// (docs/design/0001-http1-forwarder.md). A forwarder writes the request to a kept-alive
 // connection to the application and reads the answer on the handler's own
 // goroutine; a body of unknown or large size is sent by a goroutine of its
 // own meanwhile, as http.Transport does. Only upgrades go through the

@@ -13,7 +13,7 @@ import (
 // DATA and trailers, request HEADERS, DATA and its end, two PING
 // acknowledgements, Redis), each also waking the process at the other end,
 // and its server read each frame with two read calls, one for the 9-byte
-// header and one for the payload (docs/performance.md). An h2Conn takes
+// header and one for the payload (docs/design/0002-http2-write-coalescing.md). An h2Conn takes
 // those writes off the caller: a flush copies the bytes into a pending
 // buffer and one writer goroutine per burst sends whatever has
 // accumulated by the time it runs, so frames written in quick succession

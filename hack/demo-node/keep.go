@@ -11,7 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/sluice-dev/sluice/controllers"
+	"github.com/sluice-dev/sluice/internal/wellknown"
 )
 
 // keepRunning leaves the node up (make demo-node KEEP=1) and says how to
@@ -32,7 +32,7 @@ func (d *demo) keepRunning(ctx context.Context, failed bool) {
 		fmt.Printf("   curl -i -H 'X-API-Key: me' %s   # the Service demo/public-api, through kube-proxy\n", d.serviceURL)
 	}
 	fmt.Printf("   TOKEN=$(kubectl get secret -n demo %s -o jsonpath='{.data.%s}' | base64 -d)\n",
-		controllers.AdminSecretName, controllers.AdminTokenKey)
+		wellknown.AdminSecretName, wellknown.AdminTokenKey)
 	fmt.Println()
 	fmt.Printf("   kube-apiserver     %s\n", c.Config.Host)
 	if d.serviceURL != "" {
@@ -65,9 +65,9 @@ func enforcerPorts(p *corev1.Pod) (proxy, admin int32) {
 	for _, c := range p.Spec.InitContainers {
 		for _, port := range c.Ports {
 			switch port.Name {
-			case controllers.HTTPPortName:
+			case wellknown.HTTPPortName:
 				proxy = port.ContainerPort
-			case controllers.AdminPortName:
+			case wellknown.AdminPortName:
 				admin = port.ContainerPort
 			}
 		}

@@ -13,8 +13,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
-	"github.com/sluice-dev/sluice/controllers"
 	"github.com/sluice-dev/sluice/internal/stack"
+	"github.com/sluice-dev/sluice/internal/wellknown"
 )
 
 // appLabel is the label the sample policies select their application by.
@@ -330,7 +330,7 @@ func (d *demo) keep(ctx context.Context) {
 	// /status asks for the namespace's token, which the policy controller
 	// keeps in a Secret; kubectl reads it as any operator would.
 	fmt.Printf("   TOKEN=$(kubectl get secret -n %s %s -o jsonpath='{.data.%s}' | base64 -d)\n",
-		namespace, controllers.AdminSecretName, controllers.AdminTokenKey)
+		namespace, wellknown.AdminSecretName, wellknown.AdminTokenKey)
 	fmt.Printf("   curl -s -H \"Authorization: Bearer $TOKEN\" %s/status\n", ep.Admin)
 	// Why the free tenant of the traffic above is refused, from the tenant
 	// and its request alone: every rule it would match, its tier, its wait.

@@ -23,14 +23,14 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
-	"github.com/sluice-dev/sluice/controllers"
+	"github.com/sluice-dev/sluice/internal/wellknown"
 )
 
 // CreateNamespace creates a namespace with injection enabled.
 func (s *Stack) CreateNamespace(ctx context.Context, name string) error {
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
 		Name:   name,
-		Labels: map[string]string{controllers.InjectionNamespaceLabel: controllers.InjectionEnabled},
+		Labels: map[string]string{wellknown.InjectionNamespaceLabel: wellknown.InjectionEnabled},
 	}}
 	return s.Client.Create(ctx, ns)
 }
@@ -148,20 +148,20 @@ func (s *Stack) WaitReady(ctx context.Context, namespace string, names ...string
 func endpointOf(pod *corev1.Pod) (Endpoint, bool, error) {
 	var enforcer *corev1.Container
 	for i, c := range pod.Spec.InitContainers {
-		if c.Name == controllers.EnforcerContainerName {
+		if c.Name == wellknown.EnforcerContainerName {
 			enforcer = &pod.Spec.InitContainers[i]
 		}
 	}
 	if enforcer == nil {
-		return Endpoint{}, false, fmt.Errorf("pod %s/%s has no %s container: the webhook did not inject it", pod.Namespace, pod.Name, controllers.EnforcerContainerName)
+		return Endpoint{}, false, fmt.Errorf("pod %s/%s has no %s container: the webhook did not inject it", pod.Namespace, pod.Name, wellknown.EnforcerContainerName)
 	}
 	ep := Endpoint{Namespace: pod.Namespace, Pod: pod.Name, IP: pod.Status.PodIP}
 	for _, p := range enforcer.Ports {
 		url := "http://" + net.JoinHostPort(ep.IP, strconv.Itoa(int(p.ContainerPort)))
 		switch p.Name {
-		case controllers.HTTPPortName:
+		case wellknown.HTTPPortName:
 			ep.HTTP = url
-		case controllers.AdminPortName:
+		case wellknown.AdminPortName:
 			ep.Admin = url
 		}
 	}
@@ -172,7 +172,7 @@ func endpointOf(pod *corev1.Pod) (Endpoint, bool, error) {
 	}
 	ready := false
 	for _, cs := range pod.Status.InitContainerStatuses {
-		if cs.Name == controllers.EnforcerContainerName {
+		if cs.Name == wellknown.EnforcerContainerName {
 			ready = cs.Ready
 		}
 	}
@@ -183,10 +183,10 @@ func endpointOf(pod *corev1.Pod) (Endpoint, bool, error) {
 // /status: the admin Secret the policy controller keeps.
 func (s *Stack) StatusToken(ctx context.Context, namespace string) (string, error) {
 	var secret corev1.Secret
-	if err := s.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: controllers.AdminSecretName}, &secret); err != nil {
+	if err := s.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: wellknown.AdminSecretName}, &secret); err != nil {
 		return "", err
 	}
-	return string(secret.Data[controllers.AdminTokenKey]), nil
+	return string(secret.Data[wellknown.AdminTokenKey]), nil
 }
 
 // Policy reads a policy.

@@ -14,9 +14,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/sluice-dev/sluice/controllers"
+	"github.com/sluice-dev/sluice/api/v1alpha1"
 	enforcerstatus "github.com/sluice-dev/sluice/enforcer/status"
 	"github.com/sluice-dev/sluice/internal/stack"
+	"github.com/sluice-dev/sluice/internal/wellknown"
 )
 
 const gonePolicies = `
@@ -66,7 +67,7 @@ var _ = Describe("Deleting policies", Ordered, func() {
 			}
 		})
 		var cm corev1.ConfigMap
-		Expect(sluice.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: controllers.ConfigMapName}, &cm)).To(Succeed())
+		Expect(sluice.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: wellknown.ConfigMapName}, &cm)).To(Succeed())
 		Expect(sluice.Client.Delete(ctx, &cm)).To(Succeed())
 		for _, ep := range eps {
 			Eventually(func(g Gomega) {
@@ -80,7 +81,7 @@ var _ = Describe("Deleting policies", Ordered, func() {
 		Expect(statusCodes("/a", "frank")).To(Equal([]int{429, 429}), "the last good configuration is still enforced")
 
 		Expect(sluice.Manager.Start(ctx)).To(Succeed())
-		Eventually(func() []string { return eventReasonsOf(ctx, ns, "gone-a") }).Should(ContainElement(controllers.ReasonConfigMapRecreated))
+		Eventually(func() []string { return eventReasonsOf(ctx, ns, "gone-a") }).Should(ContainElement(v1alpha1.ReasonConfigMapRecreated))
 		for _, ep := range eps {
 			Eventually(func(g Gomega) {
 				st, err := enforcerStatus(ep)
@@ -106,9 +107,9 @@ var _ = Describe("Deleting policies", Ordered, func() {
 			Expect(adminMetrics(ep)).To(ContainSubstring("\nsluice_enforcer_config_policies 0\n"), "pod %s says so", ep.Pod)
 		}
 		var cm corev1.ConfigMap
-		Expect(sluice.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: controllers.ConfigMapName}, &cm)).To(Succeed(),
+		Expect(sluice.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: wellknown.ConfigMapName}, &cm)).To(Succeed(),
 			"the ConfigMap stays while injected pods read it")
-		Expect(cm.Data[controllers.ConfigKey]).To(ContainSubstring(`"policies":[]`))
+		Expect(cm.Data[wellknown.ConfigKey]).To(ContainSubstring(`"policies":[]`))
 		Expect(cm.OwnerReferences).To(BeEmpty())
 	})
 
@@ -119,7 +120,7 @@ var _ = Describe("Deleting policies", Ordered, func() {
 			Expect(sluice.Client.Delete(ctx, pod, client.GracePeriodSeconds(0))).To(Succeed())
 		}
 		Eventually(func() bool {
-			err := sluice.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: controllers.ConfigMapName}, &corev1.ConfigMap{})
+			err := sluice.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: wellknown.ConfigMapName}, &corev1.ConfigMap{})
 			return apierrors.IsNotFound(err)
 		}).Should(BeTrue())
 	})

@@ -18,8 +18,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
-	"github.com/sluice-dev/sluice/controllers"
 	"github.com/sluice-dev/sluice/internal/stack"
+	"github.com/sluice-dev/sluice/internal/wellknown"
 )
 
 // deploy creates an injection-enabled namespace, the policies in
@@ -53,8 +53,8 @@ func expectConfigLoaded(ctx context.Context, namespace string, eps []stack.Endpo
 	GinkgoHelper()
 	Eventually(func(g Gomega) {
 		var cm corev1.ConfigMap
-		g.Expect(sluice.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: controllers.ConfigMapName}, &cm)).To(Succeed())
-		want := cm.Annotations[controllers.ConfigHashAnnotation]
+		g.Expect(sluice.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: wellknown.ConfigMapName}, &cm)).To(Succeed())
+		want := cm.Annotations[wellknown.ConfigHashAnnotation]
 		g.Expect(want).NotTo(BeEmpty())
 		for _, ep := range eps {
 			g.Expect(configHash(ep)).To(Equal(want), "the configuration %s serves", ep.Pod)
@@ -147,7 +147,7 @@ func enforcerContainers(ctx context.Context, namespace, name string) int {
 	n := 0
 	for _, list := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
 		for _, c := range list {
-			if c.Name == controllers.EnforcerContainerName {
+			if c.Name == wellknown.EnforcerContainerName {
 				n++
 			}
 		}
@@ -160,7 +160,7 @@ func enforcerPids(namespace string) map[string]int {
 	out := map[string]int{}
 	for _, p := range sluice.Kubelet.Pods() {
 		if p.Namespace == namespace {
-			out[p.Name] = p.Sidecars[controllers.EnforcerContainerName].Pid
+			out[p.Name] = p.Sidecars[wellknown.EnforcerContainerName].Pid
 		}
 	}
 	return out

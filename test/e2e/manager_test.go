@@ -14,8 +14,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
-	"github.com/sluice-dev/sluice/controllers"
 	"github.com/sluice-dev/sluice/internal/stack"
+	"github.com/sluice-dev/sluice/internal/wellknown"
 )
 
 const steadyPolicy = `
@@ -49,7 +49,7 @@ var _ = Describe("A manager restart", Ordered, func() {
 
 	configMap := func(ctx SpecContext) map[string]string {
 		var cm corev1.ConfigMap
-		Expect(sluice.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: controllers.ConfigMapName}, &cm)).To(Succeed())
+		Expect(sluice.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: wellknown.ConfigMapName}, &cm)).To(Succeed())
 		return cm.Data
 	}
 

@@ -34,9 +34,9 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
-	"github.com/sluice-dev/sluice/controllers"
 	"github.com/sluice-dev/sluice/enforcer/config"
 	"github.com/sluice-dev/sluice/internal/envtestutil"
+	"github.com/sluice-dev/sluice/internal/wellknown"
 )
 
 // newNamespace creates a namespace of its own for one spec.
@@ -62,14 +62,14 @@ func key(obj client.Object) client.ObjectKey { return client.ObjectKeyFromObject
 // reads it, with the ConfigMap that holds it; nil, nil while there is none.
 func publishedConfig(ctx context.Context, namespace string) (*config.Config, *corev1.ConfigMap) {
 	cm := &corev1.ConfigMap{}
-	err := k8sClient.Get(ctx, client.ObjectKey{Namespace: namespace, Name: controllers.ConfigMapName}, cm)
+	err := k8sClient.Get(ctx, client.ObjectKey{Namespace: namespace, Name: wellknown.ConfigMapName}, cm)
 	if err != nil {
 		Expect(client.IgnoreNotFound(err)).To(Succeed())
 		return nil, nil
 	}
-	cfg, err := config.Parse([]byte(cm.Data[controllers.ConfigKey]))
+	cfg, err := config.Parse([]byte(cm.Data[wellknown.ConfigKey]))
 	Expect(err).NotTo(HaveOccurred(), "the enforcer must be able to load what the controller writes")
-	Expect(cm.Annotations).To(HaveKeyWithValue(controllers.ConfigHashAnnotation, cfg.Hash()))
+	Expect(cm.Annotations).To(HaveKeyWithValue(wellknown.ConfigHashAnnotation, cfg.Hash()))
 	return cfg, cm
 }
 

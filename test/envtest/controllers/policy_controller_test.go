@@ -28,9 +28,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
-	"github.com/sluice-dev/sluice/controllers"
 	"github.com/sluice-dev/sluice/enforcer/config"
 	"github.com/sluice-dev/sluice/internal/compile"
+	"github.com/sluice-dev/sluice/internal/wellknown"
 )
 
 var _ = Describe("The policy controller", func() {
@@ -49,7 +49,7 @@ var _ = Describe("The policy controller", func() {
 			g.Expect(published["public-api"].Rules[0].Limits).To(Equal([]config.Limit{{Requests: 60, Period: config.Duration{Duration: time.Minute}, Burst: 60}}))
 		}).Should(Succeed())
 		_, cm := publishedConfig(ctx, ns)
-		Expect(cm.Labels).To(HaveKeyWithValue(controllers.ManagedByLabel, controllers.ManagedByValue))
+		Expect(cm.Labels).To(HaveKeyWithValue(wellknown.ManagedByLabel, wellknown.ManagedByValue))
 		Expect(cm.OwnerReferences).To(BeEmpty(),
 			"no garbage collection: deleting the ConfigMap with its last policy would leave running enforcers on their last configuration")
 		Eventually(func() *metav1.Condition { return condition(ctx, policy, v1alpha1.ConditionAccepted) }).
@@ -77,7 +77,7 @@ var _ = Describe("The policy controller", func() {
 		policy := samplePolicy("ratelimitpolicy_public_api.yaml", ns)
 		Expect(k8sClient.Create(ctx, policy)).To(Succeed())
 		injected := newPod(ns, "api-1", policy.Spec.Selector.MatchLabels)
-		injected.Spec.InitContainers = []corev1.Container{{Name: controllers.EnforcerContainerName, Image: "sluice-enforcer:1"}}
+		injected.Spec.InitContainers = []corev1.Container{{Name: wellknown.EnforcerContainerName, Image: "sluice-enforcer:1"}}
 		Expect(k8sClient.Create(ctx, injected)).To(Succeed())
 		Eventually(func() map[string]config.Policy { return publishedPolicies(ctx, ns) }).Should(HaveKey("public-api"))
 
@@ -87,7 +87,7 @@ var _ = Describe("The policy controller", func() {
 			cfg, cm := publishedConfig(ctx, ns)
 			g.Expect(cfg).NotTo(BeNil(), "the ConfigMap stays while an enforcer reads it")
 			g.Expect(cfg.Policies).To(BeEmpty(), "and tells it to pass traffic through")
-			g.Expect(cm.Annotations).To(HaveKeyWithValue(controllers.ConfigHashAnnotation, cfg.Hash()))
+			g.Expect(cm.Annotations).To(HaveKeyWithValue(wellknown.ConfigHashAnnotation, cfg.Hash()))
 		}).Should(Succeed())
 		Consistently(func() *config.Config { cfg, _ := publishedConfig(ctx, ns); return cfg }, "1s").ShouldNot(BeNil())
 
@@ -108,11 +108,11 @@ var _ = Describe("The policy controller", func() {
 			g.Expect(again).NotTo(BeNil())
 			g.Expect(again.UID).NotTo(Equal(cm.UID))
 		}).Should(Succeed())
-		Eventually(func() []string { return eventReasons(ctx, policy) }).Should(ContainElement(controllers.ReasonConfigMapRecreated))
+		Eventually(func() []string { return eventReasons(ctx, policy) }).Should(ContainElement(v1alpha1.ReasonConfigMapRecreated))
 		recreated := func() int {
 			n := 0
 			for _, r := range eventReasons(ctx, policy) {
-				if r == controllers.ReasonConfigMapRecreated {
+				if r == v1alpha1.ReasonConfigMapRecreated {
 					n++
 				}
 			}
@@ -241,13 +241,13 @@ var _ = Describe("The policy controller", func() {
 		Eventually(func() map[string]config.Policy { return publishedPolicies(ctx, ns) }).Should(HaveKey("public-api"))
 
 		_, cm := publishedConfig(ctx, ns)
-		want := cm.Data[controllers.ConfigKey]
-		cm.Data[controllers.ConfigKey] = `{"schema":"sluice.dev/enforcer-config/v1","namespace":"` + ns + `","policies":[]}`
+		want := cm.Data[wellknown.ConfigKey]
+		cm.Data[wellknown.ConfigKey] = `{"schema":"sluice.dev/enforcer-config/v1","namespace":"` + ns + `","policies":[]}`
 		Expect(k8sClient.Update(ctx, cm)).To(Succeed())
 		Eventually(func(g Gomega) string {
 			current := &corev1.ConfigMap{}
 			g.Expect(k8sClient.Get(ctx, key(cm), current)).To(Succeed())
-			return current.Data[controllers.ConfigKey]
+			return current.Data[wellknown.ConfigKey]
 		}).Should(Equal(want))
 
 		Expect(k8sClient.Delete(ctx, cm)).To(Succeed())
@@ -255,7 +255,7 @@ var _ = Describe("The policy controller", func() {
 			restored := &corev1.ConfigMap{}
 			g.Expect(k8sClient.Get(ctx, key(cm), restored)).To(Succeed())
 			g.Expect(restored.UID).NotTo(Equal(cm.UID))
-			g.Expect(restored.Data[controllers.ConfigKey]).To(Equal(want))
+			g.Expect(restored.Data[wellknown.ConfigKey]).To(Equal(want))
 		}).Should(Succeed())
 	})
 

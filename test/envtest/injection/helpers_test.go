@@ -36,15 +36,15 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
-	"github.com/sluice-dev/sluice/controllers"
 	"github.com/sluice-dev/sluice/internal/envtestutil"
+	"github.com/sluice-dev/sluice/internal/wellknown"
 )
 
 // newNamespace creates a namespace, labelled for injection when enabled.
 func newNamespace(ctx context.Context, enabled bool) string {
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "shop-"}}
 	if enabled {
-		ns.Labels = map[string]string{controllers.InjectionNamespaceLabel: controllers.InjectionEnabled}
+		ns.Labels = map[string]string{wellknown.InjectionNamespaceLabel: wellknown.InjectionEnabled}
 	}
 	Expect(k8sClient.Create(ctx, ns)).To(Succeed())
 	return ns.Name
@@ -84,7 +84,7 @@ func key(obj client.Object) client.ObjectKey { return client.ObjectKeyFromObject
 // enforcerOf is the pod's injected enforcer container, nil without one.
 func enforcerOf(pod *corev1.Pod) *corev1.Container {
 	for i := range pod.Spec.InitContainers {
-		if pod.Spec.InitContainers[i].Name == controllers.EnforcerContainerName {
+		if pod.Spec.InitContainers[i].Name == wellknown.EnforcerContainerName {
 			return &pod.Spec.InitContainers[i]
 		}
 	}
@@ -169,7 +169,7 @@ func startEnforcer(ctx context.Context, pod *corev1.Pod, ip string) *enforcerPro
 	for _, arg := range c.Args {
 		switch {
 		case strings.HasPrefix(arg, "--config="):
-			arg = "--config=" + filepath.Join(e.dir, controllers.ConfigKey)
+			arg = "--config=" + filepath.Join(e.dir, wellknown.ConfigKey)
 		case strings.HasPrefix(arg, "--labels-file="):
 			arg = "--labels-file=" + filepath.Join(e.dir, "labels")
 		case strings.HasPrefix(arg, "--debug-listen=127.0.0.1:"):
@@ -218,10 +218,10 @@ func (e *enforcerProcess) restart() {
 // file as the kubelet would: a new file renamed over the old one.
 func (e *enforcerProcess) mirrorConfig(ctx context.Context) {
 	cm := &corev1.ConfigMap{}
-	Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: e.pod.Namespace, Name: controllers.ConfigMapName}, cm)).To(Succeed())
+	Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: e.pod.Namespace, Name: wellknown.ConfigMapName}, cm)).To(Succeed())
 	tmp := filepath.Join(e.dir, ".config.json.tmp")
-	Expect(os.WriteFile(tmp, []byte(cm.Data[controllers.ConfigKey]), 0o644)).To(Succeed())
-	Expect(os.Rename(tmp, filepath.Join(e.dir, controllers.ConfigKey))).To(Succeed())
+	Expect(os.WriteFile(tmp, []byte(cm.Data[wellknown.ConfigKey]), 0o644)).To(Succeed())
+	Expect(os.Rename(tmp, filepath.Join(e.dir, wellknown.ConfigKey))).To(Succeed())
 }
 
 // mirrorToken writes the namespace's admin Secret token to the enforcer's
@@ -229,9 +229,9 @@ func (e *enforcerProcess) mirrorConfig(ctx context.Context) {
 func (e *enforcerProcess) mirrorToken(ctx context.Context) {
 	secret := &corev1.Secret{}
 	Eventually(func() error {
-		return k8sClient.Get(ctx, client.ObjectKey{Namespace: e.pod.Namespace, Name: controllers.AdminSecretName}, secret)
+		return k8sClient.Get(ctx, client.ObjectKey{Namespace: e.pod.Namespace, Name: wellknown.AdminSecretName}, secret)
 	}).Should(Succeed(), "the policy controller writes the admin Secret")
-	e.writeToken(string(secret.Data[controllers.AdminTokenKey]))
+	e.writeToken(string(secret.Data[wellknown.AdminTokenKey]))
 }
 
 // writeToken replaces the enforcer's token file.
@@ -241,7 +241,7 @@ func (e *enforcerProcess) writeToken(token string) {
 	Expect(os.Rename(tmp, e.tokenPath())).To(Succeed())
 }
 
-func (e *enforcerProcess) tokenPath() string { return filepath.Join(e.dir, controllers.AdminTokenKey) }
+func (e *enforcerProcess) tokenPath() string { return filepath.Join(e.dir, wellknown.AdminTokenKey) }
 
 // stop ends the process: SIGTERM, then SIGKILL after a few seconds.
 func (e *enforcerProcess) stop() {

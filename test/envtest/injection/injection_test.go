@@ -27,6 +27,7 @@ import (
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/controllers"
+	"github.com/sluice-dev/sluice/internal/wellknown"
 )
 
 var _ = Describe("The injection webhook", func() {
@@ -48,7 +49,7 @@ var _ = Describe("The injection webhook", func() {
 		Expect(c.RestartPolicy).To(HaveValue(Equal(corev1.ContainerRestartPolicyAlways)), "a native sidecar")
 		Expect(c.Image).To(Equal(sidecar.Image))
 		Expect(c.Ports).To(ConsistOf(
-			HaveField("Name", controllers.HTTPPortName), HaveField("Name", controllers.AdminPortName)))
+			HaveField("Name", wellknown.HTTPPortName), HaveField("Name", wellknown.AdminPortName)))
 		Expect(c.Args).To(ContainElement("--upstream=http://127.0.0.1:8080"))
 		Expect(c.SecurityContext.RunAsNonRoot).To(HaveValue(BeTrue()))
 		Expect(c.SecurityContext.ReadOnlyRootFilesystem).To(HaveValue(BeTrue()))
@@ -56,8 +57,8 @@ var _ = Describe("The injection webhook", func() {
 		Expect(c.StartupProbe.HTTPGet.Path).To(Equal("/healthz"))
 		Expect(c.ReadinessProbe.HTTPGet.Path).To(Equal("/readyz"))
 		Expect(pod.Spec.Volumes).To(ContainElements(
-			HaveField("ConfigMap.Name", controllers.ConfigMapName), HaveField("DownwardAPI", Not(BeNil()))))
-		Expect(pod.Annotations).To(HaveKeyWithValue(controllers.InjectedAnnotation, sidecar.Image))
+			HaveField("ConfigMap.Name", wellknown.ConfigMapName), HaveField("DownwardAPI", Not(BeNil()))))
+		Expect(pod.Annotations).To(HaveKeyWithValue(wellknown.InjectedAnnotation, sidecar.Image))
 		Expect(pod.Spec.Containers).To(HaveLen(1), "the application's containers are left as they are")
 
 		Eventually(func() []string { return eventNotes(ctx, policy, controllers.ReasonInjected) }).Should(
@@ -108,18 +109,18 @@ var _ = Describe("The injection webhook", func() {
 			GinkgoHelper()
 			Expect(k8sClient.Create(ctx, pod)).To(Succeed())
 			Expect(pod.Spec.InitContainers).To(BeEmpty(), "pod %s", pod.Name)
-			Expect(pod.Annotations).NotTo(HaveKey(controllers.InjectedAnnotation))
+			Expect(pod.Annotations).NotTo(HaveKey(wellknown.InjectedAnnotation))
 		}
 		By("a pod no policy selects")
 		untouched(newPod(ns, "worker-0", map[string]string{"app": "worker"}))
 
 		By("a pod that opts out with the annotation")
 		optedOut := newPod(ns, "api-debug", map[string]string{"app": "api"})
-		optedOut.Annotations = map[string]string{controllers.InjectAnnotation: "false"}
+		optedOut.Annotations = map[string]string{wellknown.InjectAnnotation: "false"}
 		untouched(optedOut)
 
 		By("a pod that opts out with the label, which the webhook never sees")
-		untouched(newPod(ns, "api-debug-2", map[string]string{"app": "api", controllers.InjectAnnotation: "false"}))
+		untouched(newPod(ns, "api-debug-2", map[string]string{"app": "api", wellknown.InjectAnnotation: "false"}))
 
 		By("a pod on the host network")
 		hostNet := newPod(ns, "api-host", map[string]string{"app": "api"})
@@ -185,13 +186,13 @@ var _ = Describe("The injection webhook", func() {
 	It("runs with the failure policy and timeout of the manager's flags", func(ctx SpecContext) {
 		Eventually(func(g Gomega) {
 			var cfg admissionregistrationv1.MutatingWebhookConfiguration
-			g.Expect(k8sClient.Get(ctx, types.NamespacedName{Name: controllers.InjectionWebhookConfigurationName}, &cfg)).To(Succeed())
+			g.Expect(k8sClient.Get(ctx, types.NamespacedName{Name: wellknown.InjectionWebhookConfigurationName}, &cfg)).To(Succeed())
 			g.Expect(cfg.Webhooks).To(HaveLen(1))
 			g.Expect(cfg.Webhooks[0].FailurePolicy).To(HaveValue(Equal(webhookFailurePolicy)))
 			g.Expect(cfg.Webhooks[0].TimeoutSeconds).To(HaveValue(BeEquivalentTo(webhookTimeoutSeconds)))
 			g.Expect(cfg.Webhooks[0].ClientConfig.CABundle).NotTo(BeEmpty(), "the patch leaves the caBundle alone")
 			g.Expect(cfg.Webhooks[0].NamespaceSelector.MatchLabels).To(HaveKeyWithValue(
-				controllers.InjectionNamespaceLabel, controllers.InjectionEnabled), "and the selectors")
+				wellknown.InjectionNamespaceLabel, wellknown.InjectionEnabled), "and the selectors")
 		}).WithContext(ctx).Should(Succeed())
 	})
 })

@@ -31,8 +31,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
-	"github.com/sluice-dev/sluice/controllers"
 	"github.com/sluice-dev/sluice/enforcer/config"
+	"github.com/sluice-dev/sluice/internal/wellknown"
 )
 
 var _ = Describe("Policy status from running enforcers", Ordered, func() {
@@ -74,8 +74,8 @@ var _ = Describe("Policy status from running enforcers", Ordered, func() {
 		// file once, so mirror the configuration that counts both pods.
 		Eventually(func(g Gomega) int32 {
 			cm := &corev1.ConfigMap{}
-			g.Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: controllers.ConfigMapName}, cm)).To(Succeed())
-			published, err := config.Parse([]byte(cm.Data[controllers.ConfigKey]))
+			g.Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: wellknown.ConfigMapName}, cm)).To(Succeed())
+			published, err := config.Parse([]byte(cm.Data[wellknown.ConfigKey]))
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(published.Policies).To(HaveLen(1))
 			return published.Policies[0].Replicas
@@ -101,9 +101,9 @@ var _ = Describe("Policy status from running enforcers", Ordered, func() {
 
 	It("polls /status with the namespace's token, which another pod does not have", func(ctx SpecContext) {
 		secret := &corev1.Secret{}
-		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: controllers.AdminSecretName}, secret)).To(Succeed())
+		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: wellknown.AdminSecretName}, secret)).To(Succeed())
 		Expect(secret.OwnerReferences).To(ContainElement(HaveField("Name", "api")))
-		Expect(kubectl("get", "pod", "-n", ns, "api-0", "-o", "yaml")).NotTo(ContainSubstring(string(secret.Data[controllers.AdminTokenKey])),
+		Expect(kubectl("get", "pod", "-n", ns, "api-0", "-o", "yaml")).NotTo(ContainSubstring(string(secret.Data[wellknown.AdminTokenKey])),
 			"no token in a pod spec")
 
 		status := "http://" + net.JoinHostPort(enforcerIPs[0], strconv.Itoa(int(sidecar.AdminPort))) + "/status"
@@ -192,15 +192,15 @@ var _ = Describe("Policy status from running enforcers", Ordered, func() {
 
 	It("stays Ready while another policy of the namespace changes", func(ctx SpecContext) {
 		cm := &corev1.ConfigMap{}
-		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: controllers.ConfigMapName}, cm)).To(Succeed())
-		before := cm.Annotations[controllers.ConfigHashAnnotation]
+		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: wellknown.ConfigMapName}, cm)).To(Succeed())
+		before := cm.Annotations[wellknown.ConfigHashAnnotation]
 
 		By("creating another policy, which the enforcers do not load: the kubelet has not refreshed their volume")
 		other := newPolicy(ns, "other", "other", policy.Spec.UpstreamPort)
 		createPolicy(ctx, other)
 		Eventually(func(g Gomega) string {
-			g.Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: controllers.ConfigMapName}, cm)).To(Succeed())
-			return cm.Annotations[controllers.ConfigHashAnnotation]
+			g.Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: wellknown.ConfigMapName}, cm)).To(Succeed())
+			return cm.Annotations[wellknown.ConfigHashAnnotation]
 		}).ShouldNot(Equal(before))
 		Consistently(func() *metav1.Condition { return condition(ctx, policy, v1alpha1.ConditionReady) }, "3s").
 			Should(haveReady(metav1.ConditionTrue, v1alpha1.ReasonEnforcersReady, 2), "the enforcers run this policy's current entry")
@@ -227,7 +227,7 @@ var _ = Describe("Policy status from running enforcers", Ordered, func() {
 	})
 
 	It("reports a pod that opts out without holding Ready on it", func(ctx SpecContext) {
-		pod := newPod(ns, "api-debug", map[string]string{"app": "api", controllers.InjectAnnotation: "false"})
+		pod := newPod(ns, "api-debug", map[string]string{"app": "api", wellknown.InjectAnnotation: "false"})
 		Expect(k8sClient.Create(ctx, pod)).To(Succeed())
 		Eventually(func() string { return condition(ctx, policy, v1alpha1.ConditionReady).Message }).Should(Equal(
 			"2 of 2 enforcers run generation 2 and reach Redis; pod api-debug opts out with sluice.dev/inject=false and is not limited"))
@@ -250,12 +250,12 @@ var _ = Describe("Policy status from running enforcers", Ordered, func() {
 	It("shows a selected pod the webhook never injected, and what to restart", func(ctx SpecContext) {
 		// The opt-out label keeps the webhook from being called, as an
 		// outage with failurePolicy Ignore would; then the label goes.
-		pod := newPod(ns, "api-2", map[string]string{"app": "api", controllers.InjectAnnotation: "false"})
+		pod := newPod(ns, "api-2", map[string]string{"app": "api", wellknown.InjectAnnotation: "false"})
 		pod.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "api",
 			UID: "0c8f3a4e-5a5e-4a43-9a3e-8a1c2f7e9b10", Controller: new(true)}}
 		Expect(k8sClient.Create(ctx, pod)).To(Succeed())
 		Expect(enforcerOf(pod)).To(BeNil())
-		delete(pod.Labels, controllers.InjectAnnotation)
+		delete(pod.Labels, wellknown.InjectAnnotation)
 		Expect(k8sClient.Update(ctx, pod)).To(Succeed())
 
 		Eventually(func() v1alpha1.EnforcerCounts { return enforcers(ctx, policy) }).Should(

@@ -53,9 +53,9 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
-	"github.com/sluice-dev/sluice/controllers"
 	"github.com/sluice-dev/sluice/enforcer/config"
 	"github.com/sluice-dev/sluice/internal/envtestutil"
+	"github.com/sluice-dev/sluice/internal/wellknown"
 )
 
 // metricsAddr serves the manager's metrics, read for the reconcile and
@@ -95,7 +95,7 @@ func TestScale(t *testing.T) {
 	_ = proc.Wait()
 	for n := range namespaces {
 		must(t, c.DeleteAllOf(ctx, &corev1.ConfigMap{}, client.InNamespace(fmt.Sprintf("scale-%03d", n)),
-			client.MatchingLabels{controllers.ManagedByLabel: controllers.ManagedByValue}))
+			client.MatchingLabels{wellknown.ManagedByLabel: wellknown.ManagedByValue}))
 	}
 	proc = startManager(t, manager, kubeconfig, dir)
 	start = time.Now()
@@ -239,9 +239,9 @@ func converged(ctx context.Context, t *testing.T, c client.Client) (published, a
 		}
 	}
 	var cms corev1.ConfigMapList
-	must(t, c.List(ctx, &cms, client.MatchingLabels{controllers.ManagedByLabel: controllers.ManagedByValue}))
+	must(t, c.List(ctx, &cms, client.MatchingLabels{wellknown.ManagedByLabel: wellknown.ManagedByValue}))
 	for _, cm := range cms.Items {
-		cfg, err := config.Parse([]byte(cm.Data[controllers.ConfigKey]))
+		cfg, err := config.Parse([]byte(cm.Data[wellknown.ConfigKey]))
 		if err != nil || len(cfg.Policies) != policiesPerNS {
 			continue
 		}

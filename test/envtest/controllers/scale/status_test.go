@@ -37,8 +37,8 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
-	"github.com/sluice-dev/sluice/controllers"
 	"github.com/sluice-dev/sluice/enforcer/config"
+	"github.com/sluice-dev/sluice/internal/wellknown"
 )
 
 // unreachableNamespaces is how many of the namespaces, 10 %, have pods
@@ -130,8 +130,8 @@ func createWithEnforcers(ctx context.Context, t *testing.T, c client.Client, sam
 				ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("pod-%d", i), Namespace: ns, Labels: samples[i%len(samples)].Spec.Selector.MatchLabels},
 				Spec: corev1.PodSpec{Containers: []corev1.Container{
 					{Name: "app", Image: "app:1"},
-					{Name: controllers.EnforcerContainerName, Image: "enforcer:1",
-						Ports: []corev1.ContainerPort{{Name: controllers.AdminPortName, ContainerPort: ports[n]}}},
+					{Name: wellknown.EnforcerContainerName, Image: "enforcer:1",
+						Ports: []corev1.ContainerPort{{Name: wellknown.AdminPortName, ContainerPort: ports[n]}}},
 				}},
 			}
 			work <- func() error {
@@ -279,7 +279,7 @@ func (e *standInEnforcers) listen(t *testing.T, namespace string) int32 {
 func (e *standInEnforcers) follow(ctx context.Context) {
 	for ctx.Err() == nil {
 		var cms corev1.ConfigMapList
-		if err := e.c.List(ctx, &cms, client.MatchingLabels{controllers.ManagedByLabel: controllers.ManagedByValue}); err == nil {
+		if err := e.c.List(ctx, &cms, client.MatchingLabels{wellknown.ManagedByLabel: wellknown.ManagedByValue}); err == nil {
 			for _, cm := range cms.Items {
 				if doc, err := statusDocument(cm); err == nil {
 					e.mu.Lock()
@@ -294,7 +294,7 @@ func (e *standInEnforcers) follow(ctx context.Context) {
 
 // statusDocument is the /status of a ready enforcer that loaded cm.
 func statusDocument(cm corev1.ConfigMap) ([]byte, error) {
-	cfg, err := config.Parse([]byte(cm.Data[controllers.ConfigKey]))
+	cfg, err := config.Parse([]byte(cm.Data[wellknown.ConfigKey]))
 	if err != nil {
 		return nil, err
 	}
@@ -311,7 +311,7 @@ func statusDocument(cm corev1.ConfigMap) ([]byte, error) {
 		} `json:"config"`
 		Policies []policy `json:"policies"`
 	}{Ready: true}
-	doc.Config.Hash = cm.Annotations[controllers.ConfigHashAnnotation]
+	doc.Config.Hash = cm.Annotations[wellknown.ConfigHashAnnotation]
 	for _, p := range cfg.Policies {
 		doc.Policies = append(doc.Policies, policy{Name: p.Name, UID: p.UID, Generation: p.Generation, FailureMode: string(p.FailureMode)})
 	}
