@@ -74,7 +74,7 @@ bench: redis ## Run the Go benchmarks against a local Redis.
 lint: $(GOLANGCI_LINT) ## gofmt, go vet and golangci-lint.
 	@bad=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$bad" ]; then echo "gofmt needed:"; echo "$$bad"; exit 1; fi
 	go vet ./...
-	go vet -tags node ./test/node/ ./internal/node/
+	go vet -tags node ./test/node/ ./internal/testing/node/
 	$(GOLANGCI_LINT) run ./...
 
 .PHONY: fmt

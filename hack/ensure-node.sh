@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Makes sure the real-node tier (internal/node, test/node) finds what it
+# Makes sure the real-node tier (internal/testing/node, test/node) finds what it
 # runs besides the binaries hack/envtest.sh builds: containerd, runc, the
 # CNI plugins (bridge, host-local, loopback), iptables and conntrack for
 # kube-proxy, and nft to remove the empty tables iptables-nft leaves. The

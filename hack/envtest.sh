@@ -8,7 +8,7 @@
 #   hack/envtest.sh node [DIR]
 #
 # The second form builds the rest of a real cluster for the real-node tier
-# (internal/node, test/node) into DIR (default ./bin/node): kubelet,
+# (internal/testing/node, test/node) into DIR (default ./bin/node): kubelet,
 # kube-proxy, kube-controller-manager and kube-scheduler, from
 # hack/envtest/node, pinned to the same release as kube-apiserver. It needs
 # no kubectl link and shares the build and stamp logic below.

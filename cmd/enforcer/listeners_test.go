@@ -12,7 +12,7 @@ import (
 
 	. "github.com/onsi/gomega"
 
-	"github.com/sluice-dev/sluice/internal/freeport"
+	"github.com/sluice-dev/sluice/internal/testing/freeport"
 )
 
 func TestDebugAndTokenFlags(t *testing.T) {

@@ -5,7 +5,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/sluice-dev/sluice/internal/redistest"
+	"github.com/sluice-dev/sluice/internal/testing/redistest"
 )
 
 // One standalone server and one 3-master cluster serve the package's tests;

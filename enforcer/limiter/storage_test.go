@@ -18,7 +18,7 @@ import (
 	. "github.com/onsi/gomega"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/sluice-dev/sluice/internal/redistest"
+	"github.com/sluice-dev/sluice/internal/testing/redistest"
 )
 
 func TestNewClientTopologies(t *testing.T) {

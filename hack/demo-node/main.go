@@ -1,5 +1,5 @@
 // Command demo-node is `make demo-node`: Sluice on a real single-node
-// Kubernetes on this machine (internal/node: etcd, kube-apiserver,
+// Kubernetes on this machine (internal/testing/node: etcd, kube-apiserver,
 // kube-controller-manager, kube-scheduler, kube-proxy, a kubelet with
 // containerd and runc), installed with helm from the images of make
 // node-images. It runs Redis and a sample application of two replicas as
@@ -35,8 +35,8 @@ import (
 	"k8s.io/klog/v2"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/sluice-dev/sluice/internal/node"
-	"github.com/sluice-dev/sluice/internal/proc"
+	"github.com/sluice-dev/sluice/internal/testing/node"
+	"github.com/sluice-dev/sluice/internal/testing/proc"
 )
 
 func main() {

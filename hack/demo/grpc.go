@@ -16,7 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/sluice-dev/sluice/internal/orders"
-	"github.com/sluice-dev/sluice/internal/stack"
+	"github.com/sluice-dev/sluice/internal/testing/stack"
 )
 
 // grpcApp is the sample application the orders policy selects.

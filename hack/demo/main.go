@@ -1,6 +1,6 @@
 // Command demo runs Sluice on this machine and shows it at work: `make
 // demo`. It starts etcd and kube-apiserver, Redis and sluice-manager with
-// its injection webhook (internal/stack), applies the sample policies of
+// its injection webhook (internal/testing/stack), applies the sample policies of
 // config/samples, creates two replicas of each sample application, and
 // drives traffic through the injected enforcers: limits per tenant, a
 // policy edit rolling out, Redis going away, and gRPC calls to the gRPC
@@ -26,7 +26,7 @@ import (
 	"k8s.io/klog/v2"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/sluice-dev/sluice/internal/stack"
+	"github.com/sluice-dev/sluice/internal/testing/stack"
 )
 
 // namespace is where the demo applies everything.

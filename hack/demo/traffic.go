@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sluice-dev/sluice/internal/stack"
+	"github.com/sluice-dev/sluice/internal/testing/stack"
 )
 
 // scenario is traffic of one kind of client, spread over the replicas of

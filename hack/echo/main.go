@@ -1,6 +1,6 @@
 // Command echo is the HTTP sample application of the real-node tier, the
 // process form of the stand-in kubelet's in-process application
-// (internal/stack): every request is answered 200 with a JSON echo naming
+// (internal/testing/stack): every request is answered 200 with a JSON echo naming
 // the pod, so a test can tell which replica served it.
 //
 //	go run ./hack/echo --listen 127.0.0.1:8080

@@ -19,7 +19,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/sluice-dev/sluice/internal/images"
+	"github.com/sluice-dev/sluice/internal/testing/images"
 )
 
 func main() {

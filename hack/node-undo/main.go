@@ -1,5 +1,5 @@
 // Command node-undo returns the host to its state before a real-node run
-// (internal/node) that was killed before it could stop: it stops the
+// (internal/testing/node) that was killed before it could stop: it stops the
 // processes the run started, unmounts, removes its cgroups, iptables
 // chains and bridge, and restores the sysctls, from the record the run
 // keeps in /run/sluice-node. The next run does the same at its start. It
@@ -14,7 +14,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/sluice-dev/sluice/internal/node"
+	"github.com/sluice-dev/sluice/internal/testing/node"
 )
 
 func main() {

@@ -16,7 +16,7 @@ import (
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	enforcerstatus "github.com/sluice-dev/sluice/enforcer/status"
-	"github.com/sluice-dev/sluice/internal/stack"
+	"github.com/sluice-dev/sluice/internal/testing/stack"
 	"github.com/sluice-dev/sluice/internal/wellknown"
 )
 

@@ -22,7 +22,7 @@ import (
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/internal/orders"
-	"github.com/sluice-dev/sluice/internal/stack"
+	"github.com/sluice-dev/sluice/internal/testing/stack"
 )
 
 // The gRPC sample: config/samples/ratelimitpolicy_grpc.yaml in front of two

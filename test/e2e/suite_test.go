@@ -1,4 +1,4 @@
-// Package e2e runs the whole of Sluice on one machine (internal/stack:
+// Package e2e runs the whole of Sluice on one machine (internal/testing/stack:
 // kube-apiserver and etcd, Redis, sluice-manager with its webhook, and the
 // injected enforcers run as processes on loopback IPs) and checks what
 // users rely on: limits shared by replicas, tiers and overrides, policy
@@ -20,7 +20,7 @@ import (
 	"k8s.io/klog/v2"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/sluice-dev/sluice/internal/stack"
+	"github.com/sluice-dev/sluice/internal/testing/stack"
 )
 
 // sluice is the system under test, shared by every spec; each spec works

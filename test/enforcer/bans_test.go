@@ -12,8 +12,8 @@ import (
 
 	. "github.com/onsi/gomega"
 
-	"github.com/sluice-dev/sluice/internal/freeport"
-	"github.com/sluice-dev/sluice/internal/redistest"
+	"github.com/sluice-dev/sluice/internal/testing/freeport"
+	"github.com/sluice-dev/sluice/internal/testing/redistest"
 )
 
 // banProblem is the problem+json body of a banned tenant's refusal.

@@ -17,7 +17,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/sluice-dev/sluice/internal/orders"
-	"github.com/sluice-dev/sluice/internal/redistest"
+	"github.com/sluice-dev/sluice/internal/testing/redistest"
 )
 
 const createPath = `[{"exact": "/shop.v1.Orders/Create"}]`

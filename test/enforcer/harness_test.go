@@ -19,7 +19,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluice-dev/sluice/internal/freeport"
+	"github.com/sluice-dev/sluice/internal/testing/freeport"
 )
 
 // namespace is a namespace of the test's own.

@@ -1,6 +1,6 @@
 // Package enforcer tests the sluice-enforcer binary end to end: the test
 // builds it, runs it as a process in front of a real upstream (httptest)
-// with a real Redis (internal/redistest), and talks to it over HTTP as
+// with a real Redis (internal/testing/redistest), and talks to it over HTTP as
 // clients and the operator do. Every address is on 127.0.0.1.
 package enforcer
 
@@ -11,7 +11,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/sluice-dev/sluice/internal/redistest"
+	"github.com/sluice-dev/sluice/internal/testing/redistest"
 )
 
 var (

@@ -19,7 +19,7 @@ import (
 
 	. "github.com/onsi/gomega"
 
-	"github.com/sluice-dev/sluice/internal/node"
+	"github.com/sluice-dev/sluice/internal/testing/node"
 )
 
 // buildProgram builds a package main of the module into dir.

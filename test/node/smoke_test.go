@@ -19,7 +19,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/sluice-dev/sluice/internal/node"
+	"github.com/sluice-dev/sluice/internal/testing/node"
 )
 
 var _ = Describe("A Deployment on the real node", Ordered, func() {

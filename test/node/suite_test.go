@@ -2,7 +2,7 @@
 
 // Package node runs the real-node tier: a real kubelet, containerd and
 // kube-proxy on this machine with the rest of a control plane
-// (internal/node), pods from images imported into containerd. It needs
+// (internal/testing/node), pods from images imported into containerd. It needs
 // root and changes the host while it runs (iptables, cgroups, sysctls, a
 // bridge); the suite checks that the host is as it found it afterwards.
 //
@@ -24,7 +24,7 @@ import (
 	"k8s.io/klog/v2"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/sluice-dev/sluice/internal/node"
+	"github.com/sluice-dev/sluice/internal/testing/node"
 )
 
 // cluster is the node every spec runs on; each spec works in namespaces

@@ -149,7 +149,7 @@ func checkHelp(t *testing.T, program string, args []string) {
 // written lists what is under dir, but for the empty directory that
 // controller-runtime's envtest makes in the user's cache directory from an
 // init function, before main runs, in every program that links it (the
-// demos and node-undo, through internal/stack and internal/node).
+// demos and node-undo, through internal/testing/stack and internal/testing/node).
 func written(dir string) []string {
 	var found []string
 	_ = filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {

@@ -40,7 +40,7 @@ import (
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/controllers"
-	"github.com/sluice-dev/sluice/internal/envtestutil"
+	"github.com/sluice-dev/sluice/internal/testing/envtestutil"
 )
 
 // managerUser is who the manager runs as: bound to config/rbac/role.yaml only.

@@ -36,7 +36,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
-	"github.com/sluice-dev/sluice/internal/envtestutil"
+	"github.com/sluice-dev/sluice/internal/testing/envtestutil"
 	"github.com/sluice-dev/sluice/internal/wellknown"
 )
 

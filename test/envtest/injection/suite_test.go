@@ -50,9 +50,9 @@ import (
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/controllers"
-	"github.com/sluice-dev/sluice/internal/envtestutil"
-	"github.com/sluice-dev/sluice/internal/freeport"
-	"github.com/sluice-dev/sluice/internal/redistest"
+	"github.com/sluice-dev/sluice/internal/testing/envtestutil"
+	"github.com/sluice-dev/sluice/internal/testing/freeport"
+	"github.com/sluice-dev/sluice/internal/testing/redistest"
 )
 
 // managerUser is who the manager runs as: bound to config/rbac/role.yaml only.

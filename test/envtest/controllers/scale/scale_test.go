@@ -54,7 +54,7 @@ import (
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/enforcer/config"
-	"github.com/sluice-dev/sluice/internal/envtestutil"
+	"github.com/sluice-dev/sluice/internal/testing/envtestutil"
 	"github.com/sluice-dev/sluice/internal/wellknown"
 )
 

@@ -69,7 +69,7 @@ func runtimeStage(dockerfile, contextDir string) (Spec, error) {
 			}
 		case "ARG":
 		default:
-			return fail("the runtime stage has %s, which make node-images does not write: add it to internal/images", in.keyword)
+			return fail("the runtime stage has %s, which make node-images does not write: add it to internal/testing/images", in.keyword)
 		}
 	}
 	return spec, nil

@@ -16,9 +16,9 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/sluice-dev/sluice/internal/stack"
+	"github.com/sluice-dev/sluice/internal/testing/stack"
 
-	"github.com/sluice-dev/sluice/internal/proc"
+	"github.com/sluice-dev/sluice/internal/testing/proc"
 )
 
 // Options configure a Cluster; the zero value is a working default.
@@ -243,7 +243,7 @@ func (c *Cluster) prepareImages(root string, archives []string) ([]string, error
 	}
 	out := append([]string(nil), archives...)
 	hello := filepath.Join(dir, "hello.tar")
-	if err := staticImage(root, "./internal/node/images/hello", HelloImage, hello); err != nil {
+	if err := staticImage(root, "./internal/testing/node/images/hello", HelloImage, hello); err != nil {
 		return nil, err
 	}
 	out = append(out, hello)

@@ -1,5 +1,5 @@
-// Package proc holds what the local harnesses (internal/stack, the stand-in
-// kubelet of make demo and the e2e suite, and internal/node, the real
+// Package proc holds what the local harnesses (internal/testing/stack, the stand-in
+// kubelet of make demo and the e2e suite, and internal/testing/node, the real
 // node) share to start their processes: a fork that Pdeathsig can rely on,
 // and the checkout they build from.
 package proc

@@ -32,7 +32,7 @@ func TestBuild(t *testing.T) {
 	ctx := context.Background()
 	out := t.TempDir()
 	const version = "v0.0.0-imagetest"
-	opts := Options{Root: filepath.Join("..", ".."), Out: out, Version: version,
+	opts := Options{Root: filepath.Join("..", "..", ".."), Out: out, Version: version,
 		Only: []string{"sluice-enforcer", "sluice-pause", RedisName}}
 	archives, err := Build(ctx, opts)
 	g.Expect(err).NotTo(HaveOccurred())

@@ -12,7 +12,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sluice-dev/sluice/internal/freeport"
+	"github.com/sluice-dev/sluice/internal/testing/freeport"
 )
 
 // managerStartTimeout bounds the wait for a new manager to be ready.

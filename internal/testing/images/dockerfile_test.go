@@ -16,7 +16,7 @@ func TestRuntimeStageOfTheDockerfiles(t *testing.T) {
 	for _, name := range []string{"manager", "enforcer"} {
 		t.Run(name, func(t *testing.T) {
 			g := NewWithT(t)
-			spec, err := runtimeStage(filepath.Join("..", "..", "build", name+".Dockerfile"), "/ctx")
+			spec, err := runtimeStage(filepath.Join("..", "..", "..", "build", name+".Dockerfile"), "/ctx")
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(spec.Files).To(ConsistOf(
 				File{Path: "/etc/ssl/certs/ca-certificates.crt", Source: "/ctx/ca-certificates.crt"},
@@ -85,7 +85,7 @@ func TestCheckPrefix(t *testing.T) {
 // it, or a CI building the images from source fails where no test here would.
 func TestDockerignoreKeepsEveryPackageTheImagesImport(t *testing.T) {
 	g := NewWithT(t)
-	root := filepath.Join("..", "..")
+	root := filepath.Join("..", "..", "..")
 	ignore, err := os.ReadFile(filepath.Join(root, ".dockerignore"))
 	g.Expect(err).NotTo(HaveOccurred())
 	var kept []string

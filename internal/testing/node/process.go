@@ -8,7 +8,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/sluice-dev/sluice/internal/proc"
+	"github.com/sluice-dev/sluice/internal/testing/proc"
 )
 
 // process is a daemon the harness started: in a process group of its own,

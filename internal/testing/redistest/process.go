@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sluice-dev/sluice/internal/freeport"
+	"github.com/sluice-dev/sluice/internal/testing/freeport"
 )
 
 const (

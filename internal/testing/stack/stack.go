@@ -36,9 +36,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
-	"github.com/sluice-dev/sluice/internal/envtestutil"
-	"github.com/sluice-dev/sluice/internal/proc"
-	"github.com/sluice-dev/sluice/internal/redistest"
+	"github.com/sluice-dev/sluice/internal/testing/envtestutil"
+	"github.com/sluice-dev/sluice/internal/testing/proc"
+	"github.com/sluice-dev/sluice/internal/testing/redistest"
 )
 
 // Options configure a Stack; the zero value is a working default.

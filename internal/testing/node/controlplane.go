@@ -12,7 +12,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
-	"github.com/sluice-dev/sluice/internal/freeport"
+	"github.com/sluice-dev/sluice/internal/testing/freeport"
 )
 
 // controlPlane is etcd and kube-apiserver as envtest starts them, made a

@@ -13,7 +13,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/sluice-dev/sluice/internal/proc"
+	"github.com/sluice-dev/sluice/internal/testing/proc"
 )
 
 // Process is a child process of the stack: in a process group of its own
