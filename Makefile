@@ -31,6 +31,7 @@ build: ## Build bin/sluice-manager, bin/sluice-enforcer and bin/sluice-load.
 .PHONY: test
 test: lint deps ## Lint (import rules included), run every test suite against real Redis and a real kube-apiserver, fuzz briefly, then the real-node suite (as root).
 	go test $(GO_TEST_FLAGS) ./...
+	go test $(GO_TEST_FLAGS) -tags overload -run '^TestOverload' ./test/enforcer/
 	FUZZTIME=$(FUZZTIME) hack/fuzz.sh
 	@if [ "$$(id -u)" = 0 ]; then $(MAKE) test-node; else \
 		echo "test-node skipped: the real-node suite runs a kubelet and needs root (sudo make test-node)"; fi
@@ -75,7 +76,9 @@ lint: $(GOLANGCI_LINT) ## gofmt, go vet and golangci-lint.
 	@bad=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$bad" ]; then echo "gofmt needed:"; echo "$$bad"; exit 1; fi
 	go vet ./...
 	go vet -tags node ./test/node/ ./internal/testing/node/
+	go vet -tags overload ./test/enforcer/
 	$(GOLANGCI_LINT) run ./...
+	$(GOLANGCI_LINT) run --build-tags overload ./test/enforcer/
 
 .PHONY: fmt
 fmt: ## Format the code.

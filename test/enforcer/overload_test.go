@@ -1,4 +1,4 @@
-//go:build !race
+//go:build overload && !race
 
 package enforcer
 
@@ -24,7 +24,11 @@ import (
 // The overload tests flood one enforcer process with requests to an
 // application that answers only when the test lets it, and read the
 // process's resident memory. They need the binary without the race
-// detector, whose memory says nothing of the enforcer's.
+// detector, whose memory says nothing of the enforcer's, and the machine to
+// themselves: their floods would slow every test beside them, and others'
+// load would blur their figures. make test runs them alone, after the rest:
+//
+//	go test -tags overload -run '^TestOverload' ./test/enforcer/
 
 const overloadPolicy = `
   identity: {sources: [{header: {name: X-Tenant-ID}}]}
