@@ -289,7 +289,19 @@ func (d *demo) deploy(ctx context.Context) error {
 	}
 	for _, line := range []string{
 		"kubectl -n demo rollout status deployment/public-api --timeout=2m",
-		"kubectl wait rlp/public-api -n demo --for=condition=Ready --timeout=2m",
+	} {
+		if _, err := d.sh(ctx, line); err != nil {
+			return err
+		}
+	}
+	if _, err := d.sh(ctx, "kubectl wait rlp/public-api -n demo --for=condition=Ready --timeout=3m"); err != nil {
+		// What keeps it from Ready is in the condition's message and the
+		// policy's Events.
+		_, _ = d.sh(ctx, `kubectl get rlp/public-api -n demo -o jsonpath='{range .status.conditions[*]}{.type}={.status} {.reason}: {.message}{"\n"}{end}'`)
+		_, _ = d.sh(ctx, "kubectl events -n demo --for rlp/public-api")
+		return err
+	}
+	for _, line := range []string{
 		"kubectl get pods -n demo -o wide | cut -c1-100",
 		"kubectl get pod -n demo -l app.kubernetes.io/name=public-api -o jsonpath='{.items[0].spec.initContainers[0].name} restartPolicy={.items[0].spec.initContainers[0].restartPolicy}'",
 		"kubectl get rlp -n demo -o wide",
