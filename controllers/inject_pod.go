@@ -79,11 +79,12 @@ func enforcerContainerFor(pod *corev1.Pod, d injectDecision, sidecar *EnforcerSi
 	if sidecar.MaxProcs > 0 {
 		env = append(env, corev1.EnvVar{Name: "GOMAXPROCS", Value: strconv.Itoa(sidecar.MaxProcs)})
 	}
-	// The garbage collector works harder near the container's limit, and
+	// At 80% of the container's limit the garbage collector works harder,
+	// leaving room for goroutine stacks and what it has not collected; and
 	// the enforcer derives from it how much it may hold and sheds new work
 	// before the kernel would kill it.
 	if limit, ok := sidecar.Resources.Limits[corev1.ResourceMemory]; ok && limit.Value() > 0 {
-		env = append(env, corev1.EnvVar{Name: "GOMEMLIMIT", Value: strconv.FormatInt(limit.Value()*9/10, 10)})
+		env = append(env, corev1.EnvVar{Name: "GOMEMLIMIT", Value: strconv.FormatInt(limit.Value()*8/10, 10)})
 	}
 	args := []string{
 		fmt.Sprintf("--listen=0.0.0.0:%d", sidecar.HTTPPort),

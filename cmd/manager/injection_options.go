@@ -84,7 +84,7 @@ func (o *injectionOptions) bindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.cpuRequest, "enforcer-cpu-request", "50m", "CPU request of the enforcer container (empty: none)")
 	fs.StringVar(&o.cpuLimit, "enforcer-cpu-limit", "", "CPU limit of the enforcer container (empty: none)")
 	fs.StringVar(&o.memRequest, "enforcer-memory-request", "48Mi", "memory request of the enforcer container, above its idle resident memory (empty: none)")
-	fs.StringVar(&o.memLimit, "enforcer-memory-limit", "128Mi", "memory limit of the enforcer container; it gets GOMEMLIMIT at 90% of it and bounds what it holds from that (empty: none)")
+	fs.StringVar(&o.memLimit, "enforcer-memory-limit", "128Mi", "memory limit of the enforcer container; it gets GOMEMLIMIT at 80% of it and bounds what it holds from that (empty: none)")
 	fs.IntVar(&o.webhookPort, "webhook-port", 9443, "port of the injection webhook's HTTPS server")
 	fs.StringVar(&o.webhookCertDir, "webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs", "directory holding the webhook's tls.crt and tls.key")
 	fs.StringVar(&o.failurePolicy, "webhook-failure-policy", string(admissionregistrationv1.Ignore),

@@ -13,12 +13,12 @@ import (
 
 func TestOverloadLimitsFor(t *testing.T) {
 	g := NewWithT(t)
-	// The injected sidecar's 128Mi limit, GOMEMLIMIT at 90% of it.
-	l := OverloadLimitsFor(128 << 20 * 9 / 10)
-	g.Expect(l.MaxInFlight).To(Equal(905))
-	g.Expect(l.MaxConnections).To(Equal(1358))
-	g.Expect(l.MaxInFlightPerTenant).To(Equal(226))
-	g.Expect(int64(l.MaxInFlight)*RequestCost + BaselineMemory).To(BeNumerically("<", 128<<20*9/10))
+	// The injected sidecar's 128Mi limit, GOMEMLIMIT at 80% of it.
+	l := OverloadLimitsFor(128 << 20 * 8 / 10)
+	g.Expect(l.MaxInFlight).To(Equal(741))
+	g.Expect(l.MaxConnections).To(Equal(1112))
+	g.Expect(l.MaxInFlightPerTenant).To(Equal(185))
+	g.Expect(int64(l.MaxInFlight)*RequestCost + BaselineMemory).To(BeNumerically("<", 128<<20*8/10))
 
 	none := OverloadLimitsFor(1<<63 - 1)
 	g.Expect(none).To(Equal(OverloadLimits{MaxInFlight: DefaultMaxInFlight, MaxConnections: DefaultMaxConnections,

@@ -231,11 +231,11 @@ func goodClient(url string, stop <-chan struct{}) func() (ok, all int, slowest t
 }
 
 // memoryLimit is the injected sidecar's default memory limit, which the
-// enforcer must stay under; GOMEMLIMIT is set to 90% of it, as the
+// enforcer must stay under; GOMEMLIMIT is set to 80% of it, as the
 // injector sets it.
 const (
 	memoryLimit = 128 << 20
-	goMemLimit  = memoryLimit * 9 / 10
+	goMemLimit  = memoryLimit * 8 / 10
 )
 
 // TestOverloadH2C floods the enforcer as one attacker does: 40 cleartext

@@ -57,8 +57,8 @@ func TestContainerCommandOfInjectedPod(t *testing.T) {
 		// Redis is outside the pod: its address is not the pod's.
 		"SLUICE_REDIS_URL=redis://redis.sluice-system:6379",
 		"GOMAXPROCS=2",
-		// 90% of the golden pod's 128Mi memory limit.
-		"GOMEMLIMIT=120795955",
+		// 80% of the golden pod's 128Mi memory limit.
+		"GOMEMLIMIT=107374182",
 	))
 }
 
