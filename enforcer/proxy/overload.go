@@ -83,11 +83,19 @@ func SoftMemoryLimit() int64 { return debug.SetMemoryLimit(-1) }
 
 // Shed reasons, the label of sluice_enforcer_shed_total.
 const (
-	ShedInFlight    = "in_flight"
-	ShedTenant      = "tenant_share"
-	ShedMemory      = "memory"
-	ShedIdleConn    = "idle_connection"
-	shedReasonCount = 4
+	ShedInFlight = "in_flight"
+	ShedTenant   = "tenant_share"
+	ShedMemory   = "memory"
+	ShedIdleConn = "idle_connection"
+)
+
+// The counters of Overload.shed, in the order of shedReasons.
+const (
+	shedInFlight = iota
+	shedTenant
+	shedMemory
+	shedIdleConn
+	shedReasonCount
 )
 
 var shedReasons = [shedReasonCount]string{ShedInFlight, ShedTenant, ShedMemory, ShedIdleConn}
@@ -133,12 +141,12 @@ func (o *Overload) admit() (reason string, ok bool) {
 		return "", true
 	}
 	if o.shedding.Load() {
-		o.shed[2].Add(1)
+		o.shed[shedMemory].Add(1)
 		return ShedMemory, false
 	}
 	if o.inFlight.Add(1) > int64(o.limits.MaxInFlight) {
 		o.inFlight.Add(-1)
-		o.shed[0].Add(1)
+		o.shed[shedInFlight].Add(1)
 		return ShedInFlight, false
 	}
 	return "", true
@@ -162,7 +170,7 @@ func (o *Overload) admitTenant(b limiter.Bucket) bool {
 	n := s.n[b]
 	if n >= o.limits.MaxInFlightPerTenant {
 		s.mu.Unlock()
-		o.shed[1].Add(1)
+		o.shed[shedTenant].Add(1)
 		return false
 	}
 	s.n[b] = n + 1
@@ -218,7 +226,7 @@ func (o *Overload) closeIdle() {
 	for _, c := range idle {
 		_ = c.Close()
 	}
-	o.shed[3].Add(int64(len(idle)))
+	o.shed[shedIdleConn].Add(int64(len(idle)))
 }
 
 // memoryInUse is what counts toward the soft memory limit: every byte the

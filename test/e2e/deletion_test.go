@@ -95,6 +95,9 @@ var _ = Describe("Deleting policies", Ordered, func() {
 		Expect(append(statusCodes("/a", "erin"), statusCodes("/a", "erin")...)).To(Equal([]int{200, 200, 429, 429}), "one limit over both pods")
 		Expect(append(statusCodes("/b", "erin"), statusCodes("/b", "erin")...)).To(Equal([]int{200, 200, 429, 429}))
 
+		for _, ep := range eps {
+			Expect(adminMetrics(ep)).To(ContainSubstring("\nsluice_enforcer_config_policies 2\n"), "pod %s enforces both", ep.Pod)
+		}
 		Expect(sluice.Client.Delete(ctx, policy(ctx, ns, "gone-a"))).To(Succeed())
 		Eventually(func() []int { return statusCodes("/a", "erin") }).Should(Equal([]int{200, 200}), "gone-a is enforced nowhere")
 		Expect(statusCodes("/b", "erin")).To(Equal([]int{429, 429}), "gone-b still is")
