@@ -6,13 +6,13 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"time"
 
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/sluice-dev/sluice/internal/testing/freeport"
+	"github.com/sluice-dev/sluice/internal/testing/proc"
 )
 
 // controlPlane is etcd and kube-apiserver as envtest starts them, made a
@@ -79,7 +79,7 @@ func startControlPlane(dir, assets string, crdDirs, webhookDirs []string, state 
 	// envtest does not tell the pids: find them among our children, to be
 	// stopped by the next Start should this process die before Close.
 	for _, name := range []string{"etcd", "kube-apiserver"} {
-		pids, _ := childPids(name)
+		pids, _ := proc.ChildPids(name)
 		for _, pid := range pids {
 			if terr := state.track(name, pid); terr != nil && err == nil {
 				err = terr
@@ -128,39 +128,4 @@ func freePort(ip string) (int, error) {
 		return 0, err
 	}
 	return ports[0], nil
-}
-
-// childPids lists this process's children whose command is name.
-func childPids(name string) ([]int, error) {
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil, err
-	}
-	self := os.Getpid()
-	var pids []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		data, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		s := string(data)
-		open, closing := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
-		if open < 0 || closing < open {
-			continue
-		}
-		var state string
-		var ppid int
-		if _, err := fmt.Sscanf(s[closing+2:], "%s %d", &state, &ppid); err != nil || ppid != self {
-			continue
-		}
-		exe, _ := os.Readlink(filepath.Join("/proc", e.Name(), "exe"))
-		if s[open+1:closing] == name || filepath.Base(exe) == name {
-			pids = append(pids, pid)
-		}
-	}
-	return pids, nil
 }

@@ -2,7 +2,6 @@ package node
 
 import (
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"syscall"
@@ -67,17 +66,4 @@ func (p *process) stop(grace time.Duration) {
 }
 
 // logTail is the end of the process's log, for error messages.
-func (p *process) logTail() string { return tail(p.logPath, 3000) }
-
-func tail(path string, n int64) string {
-	f, err := os.Open(path)
-	if err != nil {
-		return ""
-	}
-	defer f.Close()
-	if info, err := f.Stat(); err == nil && info.Size() > n {
-		_, _ = f.Seek(info.Size()-n, io.SeekStart)
-	}
-	data, _ := io.ReadAll(f)
-	return string(data)
-}
+func (p *process) logTail() string { return proc.Tail(p.logPath, 3000) }

@@ -1,7 +1,8 @@
-// Package proc holds what the local harnesses (internal/testing/stack, the stand-in
-// kubelet of make demo and the e2e suite, and internal/testing/node, the real
-// node) share to start their processes: a fork that Pdeathsig can rely on,
-// and the checkout they build from.
+// Package proc holds what the local harnesses (internal/testing/stack, the
+// stand-in kubelet of make demo and the e2e suite, and internal/testing/node,
+// the real node) share to run their processes: a fork that Pdeathsig can rely
+// on, the checkout they build from, the children envtest starts without
+// naming them, and the end of a log for an error message.
 package proc
 
 import (

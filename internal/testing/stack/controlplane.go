@@ -15,6 +15,8 @@ import (
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/sluice-dev/sluice/internal/testing/proc"
 )
 
 // controlPlane is etcd and kube-apiserver, started by envtest, with the
@@ -52,7 +54,7 @@ func startControlPlane(root, assets, dir string, withWebhook bool, reap *reaper)
 		seen := map[int]bool{}
 		scan := func() {
 			for _, name := range []string{"etcd", "kube-apiserver"} {
-				pids, _ := childPids(name)
+				pids, _ := proc.ChildPids(name)
 				for _, pid := range pids {
 					if !seen[pid] {
 						seen[pid] = true
@@ -120,7 +122,7 @@ func (cp *controlPlane) StopAPIServer() error {
 		cp.restarted = nil
 		return nil
 	}
-	pids, err := childPids("kube-apiserver")
+	pids, err := proc.ChildPids("kube-apiserver")
 	if err != nil {
 		return fmt.Errorf("find the kube-apiserver process: %w", err)
 	}

@@ -1,14 +1,9 @@
 package stack
 
 import (
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -107,20 +102,7 @@ func (p *Process) Signal(sig syscall.Signal) error {
 
 // LogTail is the last n bytes of the process's log, for error messages.
 func (p *Process) LogTail(n int64) string {
-	return tail(p.LogPath, n)
-}
-
-func tail(path string, n int64) string {
-	f, err := os.Open(path)
-	if err != nil {
-		return ""
-	}
-	defer f.Close()
-	if info, err := f.Stat(); err == nil && info.Size() > n {
-		_, _ = f.Seek(info.Size()-n, io.SeekStart)
-	}
-	data, _ := io.ReadAll(f)
-	return string(data)
+	return proc.Tail(p.LogPath, n)
 }
 
 // reaper kills process groups that the stack cannot give Pdeathsig (etcd
@@ -181,51 +163,4 @@ func (r *reaper) disarm() {
 	_, _ = fmt.Fprintln(r.w, "disarm")
 	_ = r.w.Close()
 	r.w = nil
-}
-
-// childPids lists the children of this process whose command is name
-// (envtest does not tell the pids of etcd and kube-apiserver).
-func childPids(name string) ([]int, error) {
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil, err
-	}
-	self := os.Getpid()
-	var pids []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		ppid, comm, err := procStat(pid)
-		if err != nil || ppid != self {
-			continue
-		}
-		if comm == name || filepath.Base(exe(pid)) == name {
-			pids = append(pids, pid)
-		}
-	}
-	return pids, nil
-}
-
-// procStat reads the parent pid and command name of pid.
-func procStat(pid int) (ppid int, comm string, err error) {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, "", err
-	}
-	s := string(data)
-	open, closing := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
-	if open < 0 || closing < open || closing+2 >= len(s) {
-		return 0, "", errors.New("malformed /proc stat")
-	}
-	comm = s[open+1 : closing]
-	var state string
-	_, err = fmt.Sscanf(s[closing+2:], "%s %d", &state, &ppid)
-	return ppid, comm, err
-}
-
-func exe(pid int) string {
-	path, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
-	return path
 }
