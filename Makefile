@@ -41,7 +41,7 @@ fuzz: ## Run each fuzz target for FUZZTIME (default 10s).
 	FUZZTIME=$(FUZZTIME) hack/fuzz.sh
 
 .PHONY: deps
-deps: redis envtest ## Install Redis and build the envtest binaries (cached).
+deps: redis envtest erl ## Install Redis, build the envtest binaries and the reference rate limit service (cached).
 	go mod download
 
 .PHONY: redis
@@ -51,6 +51,10 @@ redis: ## Ensure redis-server, redis-cli and redis-benchmark are installed.
 .PHONY: envtest
 envtest: ## Build etcd and kube-apiserver for envtest into ./bin/k8s (cached).
 	hack/envtest.sh $(ENVTEST_ASSETS)
+
+.PHONY: erl
+erl: ## Build envoyproxy/ratelimit, the peer of the rate limit service's differential tests, into ./bin/erl (cached).
+	hack/erl.sh $(BIN)/erl
 
 .PHONY: node-bin
 node-bin: envtest ## Build kubelet, kube-proxy, kube-controller-manager and kube-scheduler into ./bin/node (cached).

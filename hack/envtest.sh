@@ -11,7 +11,7 @@
 # (internal/testing/node, test/node) into DIR (default ./bin/node): kubelet,
 # kube-proxy, kube-controller-manager and kube-scheduler, from
 # hack/envtest/node, pinned to the same release as kube-apiserver. It needs
-# no kubectl link and shares the build and stamp logic below.
+# no kubectl link and shares the build and stamp logic (hack/lib/pinned.sh).
 #
 # Each binary is built from its own module under hack/envtest/ (pinned there,
 # with a committed go.sum) and is rebuilt only when that module changes: a
@@ -30,49 +30,9 @@ dir="${1:-$root/bin/$([ "$target" = node ] && echo node || echo k8s)}"
 mkdir -p "$dir"
 dir="$(cd "$dir" && pwd)"
 
-# Static binaries, no VCS stamp (the code comes from module zips, not from this
-# checkout), and no go.work from around the repo.
-export CGO_ENABLED=0 GOWORK=off
-
-# Two runs at once (parallel make, two terminals) would build the same binary
-# twice; the second waits for the first and then finds it up to date.
-if command -v flock >/dev/null; then
-  exec 9>"$dir/.lock"
-  flock 9
-fi
-
-# module_version MODDIR MODULE prints the version of MODULE required in
-# MODDIR/go.mod. Reads the file instead of asking go, which keeps cached runs
-# fast and offline.
-module_version() {
-  awk -v mod="$2" '$1 !~ /^\/\// && $0 !~ /=>/ { for (i = 1; i < NF; i++) if ($i == mod) { print $(i + 1); exit } }' "$1/go.mod"
-}
-
-# build NAME MODDIR PACKAGE VERSION [go build flags...] builds PACKAGE from
-# the module in MODDIR into $dir/NAME unless the stamp says it is current.
-build() {
-  local name="$1" moddir="$2" pkg="$3" version="$4"
-  shift 4
-  local out="$dir/$name" stamp="$dir/.$name.stamp" want
-  if [ -z "$version" ]; then
-    echo "error: cannot read the pinned version of $name from $moddir/go.mod" >&2
-    exit 1
-  fi
-  want="$name $version $(cat "$moddir/go.mod" "$moddir/go.sum" | sha256sum | cut -d' ' -f1) $*"
-  if [ -x "$out" ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
-    echo ">> $name $version is up to date ($out)"
-    return
-  fi
-  echo ">> building $name $version (first time takes several minutes)"
-  local start=$SECONDS
-  # Build next to the target and rename, so an interrupted build never leaves
-  # a binary that a later run would take for a finished one.
-  rm -f "$stamp"
-  go build -C "$moddir" -trimpath -buildvcs=false "$@" -o "$out.tmp" "$pkg"
-  mv -f "$out.tmp" "$out"
-  echo "$want" >"$stamp"
-  echo ">> built $name $version in $((SECONDS - start))s ($out)"
-}
+# shellcheck source=hack/lib/pinned.sh
+source "$root/hack/lib/pinned.sh"
+lock_dir
 
 # version_ldflags VERSION: the release stamped into a Kubernetes binary, as a
 # release build does: clients such as helm read it from /version to check
