@@ -240,10 +240,13 @@ func (r *Rule) Tenant(entries []*ratelimitv3common.RateLimitDescriptor_Entry) li
 }
 
 // Request is what to ask the limiter for a descriptor r matched, counting
-// hits requests.
+// hits requests. Leases and the denial cache hold a bucket's answer for
+// the rule's own cost: a call of another weight asks Redis.
 func (r *Rule) Request(entries []*ratelimitv3common.RateLimitDescriptor_Entry, hits int64) limiter.Request {
 	req := r.limits.Request(r.Tenant(entries))
-	req.Cost = hits
+	if hits != req.Cost {
+		req.Cost, req.Lease = hits, false
+	}
 	return req
 }
 

@@ -38,21 +38,32 @@ func Compile(files []*File, o Options) (*config.Config, error) {
 	var errs []error
 	byDomain := map[string]int{}
 	from := map[string]*File{}
+	// settingsFrom is the file that gave a domain its sluice settings: at
+	// most one, or several giving the same.
+	settingsFrom := map[string]*File{}
 	for _, f := range files {
 		i, seen := byDomain[f.Domain]
 		switch {
 		case seen && !o.MergeDomains:
 			errs = append(errs, fmt.Errorf("%s: domain: %q is also the domain of %s (set MERGE_DOMAIN_CONFIG=true to merge them)", f.Name, f.Domain, from[f.Domain].Name))
 			continue
-		case seen && f.Settings != from[f.Domain].Settings && f.Settings != (DomainSettings{}):
-			errs = append(errs, fmt.Errorf("%s: sluice: the settings of domain %q differ from those in %s", f.Name, f.Domain, from[f.Domain].Name))
+		case seen && f.Settings != (DomainSettings{}) && settingsFrom[f.Domain] != nil && f.Settings != settingsFrom[f.Domain].Settings:
+			errs = append(errs, fmt.Errorf("%s: sluice: the settings of domain %q differ from those in %s", f.Name, f.Domain, settingsFrom[f.Domain].Name))
 			continue
 		case !seen:
 			byDomain[f.Domain], from[f.Domain] = len(c.Policies), f
-			c.Policies = append(c.Policies, newPolicy(f))
+			c.Policies = append(c.Policies, config.Policy{})
 			i = len(c.Policies) - 1
 		}
 		p := &c.Policies[i]
+		if !seen || (f.Settings != (DomainSettings{}) && settingsFrom[f.Domain] == nil) {
+			rules := p.Rules
+			*p = newPolicy(f)
+			p.Rules = rules
+		}
+		if f.Settings != (DomainSettings{}) {
+			settingsFrom[f.Domain] = f
+		}
 		if err := addRules(p, f); err != nil {
 			errs = append(errs, err)
 		}

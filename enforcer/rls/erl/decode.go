@@ -99,7 +99,8 @@ func (d *decoder) scalar(path string, n *yaml.Node, out any) {
 		return
 	}
 	if err := n.Decode(out); err != nil {
-		d.fail(path, n, "%s", strings.TrimPrefix(err.Error(), "yaml: unmarshal errors:\n  "))
+		msg := strings.TrimPrefix(err.Error(), "yaml: unmarshal errors:\n  ")
+		d.fail(path, n, "%s", strings.TrimPrefix(msg, fmt.Sprintf("line %d: ", n.Line)))
 	}
 }
 
