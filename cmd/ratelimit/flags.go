@@ -196,7 +196,7 @@ func (o *options) validate(logLevel string) error {
 	switch {
 	case o.listen == "" || o.adminListen == "":
 		return errors.New("--listen and --admin-listen must not be empty")
-	case o.listen == o.adminListen || o.listen == o.httpListen || o.adminListen == o.httpListen:
+	case o.listen == o.adminListen || (o.httpListen != "" && (o.listen == o.httpListen || o.adminListen == o.httpListen)):
 		return fmt.Errorf("--listen %s, --http-listen %s and --admin-listen %s must differ", o.listen, o.httpListen, o.adminListen)
 	case o.configDir == "":
 		return errors.New("--config-dir must not be empty")
