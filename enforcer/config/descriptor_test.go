@@ -46,7 +46,9 @@ func TestDomainPoliciesAreValidated(t *testing.T) {
 		"header identity": {func(c *Config) {
 			c.Policies[0].Rules[0].Identity = Identity{Sources: []Source{{Header: &HeaderSource{Name: "X"}}}}
 		}, "rules[0](user).identity.sources: a rule of a policy with a domain has one source: descriptor or shared"},
-		"tiers": {func(c *Config) { c.Policies[0].Tiers = &Tiers{Source: Source{Header: &HeaderSource{Name: "X"}}, Default: "f"} },
+		"tiers": {func(c *Config) {
+			c.Policies[0].Tiers = &Tiers{Source: Source{Header: &HeaderSource{Name: "X"}}, Default: "f"}
+		},
 			"policies[0](shop).tiers: a policy with a domain has no tiers"},
 		"two policies of a domain": {func(c *Config) {
 			p := c.Policies[0]
