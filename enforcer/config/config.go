@@ -32,6 +32,11 @@ type Policy struct {
 	Name       string `json:"name"`
 	UID        string `json:"uid"`
 	Generation int64  `json:"generation"`
+	// Domain, when set, makes this a policy of the rate limit service
+	// (cmd/ratelimit): its rules match the descriptors of Envoy's calls for
+	// this domain (match.descriptor) instead of HTTP requests, and the
+	// enforcer's proxy does not apply it (descriptor.go).
+	Domain string `json:"domain,omitempty"`
 	// Selector picks the pods (by their labels) whose enforcer applies the policy.
 	Selector metav1.LabelSelector `json:"selector"`
 	// Replicas is how many pods the policy selected when it was compiled;
@@ -90,6 +95,13 @@ type Rule struct {
 	// Adaptive, when set, scales every window of the rule (tiers and
 	// overrides too) by a factor that follows the application's health.
 	Adaptive *Adaptive `json:"adaptive,omitempty"`
+	// LimitName, Replaces and Shadow are for rules of a policy with a
+	// domain (descriptor.go): the name the rule's limit is reported and
+	// replaced by, the limit names it replaces within one call, and
+	// whether it only counts what it would refuse.
+	LimitName string   `json:"limitName,omitempty"`
+	Replaces  []string `json:"replaces,omitempty"`
+	Shadow    bool     `json:"shadow,omitempty"`
 }
 
 // Match selects requests; an empty field matches everything.
@@ -99,6 +111,9 @@ type Match struct {
 	// Methods are upper-case HTTP methods.
 	Methods []string    `json:"methods,omitempty"`
 	Paths   []PathMatch `json:"paths,omitempty"`
+	// Descriptor is, in a policy with a domain and only there, the
+	// descriptor path the rule matches, root first (descriptor.go).
+	Descriptor []DescriptorEntry `json:"descriptor,omitempty"`
 }
 
 // PathMatch is exactly one of Exact, Prefix or Glob ("*" matches one path
@@ -130,6 +145,10 @@ type Source struct {
 	ClientIP *ClientIPSource `json:"clientIP,omitempty"`
 	// Shared puts every request in one bucket.
 	Shared *struct{} `json:"shared,omitempty"`
+	// Descriptor names the tenant by the entries of the descriptor the
+	// rule matched: each distinct set of values counts apart. Rules of a
+	// policy with a domain only (descriptor.go).
+	Descriptor *struct{} `json:"descriptor,omitempty"`
 }
 
 // HeaderSource names a request header.

@@ -140,6 +140,9 @@ const (
 	SourceJWTClaim SourceKind = "jwtClaim"
 	SourceClientIP SourceKind = "clientIP"
 	SourceShared   SourceKind = "shared"
+	// SourceDescriptor is the rate limit service's: the matched
+	// descriptor's entries.
+	SourceDescriptor SourceKind = "descriptor"
 )
 
 // Kind is the member s sets, or "" unless it sets exactly one.
@@ -150,7 +153,7 @@ func (s *Source) Kind() SourceKind {
 		kind SourceKind
 	}{
 		{s.Header != nil, SourceHeader}, {s.APIKey != nil, SourceAPIKey}, {s.JWTClaim != nil, SourceJWTClaim},
-		{s.ClientIP != nil, SourceClientIP}, {s.Shared != nil, SourceShared},
+		{s.ClientIP != nil, SourceClientIP}, {s.Shared != nil, SourceShared}, {s.Descriptor != nil, SourceDescriptor},
 	} {
 		if m.set {
 			kind, n = m.kind, n+1

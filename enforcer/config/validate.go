@@ -94,6 +94,7 @@ func (c *Config) Validate() error {
 		seen[p.Name] = true
 		p.validate(path, add)
 	}
+	c.validateDomains(add)
 	return errors.Join(errs...)
 }
 
@@ -157,6 +158,7 @@ func (p *Policy) validate(path string, add addFunc) {
 		names[r.Name] = true
 		r.validate(rpath, add)
 	}
+	p.validateDomain(path, add)
 }
 
 func (r *Rule) validate(path string, add addFunc) {
@@ -263,7 +265,7 @@ func (id *Identity) validate(path string, add addFunc) {
 	for i, s := range id.Sources {
 		at := fmt.Sprintf("%s.sources[%d]", path, i)
 		if s.Kind() == "" {
-			add(at, "must be exactly one of header, apiKey, jwtClaim, clientIP or shared")
+			add(at, "must be exactly one of header, apiKey, jwtClaim, clientIP or shared (or descriptor, in a policy with a domain)")
 			continue
 		}
 		switch {

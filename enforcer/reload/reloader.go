@@ -195,6 +195,12 @@ func (r *Reloader) Watch(ctx context.Context, debounce time.Duration) error {
 	if err != nil {
 		return err
 	}
+	for _, dir := range r.source.Dirs {
+		if err := w.AddDir(dir); err != nil {
+			_ = w.fs.Close()
+			return err
+		}
+	}
 	// A change made between Start and now raised no event (a new pod's
 	// ConfigMap is rewritten as the pod itself changes the replica count):
 	// look once more, now that changes are watched. While still waiting

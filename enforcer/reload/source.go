@@ -24,6 +24,9 @@ type Source struct {
 	// Load reads the configuration from Files, which are watched.
 	Load  LoadFunc
 	Files []string
+	// Dirs are folders Load reads whole: any change of their entries is
+	// a change.
+	Dirs []string
 	// LabelsPath is a downward API labels file; empty means the pod has no
 	// known labels and every policy applies.
 	LabelsPath string

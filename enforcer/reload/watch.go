@@ -22,7 +22,22 @@ const DefaultDebounce = 200 * time.Millisecond
 type Watcher struct {
 	fs       *fsnotify.Watcher
 	names    map[string]bool // cleaned absolute paths of the watched files
+	dirs     map[string]bool // folders every entry of which is watched
 	debounce time.Duration
+}
+
+// AddDir watches every entry of dir: a file added, changed or removed
+// there is a change (a folder of configuration files).
+func (w *Watcher) AddDir(dir string) error {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return fmt.Errorf("watch config %s: %w", dir, err)
+	}
+	if err := w.fs.Add(abs); err != nil {
+		return fmt.Errorf("watch config directory %s: %w", abs, err)
+	}
+	w.dirs[abs] = true
+	return nil
 }
 
 // NewWatcher watches the directories of paths. Close it, or let Run end.
@@ -31,7 +46,7 @@ func NewWatcher(paths []string, debounce time.Duration) (*Watcher, error) {
 	if err != nil {
 		return nil, fmt.Errorf("watch config: %w", err)
 	}
-	w := &Watcher{fs: fs, names: map[string]bool{}, debounce: debounce}
+	w := &Watcher{fs: fs, names: map[string]bool{}, dirs: map[string]bool{}, debounce: debounce}
 	dirs := map[string]bool{}
 	for _, p := range paths {
 		abs, err := filepath.Abs(p)
@@ -55,7 +70,8 @@ func NewWatcher(paths []string, debounce time.Duration) (*Watcher, error) {
 // the files: the file itself, or a ConfigMap volume's `..data` symlink and
 // timestamped directories, which the file is a link through.
 func (w *Watcher) relevant(name string) bool {
-	return w.names[filepath.Clean(name)] || strings.HasPrefix(filepath.Base(name), "..")
+	clean := filepath.Clean(name)
+	return w.names[clean] || w.dirs[filepath.Dir(clean)] || strings.HasPrefix(filepath.Base(name), "..")
 }
 
 // Run calls onChange once per burst of relevant events, debounced, until ctx

@@ -86,6 +86,9 @@ func New(cfg *config.Config) (*Table, error) {
 	}
 	t := &Table{namespace: cfg.Namespace}
 	for i := range cfg.Policies {
+		if cfg.Policies[i].Domain != "" {
+			continue // the rate limit service's (cmd/ratelimit), not the proxy's
+		}
 		p, err := compilePolicy(cfg.Namespace, &cfg.Policies[i])
 		if err != nil {
 			return nil, fmt.Errorf("compile routes: policy %s: %w", cfg.Policies[i].Name, err)
@@ -102,13 +105,18 @@ func New(cfg *config.Config) (*Table, error) {
 func (t *Table) canonicalizer(cfg *config.Config) *request.Canonicalizer {
 	var headers []string
 	var trusted []netip.Prefix
-	for i, p := range t.policies {
+	for _, p := range t.policies {
 		if h := p.tiers.Header(); h != "" {
 			headers = append(headers, h)
 		}
 		for _, r := range p.limited {
 			headers = append(headers, r.identity.Headers()...)
 			trusted = append(trusted, r.identity.TrustedProxies()...)
+		}
+	}
+	for i := range cfg.Policies {
+		if cfg.Policies[i].Domain != "" {
+			continue
 		}
 		// Validated: every entry parses.
 		for _, cidr := range cfg.Policies[i].TrustedProxies {

@@ -61,7 +61,7 @@ func TestEveryProgramAnswersHelpWithoutSideEffects(t *testing.T) {
 	root := moduleRoot(t)
 	pkgs := mainPackages(t, root)
 	g.Expect(pkgs).To(ContainElements(
-		"github.com/sluice-dev/sluice/cmd/manager", "github.com/sluice-dev/sluice/cmd/enforcer",
+		"github.com/sluice-dev/sluice/cmd/manager", "github.com/sluice-dev/sluice/cmd/enforcer", "github.com/sluice-dev/sluice/cmd/ratelimit",
 		"github.com/sluice-dev/sluice/hack/demo", "github.com/sluice-dev/sluice/hack/demo-node",
 		"github.com/sluice-dev/sluice/hack/node-undo"))
 

@@ -1,0 +1,239 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/sluice-dev/sluice/enforcer/limiter"
+	"github.com/sluice-dev/sluice/enforcer/rls/erl"
+)
+
+// options are the command line, after envoyproxy/ratelimit's environment
+// variables filled what the flags left unset.
+type options struct {
+	listen, httpListen, adminListen string
+	redisURL                        string
+	configDir                       string
+	namespace                       string
+	mergeDomains, ignoreDotFiles    bool
+	shutdownTimeout                 time.Duration
+	logLevel                        slog.Level
+	version, help                   bool
+}
+
+// errUsage marks command line errors (exit status 2).
+var errUsage = errors.New("usage")
+
+// ERL's defaults (envoyproxy/ratelimit's settings).
+const (
+	defaultRuntimeRoot = "/srv/runtime_data/current"
+	defaultRedisURL    = "redis://127.0.0.1:6379"
+)
+
+func newFlagSet(o *options, logLevel *string) *pflag.FlagSet {
+	fs := pflag.NewFlagSet("sluice-ratelimit", pflag.ContinueOnError)
+	fs.SortFlags = false
+	fs.StringVar(&o.listen, "listen", ":8081", "gRPC address of the rate limit service (env GRPC_HOST, GRPC_PORT)")
+	fs.StringVar(&o.httpListen, "http-listen", ":8080", "HTTP address of /healthcheck, as envoyproxy/ratelimit's (env HOST, PORT); empty turns it off")
+	fs.StringVar(&o.adminListen, "admin-listen", ":6070", "admin address: /metrics /healthz /readyz /healthcheck (env DEBUG_HOST, DEBUG_PORT)")
+	fs.StringVar(&o.redisURL, "redis-url", "", "Redis: redis://, rediss://, redis+sentinel:// or redis+cluster:// URL (env REDIS_URL with REDIS_TYPE, REDIS_SOCKET_TYPE, REDIS_AUTH, REDIS_TLS; default "+defaultRedisURL+")")
+	fs.StringVar(&o.configDir, "config-dir", "", "folder of envoyproxy/ratelimit configuration files (default RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/RUNTIME_APPDIRECTORY, "+erl.RuntimeDir(defaultRuntimeRoot, "", "")+")")
+	fs.StringVar(&o.namespace, "namespace", erl.DefaultNamespace, "namespace of the Redis keys: every instance sharing a Redis must use the same one")
+	fs.BoolVar(&o.mergeDomains, "merge-domains", false, "let several files describe one domain (env MERGE_DOMAIN_CONFIG)")
+	fs.BoolVar(&o.ignoreDotFiles, "ignore-dot-files", false, "skip files whose name starts with '.' (env RUNTIME_IGNOREDOTFILES)")
+	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 25*time.Second, "how long calls in flight may finish after SIGTERM")
+	fs.StringVar(logLevel, "log-level", "info", "debug, info, warn or error (env LOG_LEVEL)")
+	fs.BoolVar(&o.version, "version", false, "print the version and exit")
+	fs.BoolVarP(&o.help, "help", "h", false, "print this help and exit")
+	return fs
+}
+
+// parseFlags reads args, then envoyproxy/ratelimit's environment for
+// every flag not given (the command line wins).
+func parseFlags(args []string, lookupEnv func(string) (string, bool)) (*options, *pflag.FlagSet, error) {
+	o := &options{}
+	var logLevel string
+	fs := newFlagSet(o, &logLevel)
+	fs.SetOutput(io.Discard)
+	if err := fs.Parse(args); err != nil {
+		return nil, fs, fmt.Errorf("%w: %w", errUsage, err)
+	}
+	if fs.NArg() > 0 {
+		return nil, fs, fmt.Errorf("%w: unexpected argument %q: every option is a --flag", errUsage, fs.Arg(0))
+	}
+	if o.help || o.version {
+		return o, fs, nil
+	}
+	env := func(name string) string {
+		v, _ := lookupEnv(name)
+		return strings.TrimSpace(v)
+	}
+	if err := fromEnv(fs, o, &logLevel, env); err != nil {
+		return nil, fs, fmt.Errorf("%w: %w", errUsage, err)
+	}
+	if err := o.validate(logLevel); err != nil {
+		return nil, fs, fmt.Errorf("%w: %w", errUsage, err)
+	}
+	return o, fs, nil
+}
+
+// fromEnv fills the flags not given from envoyproxy/ratelimit's variables.
+func fromEnv(fs *pflag.FlagSet, o *options, logLevel *string, env func(string) string) error {
+	addr := func(flag, hostVar, portVar string, dst *string) {
+		host, port := env(hostVar), env(portVar)
+		if fs.Changed(flag) || (host == "" && port == "") {
+			return
+		}
+		h, p, _ := net.SplitHostPort(*dst)
+		if host != "" {
+			h = host
+		}
+		if port != "" {
+			p = port
+		}
+		*dst = net.JoinHostPort(h, p)
+	}
+	addr("listen", "GRPC_HOST", "GRPC_PORT", &o.listen)
+	addr("http-listen", "HOST", "PORT", &o.httpListen)
+	addr("admin-listen", "DEBUG_HOST", "DEBUG_PORT", &o.adminListen)
+	if !fs.Changed("redis-url") {
+		u, err := redisURLFromEnv(env)
+		if err != nil {
+			return err
+		}
+		o.redisURL = u
+	}
+	if !fs.Changed("config-dir") {
+		root := env("RUNTIME_ROOT")
+		if root == "" {
+			root = defaultRuntimeRoot
+		}
+		o.configDir = erl.RuntimeDir(root, env("RUNTIME_SUBDIRECTORY"), env("RUNTIME_APPDIRECTORY"))
+	}
+	for _, b := range []struct {
+		flag, name string
+		dst        *bool
+	}{{"merge-domains", "MERGE_DOMAIN_CONFIG", &o.mergeDomains}, {"ignore-dot-files", "RUNTIME_IGNOREDOTFILES", &o.ignoreDotFiles}} {
+		if v := env(b.name); v != "" && !fs.Changed(b.flag) {
+			if err := fs.Set(b.flag, v); err != nil {
+				return fmt.Errorf("%s=%q: %w", b.name, v, err)
+			}
+		}
+	}
+	if v := env("LOG_LEVEL"); v != "" && !fs.Changed("log-level") {
+		*logLevel = strings.ToLower(v)
+	}
+	return nil
+}
+
+// redisURLFromEnv is the URL envoyproxy/ratelimit's variables describe:
+// REDIS_URL is host:port (or, for REDIS_TYPE sentinel, the master name
+// then the sentinels; for cluster, the nodes, comma-separated), unless it
+// is already a URL.
+func redisURLFromEnv(env func(string) string) (string, error) {
+	raw := env("REDIS_URL")
+	if raw == "" {
+		return defaultRedisURL, nil
+	}
+	if strings.Contains(raw, "://") {
+		return raw, nil
+	}
+	if st := strings.ToLower(env("REDIS_SOCKET_TYPE")); st != "" && st != "tcp" {
+		return "", fmt.Errorf("REDIS_SOCKET_TYPE=%s: only tcp is supported: set REDIS_SOCKET_TYPE=tcp and REDIS_URL=host:port", st)
+	}
+	scheme := "redis"
+	if tls := strings.ToLower(env("REDIS_TLS")); tls == "true" || tls == "1" {
+		scheme = "rediss"
+	}
+	u := &url.URL{Scheme: scheme}
+	if auth := env("REDIS_AUTH"); auth != "" {
+		if user, pass, ok := strings.Cut(auth, ":"); ok {
+			u.User = url.UserPassword(user, pass)
+		} else {
+			u.User = url.UserPassword("", auth)
+		}
+	}
+	parts := strings.Split(raw, ",")
+	q := url.Values{}
+	switch t := strings.ToLower(env("REDIS_TYPE")); t {
+	case "", "single":
+		if len(parts) != 1 {
+			return "", fmt.Errorf("REDIS_URL=%q: a single Redis is one host:port", raw)
+		}
+		u.Host = raw
+	case "sentinel":
+		if len(parts) < 2 {
+			return "", fmt.Errorf("REDIS_URL=%q: REDIS_TYPE=sentinel takes the master name, then the sentinels' host:port", raw)
+		}
+		u.Scheme += "+sentinel"
+		q.Set("master_name", parts[0])
+		u.Host = parts[1]
+		for _, a := range parts[2:] {
+			q.Add("addr", a)
+		}
+	case "cluster":
+		u.Scheme += "+cluster"
+		u.Host = parts[0]
+		for _, a := range parts[1:] {
+			q.Add("addr", a)
+		}
+	default:
+		return "", fmt.Errorf("REDIS_TYPE=%s is not one of single, sentinel, cluster", t)
+	}
+	u.RawQuery = q.Encode()
+	return u.String(), nil
+}
+
+func (o *options) validate(logLevel string) error {
+	switch {
+	case o.listen == "" || o.adminListen == "":
+		return errors.New("--listen and --admin-listen must not be empty")
+	case o.listen == o.adminListen || (o.httpListen != "" && (o.listen == o.httpListen || o.adminListen == o.httpListen)):
+		return fmt.Errorf("--listen %s, --http-listen %s and --admin-listen %s must differ", o.listen, o.httpListen, o.adminListen)
+	case o.configDir == "":
+		return errors.New("--config-dir must not be empty")
+	case o.namespace == "" || strings.ContainsAny(o.namespace, "{}/"):
+		return fmt.Errorf("--namespace %q must be non-empty without '{', '}' or '/'", o.namespace)
+	case o.shutdownTimeout < 0:
+		return errors.New("--shutdown-timeout must not be negative")
+	}
+	// Parse the URL now (no connection is made), so a typo is a command
+	// line error.
+	client, err := limiter.NewClient(o.redisURL, limiter.ClientOptions{})
+	if err != nil {
+		return fmt.Errorf("--redis-url: %w", err)
+	}
+	_ = client.Close()
+	if err := o.logLevel.UnmarshalText([]byte(logLevel)); err != nil {
+		return fmt.Errorf("--log-level %q is not one of debug, info, warn, error", logLevel)
+	}
+	return nil
+}
+
+func usage(fs *pflag.FlagSet) string {
+	return `sluice-ratelimit: Envoy's rate limit service (envoy.service.ratelimit.v3), a
+drop-in for envoyproxy/ratelimit: it reads the same configuration files and
+environment, and decides with Sluice's limiter in Redis.
+
+Usage:
+  sluice-ratelimit [--config-dir DIR] [--redis-url URL] [flags]
+
+Flags (a flag not given is read from envoyproxy/ratelimit's environment
+variable named with it; the command line wins):
+` + fs.FlagUsages() + `
+The folder is watched: a changed file is loaded without dropping calls, and
+a file that does not load keeps the last good configuration (logged, and
+counted in sluice_ratelimit_config_reload_errors_total).
+
+Exit status: 0 after a clean shutdown, 1 on a runtime failure, 2 on a
+command line error, 3 when the configuration cannot be loaded at start.
+`
+}

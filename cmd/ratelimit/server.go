@@ -1,0 +1,244 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/redis/go-redis/v9"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
+
+	"github.com/sluice-dev/sluice/enforcer/config"
+	"github.com/sluice-dev/sluice/enforcer/limiter"
+	"github.com/sluice-dev/sluice/enforcer/reload"
+	"github.com/sluice-dev/sluice/enforcer/rls"
+	"github.com/sluice-dev/sluice/enforcer/rls/erl"
+)
+
+// configError is a configuration that cannot be loaded at start (exit 3).
+type configError struct{ err error }
+
+func (e *configError) Error() string { return e.err.Error() }
+func (e *configError) Unwrap() error { return e.err }
+
+const (
+	pingInterval = time.Second
+	pingTimeout  = 500 * time.Millisecond
+)
+
+// service is the wired program: Redis, the guard, the rate limit service,
+// the configuration reloader and the listeners.
+type service struct {
+	o        *options
+	log      *slog.Logger
+	client   redis.UniversalClient
+	redis    *limiter.Redis
+	guard    *limiter.Guard
+	rls      *rls.Service
+	reloader *reload.Reloader
+	registry *prometheus.Registry
+	health   *health.Server
+
+	grpcLn, httpLn, adminLn net.Listener
+}
+
+func newService(o *options, log *slog.Logger) (*service, error) {
+	s := &service{o: o, log: log, registry: prometheus.NewRegistry(), health: health.NewServer()}
+	s.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	var err error
+	if s.client, err = limiter.NewClient(o.redisURL, limiter.ClientOptions{}); err != nil {
+		return nil, err
+	}
+	if s.redis, err = limiter.NewRedis(s.client); err != nil {
+		_ = s.client.Close()
+		return nil, err
+	}
+	s.guard = limiter.NewGuard(s.redis)
+	s.rls = rls.NewService(s.guard, s.redis, rls.NewMetrics(s.registry))
+	loadOpts := erl.LoadOptions{Options: erl.Options{Namespace: o.namespace, MergeDomains: o.mergeDomains}, IgnoreDotFiles: o.ignoreDotFiles}
+	source := &reload.Source{
+		Load: func() (*config.Config, error) { return erl.LoadDir(o.configDir, loadOpts) },
+		Dirs: []string{o.configDir},
+	}
+	s.reloader = reload.NewReloader(source, func(l *reload.Loaded) error {
+		return s.rls.Apply(context.Background(), l.Config)
+	}, newReloadMetrics(s.registry), log)
+	if err := s.reloader.Start(); err != nil {
+		s.close()
+		return nil, &configError{err}
+	}
+	for _, l := range []struct {
+		addr string
+		ln   *net.Listener
+	}{{o.listen, &s.grpcLn}, {o.httpListen, &s.httpLn}, {o.adminListen, &s.adminLn}} {
+		if l.addr == "" {
+			continue
+		}
+		if *l.ln, err = net.Listen("tcp", l.addr); err != nil {
+			s.closeListeners()
+			s.close()
+			return nil, fmt.Errorf("listen %s: %w", l.addr, err)
+		}
+	}
+	return s, nil
+}
+
+func (s *service) closeListeners() {
+	for _, ln := range []net.Listener{s.grpcLn, s.httpLn, s.adminLn} {
+		if ln != nil {
+			_ = ln.Close()
+		}
+	}
+}
+
+// close gives back the guard's leases and closes Redis.
+func (s *service) close() {
+	s.guard.Close()
+	_ = s.redis.Close()
+	_ = s.client.Close()
+}
+
+// serve runs until ctx ends (SIGTERM), then reports NOT_SERVING, stops
+// taking calls and lets those in flight finish within the shutdown timeout.
+func (s *service) serve(ctx context.Context) error {
+	defer s.close()
+	runCtx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := s.reloader.Watch(runCtx, reload.DefaultDebounce); err != nil {
+		return err
+	}
+	go s.monitor(runCtx)
+
+	srv := grpc.NewServer()
+	ratelimitv3.RegisterRateLimitServiceServer(srv, s.rls)
+	healthpb.RegisterHealthServer(srv, s.health)
+	reflection.Register(srv)
+	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	s.health.SetServingStatus(ratelimitv3.RateLimitService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+
+	admin := &http.Server{Handler: s.adminMux(), ReadHeaderTimeout: 5 * time.Second,
+		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelDebug)}
+	errc := make(chan error, 3)
+	go func() { errc <- srv.Serve(s.grpcLn) }()
+	for _, ln := range []net.Listener{s.httpLn, s.adminLn} {
+		if ln != nil {
+			go func() { errc <- admin.Serve(ln) }()
+		}
+	}
+	httpAddr := ""
+	if s.httpLn != nil {
+		httpAddr = s.httpLn.Addr().String()
+	}
+	s.log.Info("serving", "grpc", s.grpcLn.Addr().String(), "http", httpAddr, "admin", s.adminLn.Addr().String(),
+		"configDir", s.o.configDir, "version", buildVersion())
+
+	var failed error
+	select {
+	case <-ctx.Done():
+		s.log.Info("shutting down: draining calls in flight", "timeout", s.o.shutdownTimeout.String())
+	case failed = <-errc:
+		s.log.Error("listener failed", "error", failed)
+	}
+	s.health.Shutdown() // NOT_SERVING: Envoy and probes move away first
+	stopped := make(chan struct{})
+	go func() {
+		srv.GracefulStop()
+		close(stopped)
+	}()
+	select {
+	case <-stopped:
+	case <-time.After(s.o.shutdownTimeout):
+		s.log.Warn("shutdown timeout reached: closing the calls still in flight")
+		srv.Stop()
+	}
+	shutdownCtx, done := context.WithTimeout(context.Background(), time.Second)
+	defer done()
+	_ = admin.Shutdown(shutdownCtx)
+	if failed != nil && !errors.Is(failed, http.ErrServerClosed) && !errors.Is(failed, grpc.ErrServerStopped) {
+		return failed
+	}
+	s.log.Info("stopped")
+	return nil
+}
+
+// monitor pings Redis each interval, so that /readyz follows it while no
+// call arrives.
+func (s *service) monitor(ctx context.Context) {
+	t := time.NewTicker(pingInterval)
+	defer t.Stop()
+	for {
+		_ = s.guard.Ping(ctx, pingTimeout)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// adminMux serves /metrics, /healthz (the process runs), /readyz (a
+// configuration is loaded and Redis answers) and /healthcheck
+// (envoyproxy/ratelimit's: a configuration is loaded).
+func (s *service) adminMux() *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	mux.HandleFunc("GET /healthcheck", func(w http.ResponseWriter, _ *http.Request) {
+		if s.rls.Table() == nil {
+			http.Error(w, "no configuration loaded", http.StatusInternalServerError)
+			return
+		}
+		_, _ = w.Write([]byte("OK"))
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		st := s.reloader.State()
+		switch h := s.guard.Health(); {
+		case s.rls.Table() == nil:
+			http.Error(w, "no configuration loaded: "+st.LastError, http.StatusServiceUnavailable)
+		case !h.Reachable:
+			http.Error(w, "redis unreachable: "+h.LastError, http.StatusServiceUnavailable)
+		default:
+			fmt.Fprintf(w, "ok: config %s\n", st.Hash)
+		}
+	})
+	return mux
+}
+
+// reloadMetrics counts configuration reloads.
+type reloadMetrics struct {
+	reloads, errors prometheus.Counter
+	hash            *prometheus.GaugeVec
+}
+
+func newReloadMetrics(reg prometheus.Registerer) *reloadMetrics {
+	m := &reloadMetrics{
+		reloads: prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_ratelimit_config_reloads_total",
+			Help: "Configurations put into service, the first included."}),
+		errors: prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_ratelimit_config_reload_errors_total",
+			Help: "Loads of the configuration folder that failed; the last good configuration stays."}),
+		hash: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "sluice_ratelimit_config_info",
+			Help: "1 for the configuration in service, by hash and number of domains."}, []string{"hash", "domains"}),
+	}
+	reg.MustRegister(m.reloads, m.errors, m.hash)
+	return m
+}
+
+func (m *reloadMetrics) Reloaded(hash string, domains int) {
+	m.reloads.Inc()
+	m.hash.Reset()
+	m.hash.WithLabelValues(hash, fmt.Sprint(domains)).Set(1)
+}
+
+func (m *reloadMetrics) ReloadFailed()    { m.errors.Inc() }
+func (m *reloadMetrics) FileMissing(bool) {}

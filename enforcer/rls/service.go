@@ -1,0 +1,309 @@
+package rls
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sync/atomic"
+	"time"
+
+	ratelimitv3common "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/sluice-dev/sluice/enforcer/config"
+	"github.com/sluice-dev/sluice/enforcer/limiter"
+)
+
+// maxHits bounds what one descriptor may count: far above any limit, and
+// far from overflowing the scripts' arithmetic.
+const maxHits = 1 << 40
+
+// Service is a ratelimitv3.RateLimitServiceServer deciding with one
+// limiter.Guard (and its Redis, for checks that count nothing).
+type Service struct {
+	ratelimitv3.UnimplementedRateLimitServiceServer
+
+	guard   *limiter.Guard
+	redis   *limiter.Redis
+	metrics *Metrics
+	table   atomic.Pointer[Table]
+}
+
+// NewService answers from the table Apply puts in service; until then,
+// every descriptor is admitted. metrics may be nil.
+func NewService(guard *limiter.Guard, redis *limiter.Redis, metrics *Metrics) *Service {
+	return &Service{guard: guard, redis: redis, metrics: metrics}
+}
+
+// Apply compiles cfg and puts it in service; calls in flight finish with
+// the table they started with. Leases taken under the old limits are
+// given back.
+func (s *Service) Apply(ctx context.Context, cfg *config.Config) error {
+	t, err := NewTable(cfg)
+	if err != nil {
+		return err
+	}
+	s.table.Store(t)
+	s.guard.Release(ctx)
+	return nil
+}
+
+// Table is the table in service, nil before the first Apply.
+func (s *Service) Table() *Table { return s.table.Load() }
+
+// descriptorCall is one descriptor of a call: its rule and what was asked.
+type descriptorCall struct {
+	rule *Rule
+	// check is the index of the descriptor's check in checks or peeks,
+	// -1 when no limit applies (no rule, unlimited, replaced).
+	check int
+	peek  bool
+	// outcome says why no limit applied, for metrics.
+	outcome string
+}
+
+// ShouldRateLimit decides every descriptor of req. The call is refused
+// (OVER_LIMIT) when a descriptor is refused by a rule not in shadow mode;
+// a refused call then gives back what its other descriptors took, so it
+// consumes nothing.
+func (s *Service) ShouldRateLimit(ctx context.Context, req *ratelimitv3.RateLimitRequest) (*ratelimitv3.RateLimitResponse, error) {
+	if req.GetDomain() == "" {
+		return nil, status.Error(codes.InvalidArgument, "rate limit domain must not be empty")
+	}
+	if len(req.GetDescriptors()) == 0 {
+		return nil, status.Error(codes.InvalidArgument, "rate limit descriptor list must not be empty")
+	}
+	t := s.table.Load()
+	domainLabel := ""
+	if t.domain(req.Domain) != nil {
+		domainLabel = req.Domain
+	}
+	calls := make([]descriptorCall, len(req.Descriptors))
+	replaced := map[string]bool{}
+	for i, desc := range req.Descriptors {
+		if desc.GetIsNegativeHits() {
+			return nil, status.Errorf(codes.InvalidArgument, "descriptors[%d]: is_negative_hits is not supported", i)
+		}
+		r := t.Match(req.Domain, desc.GetEntries())
+		calls[i] = descriptorCall{rule: r, check: -1, outcome: outcomeNoRule}
+		if r != nil {
+			for _, name := range r.Replaces {
+				replaced[name] = true
+			}
+		}
+	}
+	var checks, peeks []limiter.Request
+	for i, desc := range req.Descriptors {
+		c := &calls[i]
+		switch r := c.rule; {
+		case r == nil:
+		case r.LimitName != "" && replaced[r.LimitName]:
+			c.outcome = outcomeReplaced
+		case r.Unlimited:
+			c.outcome = outcomeUnlimited
+		default:
+			hits := hitsOf(req, desc)
+			lr := r.Request(desc.GetEntries(), max(hits, 1))
+			if hits == 0 {
+				c.check, c.peek, peeks = len(peeks), true, append(peeks, lr)
+			} else {
+				c.check, checks = len(checks), append(checks, lr)
+			}
+		}
+	}
+	var outs []limiter.Outcome
+	if len(checks) > 0 {
+		outs = s.guard.AllowAll(ctx, checks, nil)
+	}
+	peeked := s.peek(ctx, peeks)
+	for _, o := range outs {
+		if o.Err != nil && !o.Decision.Degraded {
+			// a request the limiter could not take: a bug, never a client's
+			return nil, status.Errorf(codes.Internal, "rate limit check: %v", o.Err)
+		}
+	}
+	resp := &ratelimitv3.RateLimitResponse{OverallCode: ratelimitv3.RateLimitResponse_OK,
+		Statuses: make([]*ratelimitv3.RateLimitResponse_DescriptorStatus, len(calls))}
+	decisionOf := func(c *descriptorCall) (limiter.Decision, int64) {
+		if c.peek {
+			return peeked[c.check], 0
+		}
+		return outs[c.check].Decision, checks[c.check].Cost
+	}
+	for i := range calls {
+		c := &calls[i]
+		if c.check < 0 {
+			continue
+		}
+		if d, _ := decisionOf(c); !d.Allowed && !c.rule.Shadow && !c.rule.domain.dryRun {
+			resp.OverallCode = ratelimitv3.RateLimitResponse_OVER_LIMIT
+		}
+	}
+	refunded := resp.OverallCode == ratelimitv3.RateLimitResponse_OVER_LIMIT && s.refund(ctx, checks, outs)
+	for i := range calls {
+		c := &calls[i]
+		if c.check < 0 {
+			resp.Statuses[i] = noLimitStatus(c.outcome)
+			s.metrics.descriptor(domainLabel, c.rule, c.outcome)
+			continue
+		}
+		d, cost := decisionOf(c)
+		if refunded && d.Allowed && !d.Degraded {
+			d.Remaining += cost
+		}
+		st := descriptorStatus(c.rule, d)
+		outcome := outcomeAllowed
+		if !d.Allowed {
+			outcome = outcomeOverLimit
+			if c.rule.Shadow || c.rule.domain.dryRun {
+				outcome = outcomeShadowOverLimit
+				st.Code = ratelimitv3.RateLimitResponse_OK
+			}
+		}
+		if d.Degraded {
+			s.metrics.degraded()
+		}
+		s.metrics.descriptor(domainLabel, c.rule, outcome)
+		resp.Statuses[i] = st
+	}
+	s.metrics.call(resp.OverallCode)
+	return resp, nil
+}
+
+// hitsOf is what desc counts: its own hits_addend when set (zero checks
+// without counting), else the call's, zero meaning one.
+func hitsOf(req *ratelimitv3.RateLimitRequest, desc *ratelimitv3common.RateLimitDescriptor) int64 {
+	if h := desc.GetHitsAddend(); h != nil {
+		return int64(min(h.GetValue(), maxHits))
+	}
+	return int64(max(1, req.GetHitsAddend()))
+}
+
+// peek decides reqs as one more request would be, counting nothing: a
+// descriptor whose hits_addend is 0 is refused when its bucket has no room
+// left. When Redis fails, the policy's failure mode answers: Closed
+// refuses, the others admit.
+func (s *Service) peek(ctx context.Context, reqs []limiter.Request) []limiter.Decision {
+	out := make([]limiter.Decision, len(reqs))
+	for i, r := range reqs {
+		timeout := r.Failure.Timeout
+		if timeout <= 0 {
+			timeout = limiter.DefaultTimeout
+		}
+		pctx, cancel := context.WithTimeout(ctx, timeout)
+		d, err := s.redis.Peek(pctx, r)
+		cancel()
+		if err != nil {
+			now := time.Now()
+			w := r.Windows[0]
+			d = limiter.Decision{Allowed: r.Failure.Mode != config.FailClosed, Limit: w.Requests, Period: w.Period,
+				Remaining: w.Requests, Reset: now, Now: now, Degraded: true}
+			if !d.Allowed {
+				d.Remaining, d.RetryAfter, d.Reset = 0, time.Second, now.Add(time.Second)
+			}
+		}
+		out[i] = d
+	}
+	return out
+}
+
+// refund gives back what the admitted checks of a refused call took; it
+// reports whether they were given back.
+func (s *Service) refund(ctx context.Context, checks []limiter.Request, outs []limiter.Outcome) bool {
+	var reqs []limiter.Request
+	var counted []time.Time
+	for i, o := range outs {
+		if o.Decision.Allowed && !o.Decision.Degraded && o.Err == nil {
+			reqs, counted = append(reqs, checks[i]), append(counted, o.Decision.CountedAt)
+		}
+	}
+	if len(reqs) == 0 {
+		return true
+	}
+	if err := s.guard.Refund(ctx, reqs, counted); err != nil {
+		s.metrics.refundFailed()
+		return false
+	}
+	return true
+}
+
+// noLimitStatus answers a descriptor no limit applies to, as
+// envoyproxy/ratelimit does: an unlimited one reports all the room there is.
+func noLimitStatus(outcome string) *ratelimitv3.RateLimitResponse_DescriptorStatus {
+	st := &ratelimitv3.RateLimitResponse_DescriptorStatus{Code: ratelimitv3.RateLimitResponse_OK}
+	if outcome == outcomeUnlimited {
+		st.LimitRemaining = math.MaxUint32
+	}
+	return st
+}
+
+// status_ reports a decision: the deciding window as current_limit, what
+// it has left, and how long until the descriptor is admitted again
+// (refused) or its window is whole again (admitted).
+func descriptorStatus(r *Rule, d limiter.Decision) *ratelimitv3.RateLimitResponse_DescriptorStatus {
+	st := &ratelimitv3.RateLimitResponse_DescriptorStatus{Code: ratelimitv3.RateLimitResponse_OK}
+	if !d.Allowed {
+		st.Code = ratelimitv3.RateLimitResponse_OVER_LIMIT
+	}
+	w := r.Windows()[min(d.Window, len(r.Windows())-1)]
+	st.CurrentLimit = currentLimit(r.LimitName, w)
+	st.LimitRemaining = uint32(min(max(d.Remaining, 0), math.MaxUint32))
+	until := d.Reset.Sub(d.Now)
+	if !d.Allowed {
+		until = d.RetryAfter
+	}
+	st.DurationUntilReset = durationpb.New(max(until, 0))
+	return st
+}
+
+// units are the response's units with their length; a month is 30 days
+// and a year 365, as envoyproxy/ratelimit counts them.
+var units = []struct {
+	unit   ratelimitv3.RateLimitResponse_RateLimit_Unit
+	period time.Duration
+}{
+	{ratelimitv3.RateLimitResponse_RateLimit_SECOND, time.Second},
+	{ratelimitv3.RateLimitResponse_RateLimit_MINUTE, time.Minute},
+	{ratelimitv3.RateLimitResponse_RateLimit_HOUR, time.Hour},
+	{ratelimitv3.RateLimitResponse_RateLimit_DAY, 24 * time.Hour},
+	{ratelimitv3.RateLimitResponse_RateLimit_WEEK, 7 * 24 * time.Hour},
+	{ratelimitv3.RateLimitResponse_RateLimit_MONTH, 30 * 24 * time.Hour},
+	{ratelimitv3.RateLimitResponse_RateLimit_YEAR, 365 * 24 * time.Hour},
+}
+
+// currentLimit is window w as a response reports it: requests per unit
+// when its period is one unit; otherwise the unit is UNKNOWN and the name
+// says what the limit is ("100/5m").
+func currentLimit(name string, w limiter.Window) *ratelimitv3.RateLimitResponse_RateLimit {
+	l := &ratelimitv3.RateLimitResponse_RateLimit{Name: name, RequestsPerUnit: uint32(min(w.Requests, math.MaxUint32))}
+	for _, u := range units {
+		if u.period == w.Period {
+			l.Unit = u.unit
+			return l
+		}
+	}
+	l.Unit = ratelimitv3.RateLimitResponse_RateLimit_UNKNOWN
+	spelled := fmt.Sprintf("%d/%s", w.Requests, periodString(w.Period))
+	if name == "" {
+		l.Name = spelled
+	} else {
+		l.Name = name + " (" + spelled + ")"
+	}
+	return l
+}
+
+// periodString writes a period in its largest whole unit: 5m, 90s, 1500ms.
+func periodString(p time.Duration) string {
+	for _, u := range []struct {
+		d    time.Duration
+		name string
+	}{{24 * time.Hour, "d"}, {time.Hour, "h"}, {time.Minute, "m"}, {time.Second, "s"}} {
+		if p%u.d == 0 {
+			return fmt.Sprintf("%d%s", p/u.d, u.name)
+		}
+	}
+	return fmt.Sprintf("%dms", p/time.Millisecond)
+}

@@ -1,0 +1,257 @@
+// Package rls answers Envoy's rate limit service calls
+// (envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit) from the
+// policies with a domain of a compiled configuration (enforcer/config),
+// deciding with the enforcer's limiter: the same Lua scripts, leases,
+// denial cache and failure modes.
+//
+// Matching follows envoyproxy/ratelimit: a descriptor walks its domain's
+// tree of rules (config/descriptor.go) and is decided by the rule at the
+// node its last entry reaches, if any; a descriptor no rule decides is
+// admitted. The bucket of a rule is the descriptor's entries: a rule whose
+// entry has no value (or a wildcard one) counts each value apart, unless
+// the wildcard is shared.
+package rls
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	ratelimitv3common "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+
+	"github.com/sluice-dev/sluice/enforcer/config"
+	"github.com/sluice-dev/sluice/enforcer/limiter"
+)
+
+// Table is the compiled domains of a configuration: immutable, safe for
+// concurrent use.
+type Table struct {
+	domains map[string]*domain
+}
+
+type domain struct {
+	name   string
+	dryRun bool
+	root   node
+}
+
+// node is a node of a domain's tree: its children by exact value, by
+// wildcard (in rule order), and by key alone; rule is nil for a node that
+// only leads to others.
+type node struct {
+	exact     map[levelKey]*node
+	wildcards []wildcard
+	keyOnly   map[string]*node
+	rule      *Rule
+}
+
+type levelKey struct{ key, value string }
+
+type wildcard struct {
+	key   string
+	parts []string // the value split on '*'
+	next  *node
+}
+
+// Rule is a compiled rule of a domain.
+type Rule struct {
+	// Name is the rule's name in the configuration, a metrics label.
+	Name string
+	// LimitName is what responses report and Replaces name.
+	LimitName string
+	Replaces  []string
+	Shadow    bool
+	// Unlimited rules admit without asking Redis.
+	Unlimited bool
+
+	domain *domain
+	path   []config.DescriptorEntry
+	shared bool // one bucket for every descriptor (identity: shared)
+	salt   string
+	limits limiter.Rule
+}
+
+// NewTable compiles the policies with a domain of cfg, which passed
+// config.Validate; policies without a domain are the proxy's.
+func NewTable(cfg *config.Config) (*Table, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("compile domains: %w", err)
+	}
+	t := &Table{domains: map[string]*domain{}}
+	for i := range cfg.Policies {
+		p := &cfg.Policies[i]
+		if p.Domain == "" {
+			continue
+		}
+		d := &domain{name: p.Domain, dryRun: p.Mode == config.ModeDryRun}
+		failure := limiter.FailurePolicy{Mode: p.FailureMode, Timeout: p.Timeout.Duration, Replicas: max(1, int(p.Replicas))}
+		for j := range p.Rules {
+			r, err := compileRule(cfg.Namespace, p, &p.Rules[j], failure)
+			if err != nil {
+				return nil, fmt.Errorf("compile domains: domain %s: rule %s: %w", p.Domain, p.Rules[j].Name, err)
+			}
+			r.domain = d
+			d.root.add(r)
+		}
+		t.domains[p.Domain] = d
+	}
+	return t, nil
+}
+
+func compileRule(namespace string, p *config.Policy, cr *config.Rule, failure limiter.FailurePolicy) (*Rule, error) {
+	r := &Rule{Name: cr.Name, LimitName: cr.LimitName, Replaces: cr.Replaces, Shadow: cr.Shadow,
+		Unlimited: cr.Exempt, path: cr.Match.Descriptor, salt: p.Salt}
+	if r.Unlimited {
+		return r, nil
+	}
+	r.shared = cr.Identity.Sources[0].Kind() == config.SourceShared
+	windows := make([]limiter.Window, len(cr.Limits))
+	for i, l := range cr.Limits {
+		windows[i] = limiter.Window{Requests: l.Requests, Period: l.Period.Duration, Burst: l.Burst}
+	}
+	var err error
+	b := limiter.Bucket{Namespace: namespace, Policy: p.Name, Rule: cr.Name}
+	r.limits, err = limiter.NewRule(b, cr.Algorithm, windows, max(1, cr.Cost), failure, limiter.Leasing(cr.Leasing))
+	return r, err
+}
+
+// add puts r at the node of its path, making the nodes on the way.
+func (n *node) add(r *Rule) {
+	at := n
+	for _, e := range r.path {
+		at = at.child(e)
+	}
+	at.rule = r
+}
+
+// child is the node of entry e below n, made when missing.
+func (n *node) child(e config.DescriptorEntry) *node {
+	switch {
+	case e.Value == "":
+		if next := n.keyOnly[e.Key]; next != nil {
+			return next
+		}
+		if n.keyOnly == nil {
+			n.keyOnly = map[string]*node{}
+		}
+		next := &node{}
+		n.keyOnly[e.Key] = next
+		return next
+	case e.Wildcard():
+		for _, w := range n.wildcards {
+			if w.key == e.Key && strings.Join(w.parts, "*") == e.Value {
+				return w.next
+			}
+		}
+		next := &node{}
+		n.wildcards = append(n.wildcards, wildcard{key: e.Key, parts: strings.Split(e.Value, "*"), next: next})
+		return next
+	default:
+		k := levelKey{e.Key, e.Value}
+		if next := n.exact[k]; next != nil {
+			return next
+		}
+		if n.exact == nil {
+			n.exact = map[levelKey]*node{}
+		}
+		next := &node{}
+		n.exact[k] = next
+		return next
+	}
+}
+
+// Match is the rule that decides a descriptor of domain, nil when none
+// does (the domain is unknown, or no rule is at the node the descriptor's
+// last entry reaches).
+func (t *Table) Match(domain string, entries []*ratelimitv3common.RateLimitDescriptor_Entry) *Rule {
+	d := t.domain(domain)
+	if d == nil || len(entries) == 0 {
+		return nil
+	}
+	n := &d.root
+	for _, e := range entries {
+		if n = n.next(e.GetKey(), e.GetValue()); n == nil {
+			return nil
+		}
+	}
+	return n.rule
+}
+
+func (t *Table) domain(name string) *domain {
+	if t == nil {
+		return nil
+	}
+	return t.domains[name]
+}
+
+// next is the child of n an entry walks to: its exact value, else the
+// first wildcard that matches it, else its key alone.
+func (n *node) next(key, value string) *node {
+	if next := n.exact[levelKey{key, value}]; next != nil {
+		return next
+	}
+	for _, w := range n.wildcards {
+		if w.key == key && wildcardMatch(w.parts, value) {
+			return w.next
+		}
+	}
+	return n.keyOnly[key]
+}
+
+// wildcardMatch reports whether value matches a pattern split on '*':
+// each '*' matches any run of characters, none included.
+func wildcardMatch(parts []string, value string) bool {
+	if !strings.HasPrefix(value, parts[0]) {
+		return false
+	}
+	value = value[len(parts[0]):]
+	last := parts[len(parts)-1]
+	for _, p := range parts[1 : len(parts)-1] {
+		i := strings.Index(value, p)
+		if i < 0 {
+			return false
+		}
+		value = value[i+len(p):]
+	}
+	return strings.HasSuffix(value, last)
+}
+
+// Tenant is the bucket of a descriptor r matched: a hash of its entries,
+// with a shared wildcard's pattern in place of its value.
+func (r *Rule) Tenant(entries []*ratelimitv3common.RateLimitDescriptor_Entry) limiter.Tenant {
+	if r.shared {
+		return limiter.HashTenant(r.salt, "shared")
+	}
+	var b strings.Builder
+	for i, e := range entries {
+		v := e.GetValue()
+		if i < len(r.path) && r.path[i].Shared {
+			v = r.path[i].Value
+		}
+		// length-prefixed, so that no two descriptors write the same
+		b.WriteString(strconv.Itoa(len(e.GetKey())))
+		b.WriteByte(':')
+		b.WriteString(e.GetKey())
+		b.WriteString(strconv.Itoa(len(v)))
+		b.WriteByte(':')
+		b.WriteString(v)
+	}
+	return limiter.HashTenant(r.salt, b.String())
+}
+
+// Request is what to ask the limiter for a descriptor r matched, counting
+// hits requests. Leases and the denial cache hold a bucket's answer for
+// the rule's own cost: a call of another weight asks Redis.
+func (r *Rule) Request(entries []*ratelimitv3common.RateLimitDescriptor_Entry, hits int64) limiter.Request {
+	req := r.limits.Request(r.Tenant(entries))
+	if hits != req.Cost {
+		req.Cost, req.Lease = hits, false
+	}
+	return req
+}
+
+// Windows are the rule's windows: do not modify them.
+func (r *Rule) Windows() []limiter.Window { return r.limits.Windows() }
+
+// Domain is the domain of the rule.
+func (r *Rule) Domain() string { return r.domain.name }
