@@ -81,15 +81,3 @@ func reserved(req *Request, d *Decision, wait time.Duration) {
 	}
 	d.RetryAfter = max(d.RetryAfter-req.Delay, 0)
 }
-
-// forget drops req's cached refusal, for a reservation given back to Redis:
-// the capacity it frees may delay the bucket's next request.
-func (t *leases) forget(req *Request) {
-	k := leaseKey{bucket: req.Bucket, windows: &req.Windows[0]}
-	sh := t.shard(k)
-	sh.mu.Lock()
-	if e := sh.m[k]; e != nil {
-		e.deniedUntil = 0
-	}
-	sh.mu.Unlock()
-}

@@ -332,6 +332,7 @@ func TestHeldLeaseServesWhileRedisIsDown(t *testing.T) {
 func TestLeaseSizeFollowsTraffic(t *testing.T) {
 	g := NewWithT(t)
 	guard := newGuard(t, standalone.URL())
+	coldGuard, clock := newGuardOnFakeClock(t, standalone.URL())
 	big := Window{Requests: 1000000, Period: time.Minute}
 
 	// cold: 20 tenants, each asking every 150 ms
@@ -346,11 +347,11 @@ func TestLeaseSizeFollowsTraffic(t *testing.T) {
 	}
 	for range 8 {
 		for _, req := range cold {
-			g.Expect(decideOnce(guard, req).Decision.Local).To(BeFalse())
+			g.Expect(decideOnce(coldGuard, req).Decision.Local).To(BeFalse())
 		}
-		time.Sleep(150 * time.Millisecond)
+		clock.advance(150 * time.Millisecond)
 	}
-	c := guard.LeaseCounts("cold")
+	c := coldGuard.LeaseCounts("cold")
 	g.Expect(c.RedisCalls.Load()).To(Equal(int64(8*20)), "a cold tenant asks Redis for each request")
 	g.Expect(c.Grants.Load()).To(BeZero())
 

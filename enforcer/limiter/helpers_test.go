@@ -2,12 +2,14 @@ package limiter
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 )
 
-// The enforcer decides every rule of a request at once (Guard.AllowAll);
-// the tests often decide, and look up, one rule at a time.
+// Helpers of the package's tests. The enforcer decides every rule of a
+// request at once (Guard.AllowAll); the tests often decide, and look up,
+// one rule at a time, and move a guard's clock by hand.
 
 // Allow is AllowAll for one request, built the way a route table builds
 // it: req's rule checked by NewRule, so an invalid one is refused there.
@@ -52,4 +54,29 @@ func mustCheck(t testing.TB, req Request) Request {
 		t.Fatal(err)
 	}
 	return req
+}
+
+// fakeClock is a Guard's clock that stands still until the test moves it,
+// so that a test of leases and cached decisions waits for no timer. Redis
+// keeps its own time: what the scripts decide still follows the wall clock.
+type fakeClock struct {
+	base time.Time
+	at   atomic.Int64
+}
+
+func (c *fakeClock) now() int64 { return c.at.Load() }
+
+func (c *fakeClock) wall(at int64) time.Time { return c.base.Add(time.Duration(at)) }
+
+// advance moves the clock d forward.
+func (c *fakeClock) advance(d time.Duration) { c.at.Add(int64(d)) }
+
+// newGuardOnFakeClock is a guard on url whose clock the test moves, closed
+// when t ends.
+func newGuardOnFakeClock(t *testing.T, url string) (*Guard, *fakeClock) {
+	t.Helper()
+	c := &fakeClock{base: time.Now()}
+	g := newGuardWith(newRedis(t, url), c)
+	t.Cleanup(g.Close)
+	return g, c
 }
