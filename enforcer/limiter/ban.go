@@ -111,36 +111,6 @@ func (b Bucket) banIndexKey() string {
 	return "sl:{" + b.Namespace + "/" + b.Policy + "/" + b.Rule + "}:bans"
 }
 
-// evalSHABan is evalSHA for a rule with a ban deciding cost >= 0: the ban's
-// keys and arguments come first (ban.lua).
-func evalSHABan(req *Request, cost, want int64) (algorithmScript, []any) {
-	d := descriptorOf(req.Algorithm)
-	s := banScripts[req.Algorithm]
-	n := len(req.Windows)
-	cmd := make([]any, 0, 5+n+len(req.Ban.args)+2+4*n)
-	cmd = append(cmd, "evalsha", s.shaArg, 2+n)
-	var stack [192]byte
-	cmd = append(cmd, string(req.Bucket.appendBanKey(stack[:0], "ban")), string(req.Bucket.appendBanKey(stack[:0], "bandenials")))
-	buf := req.Bucket.appendKeyPrefix(stack[:0], req.Algorithm)
-	prefix := len(buf)
-	for _, w := range req.Windows {
-		buf = appendPeriodLabel(buf[:prefix], w.Period)
-		cmd = append(cmd, string(buf))
-	}
-	cmd = append(cmd, req.Ban.args...)
-	cmd = append(cmd, cost)
-	for _, w := range req.Windows {
-		cmd = d.args(cmd, w)
-	}
-	if d.leases {
-		cmd = append(cmd, max(cost, want))
-		if req.delays() {
-			cmd = append(cmd, req.Delay.Microseconds())
-		}
-	}
-	return s, cmd
-}
-
 // parseBanReply decodes the reply of ban.lua: a banned tenant's, or the
 // algorithm's reply with the ban it started, if any.
 func parseBanReply(raw any, req *Request, cost int64, dst []WindowResult) (reply, BanState, error) {
