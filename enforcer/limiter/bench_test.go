@@ -107,8 +107,8 @@ func BenchmarkGuardDecision(b *testing.B) {
 				g := NewGuard(newRedis(b, standalone.URL()))
 				defer g.Close()
 				policy := fmt.Sprintf("p%d", time.Now().UnixNano())
-				rule, err := NewRule(Bucket{Namespace: "bench", Policy: policy, Rule: "r"}, TokenBucket,
-					[]Window{{Requests: 1 << 40, Period: time.Second}}, 1, FailurePolicy{Mode: config.FailClosed, Timeout: time.Second}, Leasing(leasing))
+				rule, err := newRule(Bucket{Namespace: "bench", Policy: policy, Rule: "r"}, TokenBucket,
+					[]Window{{Requests: 1 << 40, Period: time.Second}}, 1, FailurePolicy{Mode: config.FailClosed, Timeout: time.Second}, withLeasing(leasing))
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -152,11 +152,11 @@ func BenchmarkGuardCachedRefusal(b *testing.B) {
 			g := NewGuard(newRedis(b, standalone.URL()))
 			defer g.Close()
 			policy := fmt.Sprintf("p%d", time.Now().UnixNano())
-			var opts []RuleOption
+			var opts []ruleOption
 			if kind == "ban" {
-				opts = append(opts, WithBan(&Ban{Denials: 1, Within: time.Minute, Durations: []time.Duration{time.Hour}, ForgetAfter: time.Hour}))
+				opts = append(opts, withBan(&banSpec{Denials: 1, Within: time.Minute, Durations: []time.Duration{time.Hour}, ForgetAfter: time.Hour}))
 			}
-			rule, err := NewRule(Bucket{Namespace: "bench", Policy: policy, Rule: "r"}, TokenBucket,
+			rule, err := newRule(Bucket{Namespace: "bench", Policy: policy, Rule: "r"}, TokenBucket,
 				[]Window{{Requests: 1, Period: time.Hour}}, 1, FailurePolicy{Mode: config.FailClosed, Timeout: time.Second}, opts...)
 			if err != nil {
 				b.Fatal(err)

@@ -36,12 +36,6 @@ const (
 // delayAlgorithm reports whether a's script can book a reservation.
 func delayAlgorithm(a Algorithm) bool { return a == TokenBucket || a == GCRA }
 
-// Delay lets the rule's requests over the limit wait up to longest for
-// capacity instead of being refused; zero refuses them at once.
-func Delay(longest time.Duration) RuleOption {
-	return func(req *Request) { req.Delay = longest }
-}
-
 // validateDelay reports why a rule of algorithm a cannot delay by longest.
 func validateDelay(a Algorithm, longest time.Duration) error {
 	if longest == 0 {

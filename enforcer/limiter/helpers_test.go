@@ -5,6 +5,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/sluice-dev/sluice/enforcer/config"
 )
 
 // Helpers of the package's tests. The enforcer decides every rule of a
@@ -39,7 +41,7 @@ func (b Bucket) Key(a Algorithm, period time.Duration) string {
 
 // checked rebuilds req through NewRule and Rule.Request.
 func checked(req Request) (Request, error) {
-	rule, err := NewRule(req.Bucket, req.Algorithm, req.Windows, req.Cost, req.Failure)
+	rule, err := newRule(req.Bucket, req.Algorithm, req.Windows, req.Cost, req.Failure)
 	if err != nil {
 		return Request{}, err
 	}
@@ -79,4 +81,47 @@ func newGuardOnFakeClock(t *testing.T, url string) (*Guard, *fakeClock) {
 	g := newGuardWith(newRedis(t, url), c)
 	t.Cleanup(g.Close)
 	return g, c
+}
+
+// ruleOption sets a property of the config.Rule a test's rule is built from.
+type ruleOption func(*config.Rule)
+
+// newRule is NewRule for the rule named by b of algorithm a, costing cost,
+// as config.Parse would pass it.
+func newRule(b Bucket, a Algorithm, windows []Window, cost int64, f FailurePolicy, opts ...ruleOption) (Rule, error) {
+	cr := &config.Rule{Name: b.Rule, Algorithm: a, Cost: cost}
+	for _, o := range opts {
+		o(cr)
+	}
+	return NewRule(b, cr, windows, f)
+}
+
+// withLeasing is the rule's leasing.
+func withLeasing(l config.Leasing) ruleOption {
+	return func(cr *config.Rule) { cr.Leasing = l }
+}
+
+// withDelay lets the rule's requests over the limit wait up to longest.
+func withDelay(longest time.Duration) ruleOption {
+	return func(cr *config.Rule) {
+		cr.OnLimit = &config.OnLimit{Delay: &config.Delay{Max: config.Duration{Duration: longest}, MaxQueued: config.DefaultDelayMaxQueued}}
+	}
+}
+
+// banSpec is a config.Ban written with time.Durations.
+type banSpec struct {
+	Denials     int64
+	Within      time.Duration
+	Durations   []time.Duration
+	ForgetAfter time.Duration
+}
+
+// withBan gives the rule the ban b.
+func withBan(b *banSpec) ruleOption {
+	return func(cr *config.Rule) {
+		cr.Ban = &config.Ban{Denials: b.Denials, Within: config.Duration{Duration: b.Within}, ForgetAfter: config.Duration{Duration: b.ForgetAfter}}
+		for _, d := range b.Durations {
+			cr.Ban.Durations = append(cr.Ban.Durations, config.Duration{Duration: d})
+		}
+	}
 }

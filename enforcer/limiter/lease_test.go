@@ -21,7 +21,7 @@ func leasingRule(t *testing.T, a Algorithm, l config.Leasing, windows ...Window)
 	t.Helper()
 	b := bucketFor(t)
 	b.Tenant = HashTenant("salt", fmt.Sprint(t.Name(), time.Now().UnixNano()))
-	rule, err := NewRule(b, a, windows, 1, FailurePolicy{Mode: config.FailClosed, Timeout: 200 * time.Millisecond}, Leasing(l))
+	rule, err := newRule(b, a, windows, 1, FailurePolicy{Mode: config.FailClosed, Timeout: 200 * time.Millisecond}, withLeasing(l))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -341,7 +341,7 @@ func TestLeaseSizeFollowsTraffic(t *testing.T) {
 		b := bucketFor(t)
 		b.Tenant = HashTenant("salt", fmt.Sprint(t.Name(), "cold", i))
 		b.Policy = "cold"
-		rule, err := NewRule(b, TokenBucket, []Window{big}, 1, FailurePolicy{Mode: config.FailOpen})
+		rule, err := newRule(b, TokenBucket, []Window{big}, 1, FailurePolicy{Mode: config.FailOpen})
 		g.Expect(err).NotTo(HaveOccurred())
 		cold = append(cold, rule.Request(b.Tenant))
 	}
