@@ -107,10 +107,11 @@ func (c *decisionCache) store(k bucketKey, d Decision, until, recheckAt int64) {
 	defer sh.mu.Unlock()
 	e := sh.m[k]
 	if e == nil {
-		e = &cachedDecision{}
-		if !c.m.put(sh, k, e) {
+		if !c.m.reserve() {
 			return
 		}
+		e = &cachedDecision{}
+		sh.m[k] = e
 	}
 	e.until, e.recheckAt, e.decision = until, recheckAt, d
 }

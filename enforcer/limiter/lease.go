@@ -185,13 +185,14 @@ func (t *leases) answer(req *Request, first, mayWait bool) localAnswer {
 	now := t.clock.now()
 	e := sh.m[k]
 	if e == nil {
-		e = &leaseEntry{key: k, req: *req, since: now}
-		if !t.m.put(sh, k, e) {
+		if !t.m.reserve() {
 			if d, ok := t.refused(req, k, now); ok {
 				return localAnswer{decision: d, local: true}
 			}
 			return localAnswer{want: req.Cost}
 		}
+		e = &leaseEntry{key: k, req: *req, since: now}
+		sh.m[k] = e
 	}
 	e.lastSeen = now
 	if first {

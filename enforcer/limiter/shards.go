@@ -57,22 +57,13 @@ func (m *shardedMap[K, V, X]) shardAt(h uint64) *shard[K, V, X] {
 // len is the number of entries of every shard.
 func (m *shardedMap[K, V, X]) len() int64 { return m.entries.Load() }
 
-// reserve counts one more entry unless m is full.
+// reserve counts one more entry, which the caller then adds to its shard,
+// unless m is full.
 func (m *shardedMap[K, V, X]) reserve() bool {
 	if m.entries.Add(1) > m.limit {
 		m.entries.Add(-1)
 		return false
 	}
-	return true
-}
-
-// put adds v under k to sh, whose lock is held, unless m is full; k must
-// not be in sh yet.
-func (m *shardedMap[K, V, X]) put(sh *shard[K, V, X], k K, v V) bool {
-	if !m.reserve() {
-		return false
-	}
-	sh.m[k] = v
 	return true
 }
 
