@@ -6,47 +6,43 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/sluice-dev/sluice/enforcer/config"
 )
 
-// Ban shuts a tenant out of its rule for a while once it keeps hitting the
-// rule's limits: Denials refusals within Within start a ban of
-// Durations[level-1] (the last one repeats), and a ban starting within
-// ForgetAfter of the end of the previous one is one level higher.
+// Ban is a rule's ban (config.Ban) as the limiter applies it: Denials
+// refusals within Within start a ban of Durations[level-1] (the last one
+// repeats), and a ban starting within ForgetAfter of the end of the
+// previous one is one level higher.
 //
 // The ban lives in Redis next to the bucket (ban.lua wraps the algorithm's
 // script), so it is decided in the same atomic call as the limit, on every
 // replica alike, and survives restarts. A Guard remembers the bans it
-// learns of and refuses locally until they end (banCache).
+// learns of and refuses locally until they end (ban_guard.go).
 type Ban struct {
-	Denials     int64
-	Within      time.Duration
-	Durations   []time.Duration
-	ForgetAfter time.Duration
+	*config.Ban
 	// args is the ban's part of the script's ARGV, boxed once.
 	args []any
 }
 
-// WithBan gives the rule a ban; nil leaves it without. NewRule checks it.
-func WithBan(b *Ban) RuleOption {
-	return func(req *Request) {
-		if b == nil {
-			req.Ban = nil
-			return
-		}
-		c := *b
-		c.args = append(c.args[:0:0], c.Denials, c.Within.Milliseconds(), c.ForgetAfter.Milliseconds(), len(c.Durations))
-		for _, d := range c.Durations {
-			c.args = append(c.args, d.Milliseconds())
-		}
-		req.Ban = &c
+// banOf is the limiter's form of b, nil when b is.
+func banOf(b *config.Ban) *Ban {
+	if b == nil {
+		return nil
 	}
+	out := &Ban{Ban: b}
+	out.args = append(out.args, b.Denials, b.Within.Milliseconds(), b.ForgetAfter.Milliseconds(), len(b.Durations))
+	for _, d := range b.Durations {
+		out.args = append(out.args, d.Milliseconds())
+	}
+	return out
 }
 
 // Longest is the longest of the ban's durations.
 func (b *Ban) Longest() time.Duration {
 	var m time.Duration
 	for _, d := range b.Durations {
-		m = max(m, d)
+		m = max(m, d.Duration)
 	}
 	return m
 }
@@ -58,9 +54,9 @@ func (b *Ban) validate() error {
 	if len(b.Durations) == 0 || len(b.Durations) > 8 {
 		return fmt.Errorf("%w: ban: 1 to 8 durations, got %d", ErrInvalidRequest, len(b.Durations))
 	}
-	for _, d := range append([]time.Duration{b.Within, b.ForgetAfter}, b.Durations...) {
-		if d < time.Millisecond || d%time.Millisecond != 0 {
-			return fmt.Errorf("%w: ban: durations must be whole milliseconds, at least 1ms, got %s", ErrInvalidRequest, d)
+	for _, d := range append([]config.Duration{b.Within, b.ForgetAfter}, b.Durations...) {
+		if d.Duration < time.Millisecond || d.Duration%time.Millisecond != 0 {
+			return fmt.Errorf("%w: ban: durations must be whole milliseconds, at least 1ms, got %s", ErrInvalidRequest, d.Duration)
 		}
 	}
 	return nil
@@ -111,36 +107,6 @@ func (b Bucket) banIndexKey() string {
 	return "sl:{" + b.Namespace + "/" + b.Policy + "/" + b.Rule + "}:bans"
 }
 
-// evalSHABan is evalSHA for a rule with a ban deciding cost >= 0: the ban's
-// keys and arguments come first (ban.lua).
-func evalSHABan(req *Request, cost, want int64) (algorithmScript, []any) {
-	d := descriptorOf(req.Algorithm)
-	s := banScripts[req.Algorithm]
-	n := len(req.Windows)
-	cmd := make([]any, 0, 5+n+len(req.Ban.args)+2+4*n)
-	cmd = append(cmd, "evalsha", s.shaArg, 2+n)
-	var stack [192]byte
-	cmd = append(cmd, string(req.Bucket.appendBanKey(stack[:0], "ban")), string(req.Bucket.appendBanKey(stack[:0], "bandenials")))
-	buf := req.Bucket.appendKeyPrefix(stack[:0], req.Algorithm)
-	prefix := len(buf)
-	for _, w := range req.Windows {
-		buf = appendPeriodLabel(buf[:prefix], w.Period)
-		cmd = append(cmd, string(buf))
-	}
-	cmd = append(cmd, req.Ban.args...)
-	cmd = append(cmd, cost)
-	for _, w := range req.Windows {
-		cmd = d.args(cmd, w)
-	}
-	if d.leases {
-		cmd = append(cmd, max(cost, want))
-		if req.delays() {
-			cmd = append(cmd, req.Delay.Microseconds())
-		}
-	}
-	return s, cmd
-}
-
 // parseBanReply decodes the reply of ban.lua: a banned tenant's, or the
 // algorithm's reply with the ban it started, if any.
 func parseBanReply(raw any, req *Request, cost int64, dst []WindowResult) (reply, BanState, error) {
@@ -161,7 +127,7 @@ func parseBanReply(raw any, req *Request, cost int64, dst []WindowResult) (reply
 			return reply{}, BanState{}, fmt.Errorf("unexpected banned reply %v", raw)
 		}
 		now, _ := vals[1].(int64)
-		ban := BanState{Until: time.UnixMicro(ints[0]), Level: ints[1], Denials: ints[2], Within: req.Ban.Within}
+		ban := BanState{Until: time.UnixMicro(ints[0]), Level: ints[1], Denials: ints[2], Within: req.Ban.Within.Duration}
 		r := reply{now: time.UnixMicro(now), results: dst}
 		for range req.Windows {
 			r.results = append(r.results, WindowResult{Reset: ban.Until, Retry: ban.Until.Sub(r.now)})
@@ -172,7 +138,7 @@ func parseBanReply(raw any, req *Request, cost int64, dst []WindowResult) (reply
 	if err != nil || ints[0] == 0 {
 		return r, BanState{}, err
 	}
-	return r, BanState{Until: time.UnixMicro(ints[0]), Level: ints[1], Denials: ints[2], Within: req.Ban.Within, Started: true}, nil
+	return r, BanState{Until: time.UnixMicro(ints[0]), Level: ints[1], Denials: ints[2], Within: req.Ban.Within.Duration, Started: true}, nil
 }
 
 // applyBan makes d the answer of ban: refused until it ends.

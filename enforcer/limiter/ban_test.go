@@ -14,12 +14,12 @@ import (
 
 // banRule is a checked rule of algorithm a, 2 requests per hour, with a
 // ban after denials refusals within a minute, for a tenant of the test's own.
-func banRule(t *testing.T, a Algorithm, l config.Leasing, ban Ban) Request {
+func banRule(t *testing.T, a Algorithm, l config.Leasing, ban banSpec) Request {
 	t.Helper()
 	b := bucketFor(t)
 	b.Tenant = HashTenant("salt", fmt.Sprint(t.Name(), time.Now().UnixNano()))
-	rule, err := NewRule(b, a, []Window{{Requests: 2, Period: time.Hour}}, 1,
-		FailurePolicy{Mode: config.FailOpen, Timeout: time.Second}, Leasing(l), WithBan(&ban))
+	rule, err := newRule(b, a, []Window{{Requests: 2, Period: time.Hour}}, 1,
+		FailurePolicy{Mode: config.FailOpen, Timeout: time.Second}, withLeasing(l), withBan(&ban))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,7 +32,7 @@ func TestBanStartsAtExactlyTheNthRefusalOnEveryAlgorithm(t *testing.T) {
 			t.Run(name+"/"+string(a), func(t *testing.T) {
 				g := NewWithT(t)
 				r := newRedis(t, url)
-				req := banRule(t, a, config.LeasingOff, Ban{Denials: 3, Within: time.Minute,
+				req := banRule(t, a, config.LeasingOff, banSpec{Denials: 3, Within: time.Minute,
 					Durations: []time.Duration{time.Hour}, ForgetAfter: time.Hour})
 				ctx := context.Background()
 				for i := range 2 {
@@ -70,11 +70,14 @@ func TestBanStartsAtExactlyTheNthRefusalOnEveryAlgorithm(t *testing.T) {
 	}
 }
 
+// Escalation, forgetting and within are Redis' to decide, on its TIME:
+// these tests wait for it, with durations as short as a busy machine
+// allows.
 func TestBanEscalatesAndIsForgotten(t *testing.T) {
 	g := NewWithT(t)
 	r := newRedis(t, standalone.URL())
 	// TokenBucket of 2 per hour: refusals all the way
-	req := banRule(t, TokenBucket, config.LeasingOff, Ban{Denials: 1, Within: time.Minute,
+	req := banRule(t, TokenBucket, config.LeasingOff, banSpec{Denials: 1, Within: time.Minute,
 		Durations: []time.Duration{300 * time.Millisecond, 600 * time.Millisecond}, ForgetAfter: 700 * time.Millisecond})
 	ctx := context.Background()
 	refuse := func() Decision {
@@ -105,7 +108,7 @@ func TestBanEscalatesAndIsForgotten(t *testing.T) {
 func TestBanRefusalsOutsideWithinDoNotAddUp(t *testing.T) {
 	g := NewWithT(t)
 	r := newRedis(t, standalone.URL())
-	req := banRule(t, SlidingWindowLog, config.LeasingOff, Ban{Denials: 2, Within: 300 * time.Millisecond,
+	req := banRule(t, SlidingWindowLog, config.LeasingOff, banSpec{Denials: 2, Within: 300 * time.Millisecond,
 		Durations: []time.Duration{time.Hour}, ForgetAfter: time.Hour})
 	ctx := context.Background()
 	for range 3 {
@@ -128,7 +131,7 @@ func TestGuardRefusesCachedBansWithoutRedisAndLifts(t *testing.T) {
 			guard := newGuard(t, url)
 			other := newGuard(t, url)
 			// leasing stays on: admissions may come from leases, refusals never from the denial cache
-			req := banRule(t, TokenBucket, config.LeasingAuto, Ban{Denials: 2, Within: time.Minute,
+			req := banRule(t, TokenBucket, config.LeasingAuto, banSpec{Denials: 2, Within: time.Minute,
 				Durations: []time.Duration{time.Hour}, ForgetAfter: time.Hour})
 			outcomes := make([]Outcome, 0, 6)
 			for range 4 {
@@ -171,19 +174,19 @@ func TestGuardRefusesCachedBansWithoutRedisAndLifts(t *testing.T) {
 
 func TestNewRuleRefusesABadBan(t *testing.T) {
 	g := NewWithT(t)
-	_, err := NewRule(bucketFor(t), TokenBucket, []Window{{Requests: 1, Period: time.Second}}, 1, FailurePolicy{},
-		WithBan(&Ban{Denials: 0, Within: time.Second, Durations: []time.Duration{time.Second}, ForgetAfter: time.Second}))
+	_, err := newRule(bucketFor(t), TokenBucket, []Window{{Requests: 1, Period: time.Second}}, 1, FailurePolicy{},
+		withBan(&banSpec{Denials: 0, Within: time.Second, Durations: []time.Duration{time.Second}, ForgetAfter: time.Second}))
 	g.Expect(err).To(MatchError(ErrInvalidRequest))
-	_, err = NewRule(bucketFor(t), TokenBucket, []Window{{Requests: 1, Period: time.Second}}, 1, FailurePolicy{},
-		WithBan(&Ban{Denials: 1, Within: time.Second, ForgetAfter: time.Second}))
+	_, err = newRule(bucketFor(t), TokenBucket, []Window{{Requests: 1, Period: time.Second}}, 1, FailurePolicy{},
+		withBan(&banSpec{Denials: 1, Within: time.Second, ForgetAfter: time.Second}))
 	g.Expect(err).To(MatchError(ErrInvalidRequest))
 }
 
 func TestACachedBanHoldsWhileRedisIsDown(t *testing.T) {
 	g := NewWithT(t)
 	server := redistest.Start(t)
-	guard := newGuard(t, server.URL())
-	req := banRule(t, SlidingWindowLog, config.LeasingOff, Ban{Denials: 1, Within: time.Minute,
+	guard, clock := newGuardOnFakeClock(t, server.URL())
+	req := banRule(t, SlidingWindowLog, config.LeasingOff, banSpec{Denials: 1, Within: time.Minute,
 		Durations: []time.Duration{time.Hour}, ForgetAfter: time.Hour})
 	for range 3 { // 2 admitted, the refusal bans
 		decideOnce(guard, req)
@@ -191,7 +194,7 @@ func TestACachedBanHoldsWhileRedisIsDown(t *testing.T) {
 	g.Expect(decideOnce(guard, req).Decision.Ban.Active()).To(BeTrue())
 
 	server.Stop()
-	time.Sleep(BanRecheck + 100*time.Millisecond)
+	clock.advance(BanRecheck)
 	// due for its check, which Redis cannot answer: the ban holds, it is
 	// not the failure mode's (Open) to lift it
 	o := decideOnce(guard, req)

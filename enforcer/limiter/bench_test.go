@@ -107,8 +107,8 @@ func BenchmarkGuardDecision(b *testing.B) {
 				g := NewGuard(newRedis(b, standalone.URL()))
 				defer g.Close()
 				policy := fmt.Sprintf("p%d", time.Now().UnixNano())
-				rule, err := NewRule(Bucket{Namespace: "bench", Policy: policy, Rule: "r"}, TokenBucket,
-					[]Window{{Requests: 1 << 40, Period: time.Second}}, 1, FailurePolicy{Mode: config.FailClosed, Timeout: time.Second}, Leasing(leasing))
+				rule, err := newRule(Bucket{Namespace: "bench", Policy: policy, Rule: "r"}, TokenBucket,
+					[]Window{{Requests: 1 << 40, Period: time.Second}}, 1, FailurePolicy{Mode: config.FailClosed, Timeout: time.Second}, withLeasing(leasing))
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -140,5 +140,45 @@ func BenchmarkGuardDecision(b *testing.B) {
 				b.ReportMetric(float64(g.LeaseCounts(policy).RedisCalls.Load())/float64(b.N), "redis-calls/decision")
 			})
 		}
+	}
+}
+
+// BenchmarkGuardCachedRefusal measures a refusal the guard answers from
+// its cache, without Redis, as 64 callers ask for it: a tenant the denial
+// cache refuses, and a banned one.
+func BenchmarkGuardCachedRefusal(b *testing.B) {
+	for _, kind := range []string{"denial", "ban"} {
+		b.Run(kind, func(b *testing.B) {
+			g := NewGuard(newRedis(b, standalone.URL()))
+			defer g.Close()
+			policy := fmt.Sprintf("p%d", time.Now().UnixNano())
+			var opts []ruleOption
+			if kind == "ban" {
+				opts = append(opts, withBan(&banSpec{Denials: 1, Within: time.Minute, Durations: []time.Duration{time.Hour}, ForgetAfter: time.Hour}))
+			}
+			rule, err := newRule(Bucket{Namespace: "bench", Policy: policy, Rule: "r"}, TokenBucket,
+				[]Window{{Requests: 1, Period: time.Hour}}, 1, FailurePolicy{Mode: config.FailClosed, Timeout: time.Second}, opts...)
+			if err != nil {
+				b.Fatal(err)
+			}
+			req := rule.Request(HashTenant("salt", policy))
+			for range 3 { // admitted, then refused: cached from then on
+				g.AllowAll(context.Background(), []Request{req}, nil)
+			}
+			b.SetParallelism(max(1, 64/runtime.GOMAXPROCS(0)))
+			b.ReportAllocs()
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				var out []Outcome
+				for pb.Next() {
+					out = g.AllowAll(context.Background(), []Request{req}, out)
+					if out[0].Err != nil || out[0].Decision.Allowed || !out[0].Decision.Local {
+						b.Errorf("%+v", out[0])
+						return
+					}
+				}
+			})
+			b.ReportMetric(float64(g.LeaseCounts(policy).RedisCalls.Load())/float64(b.N), "redis-calls/decision")
+		})
 	}
 }

@@ -36,12 +36,6 @@ const (
 // delayAlgorithm reports whether a's script can book a reservation.
 func delayAlgorithm(a Algorithm) bool { return a == TokenBucket || a == GCRA }
 
-// Delay lets the rule's requests over the limit wait up to longest for
-// capacity instead of being refused; zero refuses them at once.
-func Delay(longest time.Duration) RuleOption {
-	return func(req *Request) { req.Delay = longest }
-}
-
 // validateDelay reports why a rule of algorithm a cannot delay by longest.
 func validateDelay(a Algorithm, longest time.Duration) error {
 	if longest == 0 {
@@ -80,16 +74,4 @@ func reserved(req *Request, d *Decision, wait time.Duration) {
 		return
 	}
 	d.RetryAfter = max(d.RetryAfter-req.Delay, 0)
-}
-
-// forget drops req's cached refusal, for a reservation given back to Redis:
-// the capacity it frees may delay the bucket's next request.
-func (t *leases) forget(req *Request) {
-	k := leaseKey{bucket: req.Bucket, windows: &req.Windows[0]}
-	sh := t.shard(k)
-	sh.mu.Lock()
-	if e := sh.m[k]; e != nil {
-		e.deniedUntil = 0
-	}
-	sh.mu.Unlock()
 }

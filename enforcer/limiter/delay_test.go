@@ -100,8 +100,8 @@ func TestDelayReservationGivenBackFreesItsSlot(t *testing.T) {
 		t.Run(string(a), func(t *testing.T) {
 			g := NewWithT(t)
 			guard := newGuard(t, standalone.URL())
-			rule, err := NewRule(Bucket{Namespace: "shop", Policy: "p", Rule: "search"}, a,
-				[]Window{{Requests: 10, Period: time.Second, Burst: 1}}, 1, FailurePolicy{Timeout: time.Second}, Delay(time.Second))
+			rule, err := newRule(Bucket{Namespace: "shop", Policy: "p", Rule: "search"}, a,
+				[]Window{{Requests: 10, Period: time.Second, Burst: 1}}, 1, FailurePolicy{Timeout: time.Second}, withDelay(time.Second))
 			g.Expect(err).NotTo(HaveOccurred())
 			req := rule.Request(HashTenant("salt", t.Name()))
 			g.Expect(req.Lease).To(BeTrue(), "a delay rule keeps its leases for admissions now")
@@ -129,8 +129,8 @@ func TestDelayReservationGivenBackFreesItsSlot(t *testing.T) {
 func TestDelayDeniedCacheNeverRefusesADelayableRequest(t *testing.T) {
 	g := NewWithT(t)
 	guard := newGuard(t, standalone.URL())
-	rule, err := NewRule(Bucket{Namespace: "shop", Policy: "p", Rule: "search"}, TokenBucket,
-		[]Window{{Requests: 10, Period: time.Second, Burst: 1}}, 1, FailurePolicy{Timeout: time.Second}, Delay(200*time.Millisecond))
+	rule, err := newRule(Bucket{Namespace: "shop", Policy: "p", Rule: "search"}, TokenBucket,
+		[]Window{{Requests: 10, Period: time.Second, Burst: 1}}, 1, FailurePolicy{Timeout: time.Second}, withDelay(200*time.Millisecond))
 	g.Expect(err).NotTo(HaveOccurred())
 	req := rule.Request(HashTenant("salt", t.Name()))
 	var refused Decision
@@ -159,8 +159,8 @@ func TestDelayNeverAdmitsMoreThanTheLimit(t *testing.T) {
 			g := NewWithT(t)
 			guards := []*Guard{newGuard(t, standalone.URL()), newGuard(t, standalone.URL())}
 			const requests, burst = 20, 5 // 20/s: a unit every 50ms
-			rule, err := NewRule(Bucket{Namespace: "shop", Policy: "p", Rule: "search"}, a,
-				[]Window{{Requests: requests, Period: time.Second, Burst: burst}}, 1, FailurePolicy{Timeout: time.Second}, Delay(300*time.Millisecond))
+			rule, err := newRule(Bucket{Namespace: "shop", Policy: "p", Rule: "search"}, a,
+				[]Window{{Requests: requests, Period: time.Second, Burst: burst}}, 1, FailurePolicy{Timeout: time.Second}, withDelay(300*time.Millisecond))
 			g.Expect(err).NotTo(HaveOccurred())
 			req := rule.Request(HashTenant("salt", t.Name()))
 			var mu sync.Mutex
@@ -219,7 +219,7 @@ func TestDelayRuleValidation(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
-			_, err := NewRule(b, tc.a, ws, 1, FailurePolicy{}, Delay(tc.delay))
+			_, err := newRule(b, tc.a, ws, 1, FailurePolicy{}, withDelay(tc.delay))
 			if tc.ok {
 				g.Expect(err).NotTo(HaveOccurred())
 			} else {

@@ -34,10 +34,14 @@ const (
 // policy's timeout and, when Redis fails, lets the policy's failure mode
 // decide: admit (Open), refuse (Closed), or limit in-process (LocalFallback).
 type Guard struct {
-	redis  *Redis
-	local  *Local
+	redis *Redis
+	local *Local
+	// clock dates leases and cached decisions; cache holds bans and
+	// cached refusals alike.
+	clock  clock
+	cache  *decisionCache
 	leases *leases
-	bans   *banCache
+	bans   banCounts
 	now    func() time.Time
 
 	failures     atomic.Int64 // consecutive Redis failures
@@ -60,7 +64,14 @@ type Guard struct {
 // NewGuard wraps r, with opts for the LocalFallback state; Close stops the
 // guard's background sweeping of that state.
 func NewGuard(r *Redis, opts ...LocalOption) *Guard {
-	g := &Guard{redis: r, local: NewLocal(nil, opts...), leases: newLeases(), bans: newBanCache(), now: time.Now, stop: make(chan struct{}), done: make(chan struct{})}
+	return newGuardWith(r, newMonotonic(), opts...)
+}
+
+// newGuardWith is NewGuard whose leases and cached decisions follow c.
+func newGuardWith(r *Redis, c clock, opts ...LocalOption) *Guard {
+	cache := newDecisionCache(c)
+	g := &Guard{redis: r, local: NewLocal(nil, opts...), clock: c, cache: cache, leases: newLeases(c, cache),
+		now: time.Now, stop: make(chan struct{}), done: make(chan struct{})}
 	go g.sweep()
 	return g
 }
@@ -78,15 +89,15 @@ func (g *Guard) Close() {
 	g.closing = true
 	g.prefetchMu.Unlock()
 	g.prefetches.Wait()
-	g.leases.giveBack(context.Background(), g.redis, g.leases.release(g.leases.clock()))
+	g.leases.giveBack(context.Background(), g.redis, g.leases.release(g.clock.now()))
 }
 
 // Release gives back every lease and forgets every cached refusal, waiting
 // no longer than returns take (returnTimeout): for a new configuration,
 // whose limits the leases were not taken under.
 func (g *Guard) Release(ctx context.Context) {
-	g.leases.giveBack(ctx, g.redis, g.leases.release(g.leases.clock()))
-	g.bans.sweep(true)
+	g.leases.giveBack(ctx, g.redis, g.leases.release(g.clock.now()))
+	g.cache.clear()
 }
 
 // LeaseCounts are the lease counters of policy (its name), nil before any
@@ -123,10 +134,10 @@ func (g *Guard) sweep() {
 		now, idle := g.now(), false
 		if !now.Before(nextSweep) {
 			g.local.Sweep()
-			g.bans.sweep(false)
+			g.cache.sweep(g.clock.now())
 			idle, nextSweep = true, now.Add(sweepInterval)
 		}
-		returns = g.leases.ended(g.leases.clock(), idle, returns[:0])
+		returns = g.leases.ended(g.clock.now(), idle, returns[:0])
 		// one batch in flight at a time: returns are bounded by the table
 		g.leases.giveBack(context.Background(), g.redis, returns)
 		clear(returns)
@@ -168,16 +179,17 @@ func (g *Guard) AllowAll(ctx context.Context, reqs []Request, out []Outcome) []O
 		}
 		// A banned tenant first: refused from its cached ban, no Redis call.
 		var ban Decision
-		var banned banLookup
+		var banned cacheAnswer
 		if req.Ban != nil {
-			if ban, banned = g.bans.lookup(req); banned == banCached {
+			if ban, banned = g.cache.lookup(banKey(req.Bucket), g.clock.now()); banned == cacheHit {
+				g.bans.refusedCounter(req.Bucket.Policy).Add(1)
 				out[i] = Outcome{Decision: ban}
 				continue
 			}
 		}
 		var a localAnswer
 		// A ban due for its check asks Redis whatever a lease holds.
-		if req.Lease && banned == banUnknown {
+		if req.Lease && banned == cacheMiss {
 			// Waiting once this batch has calls in flight could wait for
 			// one of them: a bucket twice in one batch.
 			if a = g.answer(ctx, req, len(pending) == 0); a.local {
@@ -194,7 +206,7 @@ func (g *Guard) AllowAll(ctx context.Context, reqs []Request, out []Outcome) []O
 			if a.owner {
 				g.leases.unfetch(a.entry, false)
 			}
-			if banned == banRecheck {
+			if banned == cacheRecheck {
 				out[i] = Outcome{Decision: ban}
 				continue
 			}
@@ -203,9 +215,8 @@ func (g *Guard) AllowAll(ctx context.Context, reqs []Request, out []Outcome) []O
 		}
 		out[i] = Outcome{}
 		g.leases.counts(req.Bucket.Policy).RedisCalls.Add(1)
-		pending = append(pending, guardCheck{i: i, entry: a.entry, owner: a.owner, sent: g.leases.clock(),
-			banSent: g.bans.clock(), ban: ban, banned: banned == banRecheck,
-			check: g.redis.submit(ctx, req, req.Cost, a.want)})
+		pending = append(pending, guardCheck{i: i, entry: a.entry, owner: a.owner, sent: g.clock.now(),
+			ban: ban, banned: banned == cacheRecheck, check: g.redis.submit(ctx, req, req.Cost, a.want)})
 	}
 	// Rules of one policy share its timeout: one deadline serves them all.
 	var deadlines budgets
@@ -220,7 +231,7 @@ func (g *Guard) AllowAll(ctx context.Context, reqs []Request, out []Outcome) []O
 			g.leases.unfetch(p.entry, p.check.want > req.Cost)
 		}
 		if err == nil && req.Ban != nil {
-			g.observeBan(req, d, p.banSent)
+			g.observeBan(req, d, p.sent)
 		}
 		d, err = g.settle(ctx, req, d, err)
 		if err != nil && p.banned {
@@ -234,7 +245,7 @@ func (g *Guard) AllowAll(ctx context.Context, reqs []Request, out []Outcome) []O
 
 // guardCheck is a rule of AllowAll sent to Redis: its index, its bucket's
 // lease entry, whether it is the bucket's call in flight, and when it was
-// sent (the lease table's clock).
+// sent (the Guard's clock).
 type guardCheck struct {
 	i     int
 	check pendingCheck
@@ -242,11 +253,9 @@ type guardCheck struct {
 	owner bool
 	sent  int64
 	// ban is the tenant's cached ban when banned is set: this call checks
-	// that it still holds. banSent is when it was sent, on the ban cache's
-	// clock.
-	ban     Decision
-	banned  bool
-	banSent int64
+	// that it still holds.
+	ban    Decision
+	banned bool
 }
 
 // waitsForCall is how often a request waits for another's call to its
@@ -293,7 +302,7 @@ func (g *Guard) startPrefetch(e *leaseEntry, want int64) {
 func (g *Guard) prefetch(e *leaseEntry, want int64) {
 	ctx, cancel := context.WithTimeout(context.Background(), e.req.Failure.timeout())
 	defer cancel()
-	sent, banSent := g.leases.clock(), g.bans.clock()
+	sent := g.clock.now()
 	g.leases.counts(e.req.Bucket.Policy).RedisCalls.Add(1)
 	d, taken, err := g.redis.submit(ctx, &e.req, 0, want).wait(ctx)
 	if err != nil {
@@ -303,7 +312,7 @@ func (g *Guard) prefetch(e *leaseEntry, want int64) {
 	}
 	g.succeeded()
 	if e.req.Ban != nil {
-		g.observeBan(&e.req, d, banSent)
+		g.observeBan(&e.req, d, sent)
 	}
 	g.leases.settle(e, d, taken, 0, sent, true)
 }
@@ -320,7 +329,8 @@ func (g *Guard) Refund(ctx context.Context, reqs []Request, counted []time.Time)
 		// a delay rule's admission may be a reservation, whose units
 		// belong to a later time than a lease admits at (delay.go)
 		if reqs[i].delays() {
-			g.leases.forget(&reqs[i])
+			// the capacity it frees may delay the bucket's next request
+			g.cache.forget(windowsKey(&reqs[i]))
 		} else if reqs[i].Lease && g.leases.refund(&reqs[i], counted[i]) {
 			continue
 		}

@@ -2,7 +2,6 @@ package limiter
 
 import (
 	"context"
-	"hash/maphash"
 	"math"
 	"sync"
 	"sync/atomic"
@@ -21,7 +20,8 @@ import (
 // shutdown). A FixedWindow lease also ends with its window, since its units
 // only count there.
 //
-// The denial cache keeps a refusal until the Retry-After Redis gave: for
+// The denial cache (the decision cache's entries under a bucket's windows,
+// decision_cache.go) keeps a refusal until the Retry-After Redis gave: for
 // these algorithms only time frees capacity, so Redis would refuse the
 // same request until then. Two things free capacity sooner and are not
 // seen by other replicas: a refund (another rule refused a request this one
@@ -53,37 +53,25 @@ const (
 	leaseIdle = 10 * time.Second
 	// returnTimeout bounds one batch of lease returns.
 	returnTimeout = 500 * time.Millisecond
-	leaseShards   = 32
 )
 
-// leaseKey names a lease: a bucket under one set of windows. A tier, an
-// override and a new configuration each have windows of their own (Rule
-// keeps them), so a lease never admits under limits it was not taken with.
-type leaseKey struct {
-	bucket  Bucket
-	windows *Window
-}
-
-// leaseEntry is one bucket's lease, cached refusal and traffic, guarded by
-// its shard's lock.
+// leaseEntry is one bucket's lease and traffic, under a set of windows,
+// guarded by its shard's lock.
 type leaseEntry struct {
-	key leaseKey
+	key bucketKey
 	req Request // for returns and prefetches
 
-	// units are the lease's unused units, until expires (unix ns). end is
-	// a FixedWindow lease's window end (unix ns, 0 for other algorithms):
-	// units never outlive it; window is that end on Redis' clock (µs),
-	// which names the window.
+	// units are the lease's unused units, until expires (the Guard's
+	// clock). end is a FixedWindow lease's window end (the Guard's clock, 0
+	// for other algorithms): units never outlive it; window is that end on
+	// Redis' clock (µs), which names the window.
 	units, expires, end, window int64
 	// base is the decision of the last Redis grant, after it: what lease
 	// decisions report, with the lease's units added to Remaining. Its
 	// CountedAt dates the units (the fixed window they count in).
 	base Decision
-	// deniedUntil (unix ns) and denial are the cached refusal.
-	deniedUntil int64
-	denial      Decision
 
-	// hits are requests since since (unix ns); rate is requests per second.
+	// hits are requests since since; rate is requests per second.
 	hits, since int64
 	rate        float64
 	// calling is set while a call for this bucket is in flight: requests
@@ -100,22 +88,19 @@ type leaseEntry struct {
 	gone bool
 }
 
+// leaseShard is what a shard of the lease table keeps besides its map.
 type leaseShard struct {
-	mu   sync.Mutex
-	m    map[leaseKey]*leaseEntry
 	held []*leaseEntry // entries with units, checked every leaseTick
-	_    [40]byte
 }
 
-// leases is a Guard's leases, denial cache and their counters. Its times
-// (expiries, refusals, traffic) are nanoseconds of a monotonic clock since
-// base, so that a wall clock set back never makes a lease outlive its end.
+// leases is a Guard's leases and their counters. Its times (expiries,
+// traffic) are on the Guard's clock. The bucket's cached refusal lives in
+// the decision cache, refusals, which answers the requests a lease cannot.
 type leases struct {
-	base    time.Time
-	seed    maphash.Seed
-	entries atomic.Int64
-	shards  [leaseShards]leaseShard
-	stats   sync.Map // policy -> *LeaseCounts
+	clock    clock
+	refusals *decisionCache
+	m        shardedMap[bucketKey, *leaseEntry, leaseShard]
+	stats    sync.Map // policy -> *LeaseCounts
 
 	mu      sync.Mutex
 	orphans []pendingReturn // units granted to dropped entries
@@ -129,11 +114,9 @@ type pendingReturn struct {
 	counted int64
 }
 
-func newLeases() *leases {
-	t := &leases{base: time.Now(), seed: maphash.MakeSeed()}
-	for i := range t.shards {
-		t.shards[i].m = map[leaseKey]*leaseEntry{}
-	}
+func newLeases(c clock, refusals *decisionCache) *leases {
+	t := &leases{clock: c, refusals: refusals}
+	t.m.init(leaseMaxEntries)
 	return t
 }
 
@@ -167,16 +150,6 @@ func (t *leases) counts(policy string) *LeaseCounts {
 	return c.(*LeaseCounts)
 }
 
-// clock is the time on the table's monotonic clock.
-func (t *leases) clock() int64 { return int64(time.Since(t.base)) }
-
-// wall is a time of the table's clock as a time.Time.
-func (t *leases) wall(at int64) time.Time { return t.base.Add(time.Duration(at)) }
-
-func (t *leases) shard(k leaseKey) *leaseShard {
-	return &t.shards[maphash.Comparable(t.seed, k)%leaseShards]
-}
-
 // localAnswer is what the lease table says of one request.
 type localAnswer struct {
 	decision Decision
@@ -205,15 +178,17 @@ type localAnswer struct {
 // request that was descheduled on its way here must not spend a fixed
 // window's lease after the window ended.
 func (t *leases) answer(req *Request, first, mayWait bool) localAnswer {
-	k := leaseKey{bucket: req.Bucket, windows: &req.Windows[0]}
-	sh := t.shard(k)
+	k := windowsKey(req)
+	sh := t.m.shardOf(k)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	now := t.clock()
+	now := t.clock.now()
 	e := sh.m[k]
 	if e == nil {
-		if t.entries.Add(1) > leaseMaxEntries {
-			t.entries.Add(-1)
+		if !t.m.reserve() {
+			if d, ok := t.refused(req, k, now); ok {
+				return localAnswer{decision: d, local: true}
+			}
 			return localAnswer{want: req.Cost}
 		}
 		e = &leaseEntry{key: k, req: *req, since: now}
@@ -229,7 +204,7 @@ func (t *leases) answer(req *Request, first, mayWait bool) localAnswer {
 		e.units -= req.Cost
 		d := e.base
 		d.Remaining = min(d.Limit, d.Remaining+e.units)
-		d.Now, d.Local = t.wall(now), true
+		d.Now, d.Local = t.clock.wall(now), true
 		t.counts(req.Bucket.Policy).LeaseAdmits.Add(1)
 		a := localAnswer{decision: d, local: true}
 		if want := e.want(req.Cost); !e.calling && want > req.Cost {
@@ -249,11 +224,7 @@ func (t *leases) answer(req *Request, first, mayWait bool) localAnswer {
 		}
 		return a
 	}
-	if now < e.deniedUntil {
-		d := e.denial
-		d.RetryAfter = time.Duration(e.deniedUntil - now)
-		d.Now, d.Local = t.wall(now), true
-		t.counts(req.Bucket.Policy).CachedRefusals.Add(1)
+	if d, ok := t.refused(req, k, now); ok {
 		return localAnswer{decision: d, local: true}
 	}
 	if e.calling && mayWait {
@@ -270,13 +241,27 @@ func (t *leases) answer(req *Request, first, mayWait bool) localAnswer {
 	return a
 }
 
+// refused answers req from the cached refusal of its bucket k, if any. A
+// rule with a ban caches none (settle): its bans are cached instead.
+func (t *leases) refused(req *Request, k bucketKey, now int64) (Decision, bool) {
+	if req.Ban != nil {
+		return Decision{}, false
+	}
+	d, a := t.refusals.lookup(k, now)
+	if a == cacheMiss {
+		return Decision{}, false
+	}
+	t.counts(req.Bucket.Policy).CachedRefusals.Add(1)
+	return d, true
+}
+
 // unfetch ends the call in flight of e, which got no answer; asked says
 // it reached Redis asking for a lease.
 func (t *leases) unfetch(e *leaseEntry, asked bool) {
 	if asked {
 		t.counts(e.req.Bucket.Policy).LeaseFailures.Add(1)
 	}
-	sh := t.shard(e.key)
+	sh := t.m.shardOf(e.key)
 	sh.mu.Lock()
 	e.done()
 	sh.mu.Unlock()
@@ -327,11 +312,11 @@ func (e *leaseEntry) want(cost int64) int64 {
 	return n
 }
 
-// settle records a Redis decision of e's bucket sent at sent (the table's clock)
+// settle records a Redis decision of e's bucket sent at sent (the Guard's clock)
 // that took taken units at cost: a lease for what it took beyond cost, a
 // cached refusal when it refused. owner ends the call in flight.
 func (t *leases) settle(e *leaseEntry, d Decision, taken, cost, sent int64, owner bool) {
-	sh := t.shard(e.key)
+	sh := t.m.shardOf(e.key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if owner {
@@ -340,11 +325,12 @@ func (t *leases) settle(e *leaseEntry, d Decision, taken, cost, sent int64, owne
 	c := t.counts(e.req.Bucket.Policy)
 	if !d.Allowed {
 		// A rule with a ban counts every refusal in Redis: its refusals
-		// are not cached, its bans are (banCache).
+		// are not cached, its bans are (ban.go).
 		if d.RetryAfter > 0 && e.req.Ban == nil {
 			// Redis' clock read the state at some point after sent: ending
 			// the refusal at sent + RetryAfter ends it no later than Redis would.
-			e.deniedUntil, e.denial = sent+int64(d.RetryAfter), d
+			until := sent + int64(d.RetryAfter)
+			t.refusals.store(e.key, d, until, until)
 		}
 		return
 	}
@@ -376,10 +362,10 @@ func (t *leases) settle(e *leaseEntry, d Decision, taken, cost, sent int64, owne
 	}
 	e.units += extra
 	e.expires, e.end, e.window = expires, end, window
-	e.deniedUntil = 0
+	t.refusals.forget(e.key)
 	if !e.held {
 		e.held = true
-		sh.held = append(sh.held, e)
+		sh.x.held = append(sh.x.held, e)
 	}
 }
 
@@ -399,16 +385,13 @@ func windowEnd(ws []Window, now time.Time) time.Time {
 // it (otherwise Redis must). A fixed window's lease takes back only units
 // of its own window.
 func (t *leases) refund(req *Request, counted time.Time) bool {
-	k := leaseKey{bucket: req.Bucket, windows: &req.Windows[0]}
-	sh := t.shard(k)
+	k := windowsKey(req)
+	t.refusals.forget(k)
+	sh := t.m.shardOf(k)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	e := sh.m[k]
-	if e == nil {
-		return false
-	}
-	e.deniedUntil = 0
-	if !e.held || t.clock() >= e.expires {
+	if e == nil || !e.held || t.clock.now() >= e.expires {
 		return false
 	}
 	if e.end != 0 && windowEnd(e.req.Windows, counted).UnixMicro() != e.window {
@@ -423,11 +406,11 @@ func (t *leases) refund(req *Request, counted time.Time) bool {
 // not seen for leaseIdle.
 func (t *leases) ended(now int64, idle bool, dst []pendingReturn) []pendingReturn {
 	idleBefore := now - int64(leaseIdle)
-	for i := range t.shards {
-		sh := &t.shards[i]
+	for i := range t.m.shards {
+		sh := &t.m.shards[i]
 		sh.mu.Lock()
-		kept := sh.held[:0]
-		for _, e := range sh.held {
+		kept := sh.x.held[:0]
+		for _, e := range sh.x.held {
 			if now < e.expires {
 				kept = append(kept, e)
 				continue
@@ -435,15 +418,12 @@ func (t *leases) ended(now int64, idle bool, dst []pendingReturn) []pendingRetur
 			e.held = false
 			dst = t.take(e, now, dst)
 		}
-		clear(sh.held[len(kept):])
-		sh.held = kept
+		clear(sh.x.held[len(kept):])
+		sh.x.held = kept
 		if idle {
-			for k, e := range sh.m {
-				if !e.held && !e.calling && e.lastSeen < idleBefore && e.deniedUntil < now {
-					delete(sh.m, k)
-					t.entries.Add(-1)
-				}
-			}
+			t.m.removeIf(sh, func(_ bucketKey, e *leaseEntry) bool {
+				return !e.held && !e.calling && e.lastSeen < idleBefore
+			})
 		}
 		sh.mu.Unlock()
 	}
@@ -468,17 +448,16 @@ func (t *leases) take(e *leaseEntry, now int64, dst []pendingReturn) []pendingRe
 // configuration or shutdown; it returns what is to be given back.
 func (t *leases) release(now int64) []pendingReturn {
 	var dst []pendingReturn
-	for i := range t.shards {
-		sh := &t.shards[i]
+	for i := range t.m.shards {
+		sh := &t.m.shards[i]
 		sh.mu.Lock()
-		for k, e := range sh.m {
+		t.m.removeIf(sh, func(_ bucketKey, e *leaseEntry) bool {
 			dst = t.take(e, now, dst)
 			e.held, e.gone = false, true
-			delete(sh.m, k)
-			t.entries.Add(-1)
-		}
-		clear(sh.held)
-		sh.held = sh.held[:0]
+			return true
+		})
+		clear(sh.x.held)
+		sh.x.held = sh.x.held[:0]
 		sh.mu.Unlock()
 	}
 	return t.takeOrphans(dst)

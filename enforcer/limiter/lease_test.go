@@ -21,7 +21,7 @@ func leasingRule(t *testing.T, a Algorithm, l config.Leasing, windows ...Window)
 	t.Helper()
 	b := bucketFor(t)
 	b.Tenant = HashTenant("salt", fmt.Sprint(t.Name(), time.Now().UnixNano()))
-	rule, err := NewRule(b, a, windows, 1, FailurePolicy{Mode: config.FailClosed, Timeout: 200 * time.Millisecond}, Leasing(l))
+	rule, err := newRule(b, a, windows, 1, FailurePolicy{Mode: config.FailClosed, Timeout: 200 * time.Millisecond}, withLeasing(l))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -332,6 +332,7 @@ func TestHeldLeaseServesWhileRedisIsDown(t *testing.T) {
 func TestLeaseSizeFollowsTraffic(t *testing.T) {
 	g := NewWithT(t)
 	guard := newGuard(t, standalone.URL())
+	coldGuard, clock := newGuardOnFakeClock(t, standalone.URL())
 	big := Window{Requests: 1000000, Period: time.Minute}
 
 	// cold: 20 tenants, each asking every 150 ms
@@ -340,17 +341,17 @@ func TestLeaseSizeFollowsTraffic(t *testing.T) {
 		b := bucketFor(t)
 		b.Tenant = HashTenant("salt", fmt.Sprint(t.Name(), "cold", i))
 		b.Policy = "cold"
-		rule, err := NewRule(b, TokenBucket, []Window{big}, 1, FailurePolicy{Mode: config.FailOpen})
+		rule, err := newRule(b, TokenBucket, []Window{big}, 1, FailurePolicy{Mode: config.FailOpen})
 		g.Expect(err).NotTo(HaveOccurred())
 		cold = append(cold, rule.Request(b.Tenant))
 	}
 	for range 8 {
 		for _, req := range cold {
-			g.Expect(decideOnce(guard, req).Decision.Local).To(BeFalse())
+			g.Expect(decideOnce(coldGuard, req).Decision.Local).To(BeFalse())
 		}
-		time.Sleep(150 * time.Millisecond)
+		clock.advance(150 * time.Millisecond)
 	}
-	c := guard.LeaseCounts("cold")
+	c := coldGuard.LeaseCounts("cold")
 	g.Expect(c.RedisCalls.Load()).To(Equal(int64(8*20)), "a cold tenant asks Redis for each request")
 	g.Expect(c.Grants.Load()).To(BeZero())
 

@@ -58,35 +58,36 @@ type Request struct {
 	checked bool
 }
 
-// Rule is a rule of a policy as the limiter decides it: its bucket's
-// namespace, policy and rule names, its algorithm, windows and cost, and its
-// failure mode. NewRule checks it once, when a configuration is compiled;
-// the zero Rule builds Requests the guard refuses.
+// Rule is a rule of a policy (config.Rule) as the limiter decides it under
+// one set of windows: its bucket's namespace, policy and rule names, its
+// algorithm, windows, cost, leasing, delay and ban, and its failure mode,
+// precomputed into the Request every check copies. NewRule checks it once,
+// when a configuration is compiled; the zero Rule builds Requests the guard
+// refuses.
 type Rule struct {
 	req Request
 }
 
-// RuleOption sets an optional property of a Rule.
-type RuleOption func(*Request)
-
-// Leasing sets whether the rule's decisions may come from leases and the
-// denial cache (config.LeasingAuto) or each go to Redis (config.LeasingOff).
-// Only the algorithms that lease exactly (TokenBucket, GCRA, FixedWindow)
-// use it; without the option a rule leases.
-func Leasing(l config.Leasing) RuleOption {
-	return func(req *Request) { req.Lease = l != config.LeasingOff }
+// WindowsOf are the limiter's windows of a rule's limits.
+func WindowsOf(limits []config.Limit) []Window {
+	ws := make([]Window, len(limits))
+	for i, l := range limits {
+		ws[i] = Window{Requests: l.Requests, Period: l.Period.Duration, Burst: l.Burst}
+	}
+	return ws
 }
 
-// NewRule checks a rule of algorithm a with these windows and cost, for the
-// buckets named by b (whose Tenant is ignored), and returns it. Configurations
-// are checked with field paths by config.Parse; an error here is a bug in
-// how the rule was compiled. NewRule keeps windows: do not modify them.
-func NewRule(b Bucket, a Algorithm, windows []Window, cost int64, f FailurePolicy, opts ...RuleOption) (Rule, error) {
-	req := Request{Bucket: b, Algorithm: a, Windows: windows, Cost: cost, Failure: f, Lease: true}
-	for _, o := range opts {
-		o(&req)
-	}
-	if d := descriptorOf(a); d == nil || !d.leases {
+// NewRule checks the limiter's rule for cr, deciding with windows (cr's
+// limits, a tier's or an override's, possibly scaled) for the buckets named
+// by b (whose Tenant is ignored), and returns it. Leasing applies to the
+// algorithms that lease exactly (TokenBucket, GCRA, FixedWindow).
+// Configurations are checked with field paths by config.Parse; an error
+// here is a bug in how the rule was compiled. NewRule keeps windows and cr:
+// do not modify them.
+func NewRule(b Bucket, cr *config.Rule, windows []Window, f FailurePolicy) (Rule, error) {
+	req := Request{Bucket: b, Algorithm: cr.Algorithm, Windows: windows, Cost: cr.Cost, Failure: f,
+		Lease: cr.Leasing != config.LeasingOff, Delay: cr.DelayMax(), Ban: banOf(cr.Ban)}
+	if d := descriptorOf(req.Algorithm); d == nil || !d.leases {
 		req.Lease = false
 	}
 	req.Bucket.Tenant = "-" // any tenant Rule.Request accepts; checked there

@@ -3,8 +3,6 @@ package limiter
 import (
 	"hash/maphash"
 	"math"
-	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -19,14 +17,9 @@ type WindowResult struct {
 // no LocalMaxEntries option.
 const DefaultLocalMaxEntries = 100_000
 
-const (
-	// localShards spreads keys over independent locks so that tenants do
-	// not contend with each other.
-	localShards = 32
-	// localEps is the scripts' eps: it absorbs float rounding, far below
-	// one request.
-	localEps = 1e-9
-)
+// localEps is the scripts' eps: it absorbs float rounding, far below one
+// request.
+const localEps = 1e-9
 
 // Local is an in-process limiter with the same algorithms as the Redis scripts,
 // for the LocalFallback failure mode: each replica limits on its own while
@@ -49,11 +42,8 @@ const (
 //
 // Local is safe for concurrent use.
 type Local struct {
-	now        func() time.Time
-	seed       maphash.Seed
-	maxEntries int64
-	entries    atomic.Int64
-	shards     [localShards]localShard
+	now func() time.Time
+	m   shardedMap[localKey, *localEntry, localShard]
 }
 
 // LocalOption configures a Local.
@@ -63,7 +53,7 @@ type LocalOption func(*Local)
 func LocalMaxEntries(n int) LocalOption {
 	return func(l *Local) {
 		if n >= 1 {
-			l.maxEntries = int64(n)
+			l.m.limit = int64(n)
 		}
 	}
 }
@@ -73,25 +63,26 @@ func NewLocal(now func() time.Time, opts ...LocalOption) *Local {
 	if now == nil {
 		now = time.Now
 	}
-	l := &Local{now: now, seed: maphash.MakeSeed(), maxEntries: DefaultLocalMaxEntries}
+	l := &Local{now: now}
+	l.m.init(DefaultLocalMaxEntries)
 	for _, o := range opts {
 		o(l)
 	}
-	for i := range l.shards {
-		l.shards[i].m = make(map[localKey]*localEntry)
-		l.shards[i].minExpiry = math.MaxInt64
+	for i := range l.m.shards {
+		l.m.shards[i].x.minExpiry = math.MaxInt64
 	}
 	return l
 }
 
+// localShard is what a shard of Local keeps besides its map.
 type localShard struct {
-	mu sync.Mutex
-	m  map[localKey]*localEntry
-	// minExpiry is at most the earliest expiry in m, so a shard is only
-	// scanned for expired entries when one may exist.
+	// minExpiry is at most the earliest expiry in the shard's map, so a
+	// shard is only scanned for expired entries when one may exist.
 	minExpiry int64
-	_         [40]byte // keeps shards on separate cache lines
 }
+
+// localMapShard is one shard of Local's state.
+type localMapShard = shard[localKey, *localEntry, localShard]
 
 // localKey identifies the same state as Bucket.Key, without building the
 // string on every request.
@@ -137,7 +128,7 @@ func (l *Local) Check(req *Request) (allowed bool, now time.Time, windows []Wind
 	windows = make([]WindowResult, len(req.Windows))
 	var buf [maxWindows]localWindow
 	pending := buf[:0]
-	sh := &l.shards[maphash.Comparable(l.seed, req.Bucket)%localShards]
+	sh := l.m.shardAt(maphash.Comparable(l.m.seed, req.Bucket))
 
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -164,13 +155,12 @@ func (l *Local) Check(req *Request) (allowed bool, now time.Time, windows []Wind
 		p := &pending[i]
 		if !commit && p.fresh && p.entry != nil {
 			// expired and not renewed: the key is gone in Redis too
-			delete(sh.m, localKey{req.Bucket, req.Windows[i].Period, alg})
-			l.entries.Add(-1)
+			l.m.remove(sh, localKey{req.Bucket, req.Windows[i].Period, alg})
 			p.entry = nil
 		}
 		remaining, reset, retry := alg.answer(p, ts, req.Cost, allowed)
 		if commit && p.entry != nil {
-			sh.minExpiry = min(sh.minExpiry, p.entry.expires)
+			sh.x.minExpiry = min(sh.x.minExpiry, p.entry.expires)
 		}
 		windows[i] = WindowResult{
 			Remaining: remaining,
@@ -184,8 +174,8 @@ func (l *Local) Check(req *Request) (allowed bool, now time.Time, windows []Wind
 // Sweep drops state that has expired (the scripts' TTLs); it is called periodically.
 func (l *Local) Sweep() {
 	now := l.now().UnixMicro()
-	for i := range l.shards {
-		sh := &l.shards[i]
+	for i := range l.m.shards {
+		sh := &l.m.shards[i]
 		sh.mu.Lock()
 		l.sweep(sh, now)
 		sh.mu.Unlock()
@@ -194,33 +184,31 @@ func (l *Local) Sweep() {
 
 // Len is the number of live keys, for metrics and tests.
 func (l *Local) Len() int {
-	return int(l.entries.Load())
+	return int(l.m.len())
 }
 
 // sweep drops the expired entries of sh, whose lock is held, and reports
 // whether it dropped any.
-func (l *Local) sweep(sh *localShard, now int64) bool {
-	if now < sh.minExpiry {
+func (l *Local) sweep(sh *localMapShard, now int64) bool {
+	if now < sh.x.minExpiry {
 		return false
 	}
-	next, dropped := int64(math.MaxInt64), int64(0)
-	for k, e := range sh.m {
+	next := int64(math.MaxInt64)
+	dropped := l.m.removeIf(sh, func(_ localKey, e *localEntry) bool {
 		if now >= e.expires {
-			delete(sh.m, k)
-			dropped++
-		} else {
-			next = min(next, e.expires)
+			return true
 		}
-	}
-	sh.minExpiry = next
-	l.entries.Add(-dropped)
+		next = min(next, e.expires)
+		return false
+	})
+	sh.x.minExpiry = next
 	return dropped > 0
 }
 
 // claim gives each window of a committing request an entry to commit into:
 // expired entries are renewed first, so that making room for new ones cannot
 // drop them. A window may stay without one when Local is full.
-func (l *Local) claim(sh *localShard, req *Request, alg *algorithm, pending []localWindow, now int64) {
+func (l *Local) claim(sh *localMapShard, req *Request, alg *algorithm, pending []localWindow, now int64) {
 	for i := range pending {
 		if p := &pending[i]; p.fresh && p.entry != nil {
 			p.entry.reset()
@@ -236,8 +224,8 @@ func (l *Local) claim(sh *localShard, req *Request, alg *algorithm, pending []lo
 
 // create adds an entry for key to sh, whose lock is held, or returns nil when
 // Local is full even after dropping expired entries.
-func (l *Local) create(sh *localShard, key localKey, now int64) *localEntry {
-	if !l.reserve() && !(l.dropExpired(sh, now) && l.reserve()) {
+func (l *Local) create(sh *localMapShard, key localKey, now int64) *localEntry {
+	if !l.m.reserve() && !(l.dropExpired(sh, now) && l.m.reserve()) {
 		return nil
 	}
 	e := &localEntry{}
@@ -245,24 +233,15 @@ func (l *Local) create(sh *localShard, key localKey, now int64) *localEntry {
 	return e
 }
 
-// reserve counts one more entry unless Local is full.
-func (l *Local) reserve() bool {
-	if l.entries.Add(1) > l.maxEntries {
-		l.entries.Add(-1)
-		return false
-	}
-	return true
-}
-
 // dropExpired sweeps own, whose lock is held, then the other shards until one
 // drops something. It only tries their locks, so it never waits on another
 // request or deadlocks with one doing the same.
-func (l *Local) dropExpired(own *localShard, now int64) bool {
+func (l *Local) dropExpired(own *localMapShard, now int64) bool {
 	if l.sweep(own, now) {
 		return true
 	}
-	for i := range l.shards {
-		sh := &l.shards[i]
+	for i := range l.m.shards {
+		sh := &l.m.shards[i]
 		if sh == own || !sh.mu.TryLock() {
 			continue
 		}

@@ -75,7 +75,7 @@ func TestPeekReportsADelay(t *testing.T) {
 			r := newRedis(t, standalone.URL())
 			ctx := context.Background()
 			b := bucketFor(t)
-			rule, err := NewRule(b, a, []Window{{Requests: 1, Period: 2 * time.Second}}, 1, FailurePolicy{}, Delay(3*time.Second))
+			rule, err := newRule(b, a, []Window{{Requests: 1, Period: 2 * time.Second}}, 1, FailurePolicy{}, withDelay(3*time.Second))
 			g.Expect(err).NotTo(HaveOccurred())
 			req := rule.Request(b.Tenant)
 			g.Expect(allow(t, r, req).Delay).To(BeZero())

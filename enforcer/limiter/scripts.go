@@ -39,13 +39,40 @@ func newScript(name string) algorithmScript {
 // cost is a lease); for a refund, the time the units were counted at (µs,
 // Redis' clock), whose fixed window alone may take them back.
 // EVALSHA sha numkeys key... cost arg... [extra]
+//
+// A decision of a rule with a ban runs the algorithm wrapped by ban.lua,
+// whose keys (the ban's hash and refusal log) and arguments come first:
+// EVALSHA sha numkeys bankey logkey key... banarg... cost arg... [want [delay]]
+// A refund has nothing to do with the ban, and runs the algorithm alone.
 func evalSHA(req *Request, cost, extra int64) (s algorithmScript, cmd []any) {
-	if req.Ban != nil && cost >= 0 {
-		return evalSHABan(req, cost, extra)
-	}
 	d := descriptorOf(req.Algorithm)
-	// room for the cost, up to 4 arguments per window, want and delay, without regrowing
-	cmd = append(evalSHAKeys(d.script.shaArg, req, 3+4*len(req.Windows)), cost)
+	s = d.script
+	ban := req.Ban != nil && cost >= 0
+	var banKeys, banArgs int
+	if ban {
+		s, banKeys, banArgs = banScripts[req.Algorithm], 2, len(req.Ban.args)
+	}
+	// The windows' keys share everything but the period: that prefix is
+	// built once, on the stack, and each key is one allocation. Room for
+	// the cost, up to 4 arguments per window, want and delay, without
+	// regrowing.
+	n := len(req.Windows)
+	cmd = make([]any, 0, 3+banKeys+n+banArgs+3+4*n)
+	cmd = append(cmd, "evalsha", s.shaArg, banKeys+n)
+	var stack [192]byte
+	if ban {
+		cmd = append(cmd, string(req.Bucket.appendBanKey(stack[:0], "ban")), string(req.Bucket.appendBanKey(stack[:0], "bandenials")))
+	}
+	buf := req.Bucket.appendKeyPrefix(stack[:0], req.Algorithm)
+	prefix := len(buf)
+	for _, w := range req.Windows {
+		buf = appendPeriodLabel(buf[:prefix], w.Period)
+		cmd = append(cmd, string(buf))
+	}
+	if ban {
+		cmd = append(cmd, req.Ban.args...)
+	}
+	cmd = append(cmd, cost)
 	for _, w := range req.Windows {
 		cmd = d.args(cmd, w)
 	}
@@ -58,25 +85,7 @@ func evalSHA(req *Request, cost, extra int64) (s algorithmScript, cmd []any) {
 			cmd = append(cmd, req.Delay.Microseconds())
 		}
 	}
-	return d.script, cmd
-}
-
-// evalSHAKeys starts an EVALSHA of sha over the window keys of req, with
-// room for argc arguments: EVALSHA sha numkeys key...
-// The windows' keys share everything but the period: that prefix is built
-// once, on the stack, and each key is one allocation.
-func evalSHAKeys(sha any, req *Request, argc int) []any {
-	n := len(req.Windows)
-	cmd := make([]any, 3+n, 3+n+argc)
-	cmd[0], cmd[1], cmd[2] = "evalsha", sha, n
-	var stack [192]byte
-	buf := req.Bucket.appendKeyPrefix(stack[:0], req.Algorithm)
-	prefix := len(buf)
-	for i, w := range req.Windows {
-		buf = appendPeriodLabel(buf[:prefix], w.Period)
-		cmd[3+i] = string(buf)
-	}
-	return cmd
+	return s, cmd
 }
 
 // eval turns an EVALSHA command of s into the EVAL that loads it, for a

@@ -52,7 +52,7 @@ func TestInvalidRequestsFailBeforeRedis(t *testing.T) {
 			_, err := r.Allow(context.Background(), req)
 			g.Expect(err).To(MatchError(ErrInvalidRequest))
 			g.Expect(err).To(MatchError(ContainSubstring(c.want)))
-			_, err = NewRule(req.Bucket, req.Algorithm, req.Windows, req.Cost, req.Failure)
+			_, err = newRule(req.Bucket, req.Algorithm, req.Windows, req.Cost, req.Failure)
 			if !strings.Contains(c.want, "tenant") {
 				g.Expect(err).To(MatchError(ContainSubstring(c.want)), "NewRule refuses it, once, at compile")
 			}
@@ -62,7 +62,7 @@ func TestInvalidRequestsFailBeforeRedis(t *testing.T) {
 	}
 	g := NewWithT(t)
 	ok := valid()
-	_, err := NewRule(ok.Bucket, ok.Algorithm, ok.Windows, ok.Cost, ok.Failure)
+	_, err := newRule(ok.Bucket, ok.Algorithm, ok.Windows, ok.Cost, ok.Failure)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(guard.Health().ConsecutiveFailures).To(BeZero(), "no invalid request reached Redis")
 }

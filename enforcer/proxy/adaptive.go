@@ -43,7 +43,7 @@ type measuringWriter struct {
 func measure(w http.ResponseWriter, st *requestState) http.ResponseWriter {
 	var mw *measuringWriter
 	for i := range st.checks {
-		m := st.checks[i].Rule.Meter()
+		m := st.checks[i].Scaling.Meter()
 		if m == nil {
 			continue
 		}
@@ -146,14 +146,15 @@ func (h *Handler) AdaptiveReports() []AdaptiveReport {
 	var out []AdaptiveReport
 	for _, p := range snap.Table.Policies() {
 		for _, r := range p.Rules {
-			a := r.Adaptive()
+			s := snap.Table.Scaling(r)
+			a := s.Adaptive()
 			if a == nil {
 				continue
 			}
 			rep := *h.adaptive.get(p.Name, r.Name)
-			rep.Settings, rep.Effective = *a, r.Windows()
+			rep.Settings, rep.Effective = *a, s.Windows()
 			rep.Configured = r.ConfiguredWindows()
-			rep.State.Factor = r.Factor()
+			rep.State.Factor = s.Factor()
 			out = append(out, rep)
 		}
 	}
@@ -188,12 +189,12 @@ func (h *Handler) adopt(s *Snapshot) {
 			continue
 		}
 		for _, r := range p.Rules {
-			if r.Adaptive() == nil {
+			if r.Adaptive == nil {
 				continue
 			}
 			for _, or := range op.Rules {
 				if or.Name == r.Name {
-					_ = r.Adopt(or) // scaling windows NewRule accepted at 100% cannot fail
+					_ = s.Table.Scaling(r).Adopt(old.Table.Scaling(or)) // scaling windows NewRule accepted at 100% cannot fail
 				}
 			}
 		}
@@ -226,7 +227,7 @@ func (h *Handler) adaptiveRound(ctx context.Context, now time.Time, next map[str
 	for _, p := range snap.Table.Policies() {
 		be := snap.BackendOf(p)
 		for _, r := range p.Rules {
-			a := r.Adaptive()
+			a := r.Adaptive
 			if a == nil || be == nil {
 				continue
 			}
@@ -235,13 +236,13 @@ func (h *Handler) adaptiveRound(ctx context.Context, now time.Time, next map[str
 				continue
 			}
 			next[k] = now.Add(a.Interval.Duration / adaptiveFlushes)
-			h.adaptiveStep(ctx, be, r, log)
+			h.adaptiveStep(ctx, be, snap.Table.Scaling(r), log)
 		}
 	}
 }
 
 // adaptiveStep sends r's measurements and applies the factor.
-func (h *Handler) adaptiveStep(ctx context.Context, be *Backend, r *route.Rule, log *slog.Logger) {
+func (h *Handler) adaptiveStep(ctx context.Context, be *Backend, r *route.Scaling, log *slog.Logger) {
 	m := r.Meter()
 	counts := m.Take()
 	cctx, cancel := context.WithTimeout(ctx, adaptiveTimeout)

@@ -68,7 +68,7 @@ func check(policy, headers string, dryRun bool, rule string) route.Check {
 	return route.Check{
 		Policy: &route.Policy{Name: policy, DryRun: dryRun,
 			XRateLimitHeaders: headers == "XRateLimit" || headers == "Both", IETFHeaders: headers == "IETF" || headers == "Both"},
-		Rule: &route.Rule{Name: rule},
+		Rule: &route.Rule{Rule: &config.Rule{Name: rule}},
 	}
 }
 

@@ -28,7 +28,7 @@ func refusal(c *route.Check, d *limiter.Decision) *Problem {
 	p.Type, p.Status, p.Title = ProblemRateLimited, http.StatusTooManyRequests, "Too Many Requests"
 	p.Detail = fmt.Sprintf("Rule %s of policy %s allows %d requests per %s. Retry in %d s.",
 		c.Rule.Name, c.Policy.Name, d.Limit, formatPeriod(d.Period), retry)
-	if f := c.Rule.Factor(); f < config.Full {
+	if f := c.Scaling.Factor(); f < config.Full {
 		p.Detail += adaptiveNote(f)
 	}
 	return p

@@ -105,13 +105,14 @@ func compileRule(namespace string, p *config.Policy, cr *config.Rule, failure li
 		return r, nil
 	}
 	r.shared = cr.Identity.Sources[0].Kind() == config.SourceShared
-	windows := make([]limiter.Window, len(cr.Limits))
-	for i, l := range cr.Limits {
-		windows[i] = limiter.Window{Requests: l.Requests, Period: l.Period.Duration, Burst: l.Burst}
+	if cr.Cost < 1 {
+		c := *cr
+		c.Cost = 1 // a call's own weight is its hits_addend; 1 is the rule's
+		cr = &c
 	}
 	var err error
 	b := limiter.Bucket{Namespace: namespace, Policy: p.Name, Rule: cr.Name}
-	r.limits, err = limiter.NewRule(b, cr.Algorithm, windows, max(1, cr.Cost), failure, limiter.Leasing(cr.Leasing))
+	r.limits, err = limiter.NewRule(b, cr, limiter.WindowsOf(cr.Limits), failure)
 	return r, err
 }
 

@@ -41,13 +41,19 @@ func adaptiveCheckOf(t *testing.T, table *Table, req *request.Request, rule stri
 	return Check{}
 }
 
-func adaptiveRuleOf(table *Table, name string) *Rule {
+// ruleOf is the rule of public-api named name.
+func ruleOf(table *Table, name string) *Rule {
 	for _, r := range table.Policies()[0].Rules {
 		if r.Name == name {
 			return r
 		}
 	}
 	return nil
+}
+
+// adaptiveRuleOf is the adaptive state of the rule of public-api named name.
+func adaptiveRuleOf(table *Table, name string) *Scaling {
+	return table.Scaling(ruleOf(table, name))
 }
 
 func TestFactorScalesLimitsTiersAndOverrides(t *testing.T) {
@@ -81,16 +87,41 @@ func TestFactorScalesLimitsTiersAndOverrides(t *testing.T) {
 	g.Expect(adaptiveRuleOf(table, "api").SetFactor(config.Full)).To(Succeed())
 	g.Expect(adaptiveCheckOf(t, table, premium, "api").Request.Windows).To(Equal([]limiter.Window{{Requests: 60, Period: time.Minute, Burst: 60}}),
 		"back in full")
-	g.Expect(adaptiveRuleOf(table, "api").Windows()).To(Equal(adaptiveRuleOf(table, "api").ConfiguredWindows()))
+	g.Expect(adaptiveRuleOf(table, "api").Windows()).To(Equal(ruleOf(table, "api").ConfiguredWindows()))
 }
 
 func TestRulesWithoutAdaptiveKeepTheirLimits(t *testing.T) {
 	g := NewWithT(t)
 	table := shop(t)
 	r := adaptiveRuleOf(table, "api")
+	g.Expect(r).To(BeNil(), "no adaptive state")
 	g.Expect(r.Adaptive()).To(BeNil())
 	g.Expect(r.Meter()).To(BeNil())
 	g.Expect(r.SetFactor(2500)).To(Succeed())
 	g.Expect(r.Factor()).To(Equal(config.Full))
-	g.Expect(r.Windows()).To(Equal([]limiter.Window{{Requests: 60, Period: time.Minute, Burst: 60}}))
+	g.Expect(ruleOf(table, "api").ConfiguredWindows()).To(Equal([]limiter.Window{{Requests: 60, Period: time.Minute, Burst: 60}}))
+}
+
+// A scaled rule is the configured rule under other windows: its ban and
+// its delay still apply.
+func TestAScaledRuleKeepsItsBanAndDelay(t *testing.T) {
+	g := NewWithT(t)
+	c, err := config.Load("../config/testdata/shop.json")
+	g.Expect(err).NotTo(HaveOccurred())
+	for i := range c.Policies[0].Rules {
+		if r := &c.Policies[0].Rules[i]; r.Name == "api" {
+			r.Adaptive = &config.Adaptive{ErrorRate: 500, Minimum: 2500, Interval: config.Duration{Duration: time.Second}}
+			r.Ban = &config.Ban{Denials: 3, Within: config.Duration{Duration: time.Minute},
+				Durations: []config.Duration{{Duration: time.Hour}}, ForgetAfter: config.Duration{Duration: time.Hour}}
+			r.OnLimit = &config.OnLimit{Delay: &config.Delay{Max: config.Duration{Duration: time.Second}, MaxQueued: 10}}
+		}
+	}
+	table, err := New(c.ForPod(map[string]string{"app": "api", "tier": "admin"}))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(adaptiveRuleOf(table, "api").SetFactor(5000)).To(Succeed())
+	req := adaptiveCheckOf(t, table, newRequest("GET", "/v1/orders", "X-API-Key: k1"), "api").Request
+	g.Expect(req.Windows).To(Equal([]limiter.Window{{Requests: 30, Period: time.Minute, Burst: 30}}))
+	g.Expect(req.Ban).NotTo(BeNil())
+	g.Expect(req.Ban.Denials).To(Equal(int64(3)))
+	g.Expect(req.Delay).To(Equal(time.Second))
 }

@@ -1,24 +1,8 @@
 package route
 
 import (
-	"time"
-
-	"github.com/sluice-dev/sluice/enforcer/config"
 	"github.com/sluice-dev/sluice/enforcer/limiter"
 )
-
-// banOf is the limiter's form of a rule's ban; nil stays nil.
-func banOf(b *config.Ban) *limiter.Ban {
-	if b == nil {
-		return nil
-	}
-	out := &limiter.Ban{Denials: b.Denials, Within: b.Within.Duration, ForgetAfter: b.ForgetAfter.Duration}
-	out.Durations = make([]time.Duration, len(b.Durations))
-	for i, d := range b.Durations {
-		out.Durations[i] = d.Duration
-	}
-	return out
-}
 
 // BanRule is the limited rule named rule of policy, when it has a ban,
 // with the limiter's rule that names its buckets: Request(tenant) is that

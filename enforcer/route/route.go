@@ -49,7 +49,6 @@ import (
 	"net/netip"
 	"reflect"
 	"strings"
-	"time"
 
 	"github.com/sluice-dev/sluice/enforcer/config"
 	"github.com/sluice-dev/sluice/enforcer/identity"
@@ -61,6 +60,8 @@ import (
 type Check struct {
 	Policy *Policy
 	Rule   *Rule
+	// Scaling is the rule's adaptive state, nil when it is not adaptive.
+	Scaling *Scaling
 	// Tier is the request's tier under the policy, "" when the policy has
 	// no tiers; one of a bounded set, fit for a metrics label.
 	Tier string
@@ -75,6 +76,9 @@ type Table struct {
 	namespace string
 	policies  []*Policy
 	canon     *request.Canonicalizer
+	// scaling is the adaptive state of the adaptive rules, which name
+	// theirs by index (Rule.scaling): the rules never change.
+	scaling []*Scaling
 }
 
 // New compiles cfg, already reduced to the policies of this pod
@@ -89,7 +93,7 @@ func New(cfg *config.Config) (*Table, error) {
 		if cfg.Policies[i].Domain != "" {
 			continue // the rate limit service's (cmd/ratelimit), not the proxy's
 		}
-		p, err := compilePolicy(cfg.Namespace, &cfg.Policies[i])
+		p, err := t.compilePolicy(cfg.Namespace, &cfg.Policies[i])
 		if err != nil {
 			return nil, fmt.Errorf("compile routes: policy %s: %w", cfg.Policies[i].Name, err)
 		}
@@ -169,7 +173,7 @@ func (t *Table) Checks(r *request.Request, dst []Check) []Check {
 				tier = p.tiers.Tier(r)
 			}
 			id, tenant := ids.resolve(r, p.salt, rule.identity)
-			limits, _ := rule.windows(tier, id.Name())
+			limits, _ := t.windows(rule, tier, id.Name())
 			dst = append(dst, t.check(p, rule, tier, tenant, limits))
 		}
 	}
@@ -177,7 +181,7 @@ func (t *Table) Checks(r *request.Request, dst []Check) []Check {
 }
 
 func (t *Table) check(p *Policy, rule *Rule, tier string, tenant limiter.Tenant, limits limiter.Rule) Check {
-	return Check{Policy: p, Rule: rule, Tier: tier, Request: limits.Request(tenant)}
+	return Check{Policy: p, Rule: rule, Scaling: t.Scaling(rule), Tier: tier, Request: limits.Request(tenant)}
 }
 
 // TenantQuery names one tenant's bucket under one limited rule, as
@@ -210,7 +214,7 @@ func (t *Table) TenantCheck(q TenantQuery) (c Check, override, ok bool) {
 			tier := p.tiers.Named(q.Tier)
 			req := request.Known(q.Method, q.Host, q.Path, nil)
 			id := rule.identity.Identify(q.Tenant, q.Method, req.PartitionPath(), q.Host)
-			limits, override := rule.windows(tier, id.Name())
+			limits, override := t.windows(rule, tier, id.Name())
 			return t.check(p, rule, tier, limiter.HashTenant(p.salt, id.Key), limits), override, true
 		}
 	}
@@ -243,7 +247,7 @@ type Policy struct {
 	limited []*Rule
 }
 
-func compilePolicy(namespace string, cp *config.Policy) (*Policy, error) {
+func (t *Table) compilePolicy(namespace string, cp *config.Policy) (*Policy, error) {
 	p := &Policy{
 		Name:              cp.Name,
 		UID:               cp.UID,
@@ -267,6 +271,10 @@ func compilePolicy(namespace string, cp *config.Policy) (*Policy, error) {
 		r, err := compileRule(b, &cp.Rules[j], &resolvers)
 		if err != nil {
 			return nil, fmt.Errorf("rule %s: %w", cp.Rules[j].Name, err)
+		}
+		if r.Adaptive != nil && !r.Exempt {
+			t.scaling = append(t.scaling, newScaling(b, r))
+			r.scaling = len(t.scaling)
 		}
 		p.Rules = append(p.Rules, r)
 		if r.Exempt {
@@ -322,22 +330,14 @@ func (rs *resolutions) resolve(r *request.Request, salt string, res *identity.Re
 	return id, tenant
 }
 
-// Rule is a compiled config.Rule.
+// Rule is a compiled config.Rule: the rule as configured, and what
+// matching and deciding it need, built once. It never changes; an adaptive
+// rule's factor and meter are its table's (Scaling).
 type Rule struct {
-	Name string
-	// Exempt rules let the requests they match through their policy
-	// unlimited; they never appear in a Check.
-	Exempt    bool
-	Algorithm limiter.Algorithm
-	Cost      int64
-	Leasing   config.Leasing
-	// Delay is how long a request over the limit may wait for booked
-	// capacity, and DelayMaxQueued how many of one tenant's may wait at
-	// once in this enforcer; zero without onLimit.delay.
-	Delay          time.Duration
+	*config.Rule
+	// DelayMaxQueued is how many of one tenant's requests may wait for
+	// booked capacity at once in this enforcer; zero without onLimit.delay.
 	DelayMaxQueued int
-	// Ban is the rule's ban, nil when it has none.
-	Ban *limiter.Ban
 
 	match    matcher
 	identity *identity.Resolver
@@ -346,8 +346,9 @@ type Rule struct {
 	limits    limiter.Rule
 	perTier   map[string]limiter.Rule
 	overrides map[string]limiter.Rule
-	// adaptive is nil for a rule without adaptive limits.
-	adaptive *adaptiveRule
+	// scaling is 1 + the index of the rule's Scaling in its table, 0 for a
+	// rule that is not adaptive.
+	scaling int
 }
 
 // compiledIdentity lets the rules of a policy that share an identity share
@@ -362,14 +363,13 @@ func compileRule(b bucketOf, cr *config.Rule, resolvers *[]compiledIdentity) (*R
 	if err != nil {
 		return nil, err
 	}
-	r := &Rule{Name: cr.Name, Exempt: cr.Exempt, Algorithm: cr.Algorithm, Cost: max(1, cr.Cost), Leasing: cr.Leasing, match: m}
+	r := &Rule{Rule: cr, match: m}
 	if r.Exempt {
 		return r, nil
 	}
-	if r.Delay = cr.DelayMax(); r.Delay > 0 {
+	if cr.DelayMax() > 0 {
 		r.DelayMaxQueued = int(cr.OnLimit.Delay.MaxQueued)
 	}
-	r.Ban = banOf(cr.Ban)
 	for _, c := range *resolvers {
 		if reflect.DeepEqual(c.cfg, cr.Identity) {
 			r.identity = c.resolver
@@ -382,13 +382,13 @@ func compileRule(b bucketOf, cr *config.Rule, resolvers *[]compiledIdentity) (*R
 		}
 		*resolvers = append(*resolvers, compiledIdentity{cfg: cr.Identity, resolver: r.identity})
 	}
-	if r.limits, err = b.rule(cr.Limits, r); err != nil {
+	if r.limits, err = b.rule(cr.Limits, r, config.Full); err != nil {
 		return nil, fmt.Errorf("limits: %w", err)
 	}
 	if len(cr.TierLimits) > 0 {
 		r.perTier = make(map[string]limiter.Rule, len(cr.TierLimits))
 		for tier, limits := range cr.TierLimits {
-			if r.perTier[tier], err = b.rule(limits, r); err != nil {
+			if r.perTier[tier], err = b.rule(limits, r, config.Full); err != nil {
 				return nil, fmt.Errorf("tier %s: %w", tier, err)
 			}
 		}
@@ -396,15 +396,12 @@ func compileRule(b bucketOf, cr *config.Rule, resolvers *[]compiledIdentity) (*R
 	if len(cr.Overrides) > 0 {
 		r.overrides = make(map[string]limiter.Rule, len(cr.Overrides))
 		for _, o := range cr.Overrides {
-			w, err := b.rule(o.Limits, r)
+			w, err := b.rule(o.Limits, r, config.Full)
 			if err != nil {
 				return nil, fmt.Errorf("override %s: %w", o.Tenant, err)
 			}
 			addOverride(r.overrides, o.Tenant, w)
 		}
-	}
-	if cr.Adaptive != nil {
-		r.adaptive = newAdaptiveRule(b, cr)
 	}
 	return r, nil
 }
@@ -415,22 +412,20 @@ type bucketOf struct {
 	failure           limiter.FailurePolicy
 }
 
-// rule converts limits of r to the limiter's rule, once per configuration;
-// NewRule checks what config.Parse already did, off the request path.
-func (b bucketOf) rule(limits []config.Limit, r *Rule) (limiter.Rule, error) {
-	ws := make([]limiter.Window, len(limits))
-	for i, l := range limits {
-		ws[i] = limiter.Window{Requests: l.Requests, Period: l.Period.Duration, Burst: l.Burst}
-	}
-	return limiter.NewRule(limiter.Bucket{Namespace: b.namespace, Policy: b.policy, Rule: r.Name},
-		r.Algorithm, ws, r.Cost, b.failure, limiter.Leasing(r.Leasing), limiter.Delay(r.Delay), limiter.WithBan(r.Ban))
+// rule is the limiter's rule of r under limits scaled by factor, built
+// once per configuration (and factor); NewRule checks what config.Parse
+// already did, off the request path.
+func (b bucketOf) rule(limits []config.Limit, r *Rule, factor config.BasisPoints) (limiter.Rule, error) {
+	ws := limiter.ScaleWindows(r.Algorithm, limiter.WindowsOf(limits), r.Cost, factor)
+	return limiter.NewRule(limiter.Bucket{Namespace: b.namespace, Policy: b.policy, Rule: r.Name}, r.Rule, ws, b.failure)
 }
 
-// windows are the rule's windows for a tenant (as overrides name it) of a
-// tier, and whether they are the tenant's override.
-func (r *Rule) windows(tier, tenant string) (limiter.Rule, bool) {
-	if r.adaptive != nil {
-		if w, override, ok := r.scaledWindows(tier, tenant); ok {
+// windows are r's windows for a tenant (as overrides name it) of a tier,
+// and whether they are the tenant's override: scaled by the factor in
+// force when r is adaptive.
+func (t *Table) windows(r *Rule, tier, tenant string) (limiter.Rule, bool) {
+	if s := t.Scaling(r); s != nil {
+		if w, override, ok := s.scaledWindows(tier, tenant); ok {
 			return w, override
 		}
 	}

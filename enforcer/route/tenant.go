@@ -68,7 +68,7 @@ func (t *Table) TenantChecks(q TenantRequest) ([]TenantMatch, []Exemption) {
 				continue
 			}
 			id := rule.identity.Identify(q.Tenant, q.Method, r.PartitionPath(), r.Host)
-			limits, override := rule.windows(choice.Tier, id.Name())
+			limits, override := t.windows(rule, choice.Tier, id.Name())
 			out = append(out, TenantMatch{Check: t.check(p, rule, choice.Tier, limiter.HashTenant(p.salt, id.Key), limits),
 				Override: override, TierChoice: choice})
 		}

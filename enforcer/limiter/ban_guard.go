@@ -3,7 +3,6 @@ package limiter
 import (
 	"context"
 	"fmt"
-	"hash/maphash"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -12,16 +11,11 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
+// A Guard's side of bans: it refuses a tenant Redis said is banned from
+// its decision cache until the ban ends (re-checked every BanRecheck),
+// records bans in their rule's index, and reads, lists and lifts them.
+
 const (
-	// BanRecheck is how long a guard refuses a banned tenant from its
-	// cache before asking Redis again: the bound on how long a ban lifted
-	// on another replica (or by an operator in Redis) is still enforced
-	// here. Between checks a banned tenant costs no Redis call.
-	BanRecheck = 5 * time.Second
-	// banMaxEntries bounds the cached bans; past it, banned tenants are
-	// answered by Redis per request, which is exact too.
-	banMaxEntries = 100_000
-	banShards     = 16
 	// banIndexTimeout bounds the call recording a new ban in its rule's
 	// index.
 	banIndexTimeout = time.Second
@@ -29,149 +23,21 @@ const (
 	banListMax = 1000
 )
 
-// banCache is a Guard's bans: a tenant Redis said is banned until T is
-// refused locally until T, re-checked every BanRecheck. Its times are
-// nanoseconds of a monotonic clock since base.
-type banCache struct {
-	base    time.Time
-	seed    maphash.Seed
-	entries atomic.Int64
-	shards  [banShards]banShard
-	// started counts bans started, by banStartKey.
-	started sync.Map
-	// refused counts requests refused from the cache, by policy.
-	refused sync.Map
-}
-
-type banShard struct {
-	mu sync.Mutex
-	m  map[Bucket]*banEntry
-	_  [48]byte
-}
-
-// banEntry is one cached ban: until and checked (when Redis last said so)
-// on the cache's clock, and the decision Redis gave.
-type banEntry struct {
-	until, checked int64
-	decision       Decision
-}
-
-func newBanCache() *banCache {
-	c := &banCache{base: time.Now(), seed: maphash.MakeSeed()}
-	for i := range c.shards {
-		c.shards[i].m = map[Bucket]*banEntry{}
-	}
-	return c
-}
-
-func (c *banCache) clock() int64 { return int64(time.Since(c.base)) }
-
-func (c *banCache) shard(b Bucket) *banShard {
-	return &c.shards[maphash.Comparable(c.seed, b)%banShards]
-}
-
-// banLookup is what the cache knows of a request's tenant.
-type banLookup uint8
-
-const (
-	banUnknown banLookup = iota
-	// banCached: refuse with the cached decision, no Redis call.
-	banCached
-	// banRecheck: the cached ban is due for a check; the request asks
-	// Redis, and is refused with the cached decision if Redis cannot answer.
-	banRecheck
-)
-
-// lookup answers req from its tenant's cached ban. One request per
-// BanRecheck is sent on to Redis to check that the ban still holds.
-func (c *banCache) lookup(req *Request) (Decision, banLookup) {
-	sh := c.shard(req.Bucket)
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	e := sh.m[req.Bucket]
-	if e == nil {
-		return Decision{}, banUnknown
-	}
-	now := c.clock()
-	if now >= e.until {
-		delete(sh.m, req.Bucket)
-		c.entries.Add(-1)
-		return Decision{}, banUnknown
-	}
-	d := e.decision
-	d.RetryAfter = time.Duration(e.until - now)
-	d.Now, d.Local = c.base.Add(time.Duration(now)), true
-	d.Ban.Started = false
-	if now-e.checked >= int64(BanRecheck) {
-		e.checked = now // this request checks; the others keep refusing
-		return d, banRecheck
-	}
-	c.refusedCounter(req.Bucket.Policy).Add(1)
-	return d, banCached
-}
-
-// observe records a Redis decision of req sent at sent (the cache's
-// clock): a ban is cached until it ends, anything else forgets the
-// tenant's cached ban.
-func (c *banCache) observe(req *Request, d Decision, sent int64) {
-	sh := c.shard(req.Bucket)
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	e := sh.m[req.Bucket]
-	if !d.Ban.Active() {
-		if e != nil {
-			delete(sh.m, req.Bucket)
-			c.entries.Add(-1)
-		}
-		return
-	}
-	if e == nil {
-		if c.entries.Add(1) > banMaxEntries {
-			c.entries.Add(-1)
-			return
-		}
-		e = &banEntry{}
-		sh.m[req.Bucket] = e
-	}
-	// Redis read its clock after sent: ending at sent plus the wait it
-	// gave ends no later than the ban does.
-	e.until, e.checked, e.decision = sent+int64(d.Ban.Until.Sub(d.Now)), sent, d
-}
-
-// forget drops the cached ban of b.
-func (c *banCache) forget(b Bucket) {
-	sh := c.shard(b)
-	sh.mu.Lock()
-	if _, ok := sh.m[b]; ok {
-		delete(sh.m, b)
-		c.entries.Add(-1)
-	}
-	sh.mu.Unlock()
-}
-
-// sweep drops the bans that have ended; all, when all is set.
-func (c *banCache) sweep(all bool) {
-	now := c.clock()
-	for i := range c.shards {
-		sh := &c.shards[i]
-		sh.mu.Lock()
-		for b, e := range sh.m {
-			if all || now >= e.until {
-				delete(sh.m, b)
-				c.entries.Add(-1)
-			}
-		}
-		sh.mu.Unlock()
-	}
-}
-
 // BanStartKey names a counter of bans started: by policy, rule and level.
 type BanStartKey struct {
 	Policy, Rule string
 	Level        int64
 }
 
-func (c *banCache) refusedCounter(policy string) *atomic.Int64 {
+// banCounts are a Guard's counters of bans.
+type banCounts struct {
+	// started counts bans started, by BanStartKey.
+	started sync.Map
+	// refused counts requests refused from cached bans, by policy.
+	refused sync.Map
+}
+
+func (c *banCounts) refusedCounter(policy string) *atomic.Int64 {
 	v, ok := c.refused.Load(policy)
 	if !ok {
 		v, _ = c.refused.LoadOrStore(policy, new(atomic.Int64))
@@ -319,7 +185,7 @@ func (g *Guard) LiftBan(ctx context.Context, req Request) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("redis lift ban of %s: %w", req.Bucket, err)
 	}
-	g.bans.forget(req.Bucket)
+	g.cache.forget(banKey(req.Bucket))
 	if err := g.redis.client.ZRem(ctx, req.Bucket.banIndexKey(), string(req.Bucket.Tenant)).Err(); err != nil {
 		return ends != 0, fmt.Errorf("redis lift ban of %s: remove from index: %w", req.Bucket, err)
 	}
@@ -328,10 +194,18 @@ func (g *Guard) LiftBan(ctx context.Context, req Request) (bool, error) {
 
 var banLiftScript = newScript("ban_lift.lua")
 
-// observeBan records what a Redis decision of a rule with a ban says of
-// the tenant's ban.
+// observeBan records what a Redis decision of a rule with a ban, sent at
+// sent (the Guard's clock), says of the tenant's ban: a ban is cached
+// until it ends, anything else forgets the tenant's cached ban.
 func (g *Guard) observeBan(req *Request, d Decision, sent int64) {
-	g.bans.observe(req, d, sent)
+	k := banKey(req.Bucket)
+	if !d.Ban.Active() {
+		g.cache.forget(k)
+		return
+	}
+	// Redis read its clock after sent: ending at sent plus the wait it
+	// gave ends no later than the ban does.
+	g.cache.store(k, d, sent+int64(d.Ban.Until.Sub(d.Now)), sent+int64(BanRecheck))
 	if d.Ban.Started {
 		g.banStarted(req, d)
 	}

@@ -1,0 +1,127 @@
+package limiter
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluice-dev/sluice/enforcer/config"
+)
+
+// Helpers of the package's tests. The enforcer decides every rule of a
+// request at once (Guard.AllowAll); the tests often decide, and look up,
+// one rule at a time, and move a guard's clock by hand.
+
+// Allow is AllowAll for one request, built the way a route table builds
+// it: req's rule checked by NewRule, so an invalid one is refused there.
+func (g *Guard) Allow(ctx context.Context, req Request) (Decision, error) {
+	req, err := checked(req)
+	if err != nil {
+		return Decision{}, err
+	}
+	var buf [1]Outcome
+	o := g.AllowAll(ctx, []Request{req}, buf[:0])[0]
+	return o.Decision, o.Err
+}
+
+// Allow decides req against Redis alone; a Redis failure is returned as an
+// error with a zero Decision.
+func (r *Redis) Allow(ctx context.Context, req Request) (Decision, error) {
+	if err := req.validate(); err != nil {
+		return Decision{}, err
+	}
+	return r.check(ctx, &req, req.Cost)
+}
+
+// Key is the Redis key of one window of b.
+func (b Bucket) Key(a Algorithm, period time.Duration) string {
+	return string(b.appendKey(nil, a, period))
+}
+
+// checked rebuilds req through NewRule and Rule.Request.
+func checked(req Request) (Request, error) {
+	rule, err := newRule(req.Bucket, req.Algorithm, req.Windows, req.Cost, req.Failure)
+	if err != nil {
+		return Request{}, err
+	}
+	return rule.Request(req.Bucket.Tenant), nil
+}
+
+// mustCheck is checked for requests a test knows are valid.
+func mustCheck(t testing.TB, req Request) Request {
+	t.Helper()
+	req, err := checked(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return req
+}
+
+// fakeClock is a Guard's clock that stands still until the test moves it,
+// so that a test of leases and cached decisions waits for no timer. Redis
+// keeps its own time: what the scripts decide still follows the wall clock.
+type fakeClock struct {
+	base time.Time
+	at   atomic.Int64
+}
+
+func (c *fakeClock) now() int64 { return c.at.Load() }
+
+func (c *fakeClock) wall(at int64) time.Time { return c.base.Add(time.Duration(at)) }
+
+// advance moves the clock d forward.
+func (c *fakeClock) advance(d time.Duration) { c.at.Add(int64(d)) }
+
+// newGuardOnFakeClock is a guard on url whose clock the test moves, closed
+// when t ends.
+func newGuardOnFakeClock(t *testing.T, url string) (*Guard, *fakeClock) {
+	t.Helper()
+	c := &fakeClock{base: time.Now()}
+	g := newGuardWith(newRedis(t, url), c)
+	t.Cleanup(g.Close)
+	return g, c
+}
+
+// ruleOption sets a property of the config.Rule a test's rule is built from.
+type ruleOption func(*config.Rule)
+
+// newRule is NewRule for the rule named by b of algorithm a, costing cost,
+// as config.Parse would pass it.
+func newRule(b Bucket, a Algorithm, windows []Window, cost int64, f FailurePolicy, opts ...ruleOption) (Rule, error) {
+	cr := &config.Rule{Name: b.Rule, Algorithm: a, Cost: cost}
+	for _, o := range opts {
+		o(cr)
+	}
+	return NewRule(b, cr, windows, f)
+}
+
+// withLeasing is the rule's leasing.
+func withLeasing(l config.Leasing) ruleOption {
+	return func(cr *config.Rule) { cr.Leasing = l }
+}
+
+// withDelay lets the rule's requests over the limit wait up to longest.
+func withDelay(longest time.Duration) ruleOption {
+	return func(cr *config.Rule) {
+		cr.OnLimit = &config.OnLimit{Delay: &config.Delay{Max: config.Duration{Duration: longest}, MaxQueued: config.DefaultDelayMaxQueued}}
+	}
+}
+
+// banSpec is a config.Ban written with time.Durations.
+type banSpec struct {
+	Denials     int64
+	Within      time.Duration
+	Durations   []time.Duration
+	ForgetAfter time.Duration
+}
+
+// withBan gives the rule the ban b.
+func withBan(b *banSpec) ruleOption {
+	return func(cr *config.Rule) {
+		cr.Ban = &config.Ban{Denials: b.Denials, Within: config.Duration{Duration: b.Within}, ForgetAfter: config.Duration{Duration: b.ForgetAfter}}
+		for _, d := range b.Durations {
+			cr.Ban.Durations = append(cr.Ban.Durations, config.Duration{Duration: d})
+		}
+	}
+}
