@@ -106,7 +106,12 @@ func newEnforcer(o *options, lookupEnv func(string) (string, bool), log *slog.Lo
 
 // apply puts a loaded configuration into service.
 func (e *enforcer) apply(l *reload.Loaded) error {
-	snap, err := runtime.NewSnapshot(l.ForPod(), e.backends)
+	cfg := l.ForPod()
+	// What the proxy refuses is refused before any Redis is connected.
+	if _, err := proxy.UpstreamProtocol(cfg); err != nil {
+		return err
+	}
+	snap, err := runtime.NewSnapshot(cfg, e.backends)
 	if err != nil {
 		return err
 	}

@@ -134,7 +134,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, snap *inServic
 // they started with. A configuration whose policies forward with two
 // protocols is refused, and the one in service stays.
 func (h *Handler) Swap(s *runtime.Snapshot) error {
-	protocol, err := upstreamProtocol(s.Config)
+	protocol, err := UpstreamProtocol(s.Config)
 	if err != nil {
 		return err
 	}
@@ -151,11 +151,11 @@ func (h *Handler) Snapshot() *runtime.Snapshot {
 	return nil
 }
 
-// upstreamProtocol is the one protocol cfg's policies forward with. The
-// manager refuses policies that would give one pod two; a configuration
-// that does anyway (a hand-written --policy-file) is refused, so that the
-// enforcer keeps the one it runs.
-func upstreamProtocol(cfg *config.Config) (config.UpstreamProtocol, error) {
+// UpstreamProtocol is the one protocol cfg's policies forward with, empty
+// when none selects the pod. The manager refuses policies that would give
+// one pod two; a configuration that does anyway (a hand-written
+// --policy-file) is refused, so that the enforcer keeps the one it runs.
+func UpstreamProtocol(cfg *config.Config) (config.UpstreamProtocol, error) {
 	if cfg == nil {
 		return "", nil
 	}
