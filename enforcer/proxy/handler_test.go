@@ -402,3 +402,20 @@ func TestOverloadedAnswer(t *testing.T) {
 	h.ServeHTTP(rec, grpc)
 	g.Expect(rec.Header().Get("Grpc-Status")).To(Equal("14"), "UNAVAILABLE")
 }
+
+// TestTwoUpstreamProtocolsAreRefused: a configuration whose policies would
+// forward with two protocols is refused, and the one in service stays.
+func TestTwoUpstreamProtocolsAreRefused(t *testing.T) {
+	g := NewWithT(t)
+	rule := ruleJSON("all", "{}", "FixedWindow", "100/1m")
+	f := serve(t, configOf(t, policyJSON("web", "Enforce", "Open", "Both", rule)), redisURL, nil)
+	before := f.handler.Snapshot()
+	mixed := configOf(t, policyJSON("web", "Enforce", "Open", "Both", rule), h2cPolicy("grpc", "Open", rule))
+	_, err := UpstreamProtocol(mixed)
+	g.Expect(err).To(MatchError(ContainSubstring("policies web and grpc select this pod with different upstreamProtocol (HTTP1, H2C)")))
+	snap, err := runtime.NewSnapshot(mixed, f.backends)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(f.handler.Swap(snap)).To(MatchError(ContainSubstring("different upstreamProtocol")))
+	g.Expect(f.handler.Snapshot()).To(BeIdenticalTo(before), "the configuration in service stays")
+	g.Expect(get(g, f.url).status).To(Equal(http.StatusOK))
+}
