@@ -11,11 +11,15 @@ import (
 
 	"golang.org/x/net/netutil"
 
+	"github.com/sluice-dev/sluice/enforcer/adaptive"
 	"github.com/sluice-dev/sluice/enforcer/admin"
 	"github.com/sluice-dev/sluice/enforcer/limiter"
+	"github.com/sluice-dev/sluice/enforcer/overload"
 	"github.com/sluice-dev/sluice/enforcer/proxy"
 	"github.com/sluice-dev/sluice/enforcer/reload"
+	"github.com/sluice-dev/sluice/enforcer/runtime"
 	"github.com/sluice-dev/sluice/enforcer/status"
+	"github.com/sluice-dev/sluice/enforcer/transport"
 )
 
 // configError is a configuration that cannot be loaded at start (exit 3).
@@ -33,13 +37,15 @@ const (
 )
 
 // enforcer is the wired program: the proxy, admin and debug listeners,
-// the configuration reloader and the Redis backends.
+// the configuration reloader, the Redis backends and the adaptive limits'
+// control loop.
 type enforcer struct {
 	o        *options
 	log      *slog.Logger
-	backends *proxy.Backends
+	backends *runtime.Backends
 	handler  *proxy.Handler
-	overload *proxy.Overload
+	adaptive *adaptive.Controller
+	overload *overload.Shedder
 	reloader *reload.Reloader
 	admin    *admin.Server
 	proxyLn  net.Listener
@@ -51,15 +57,16 @@ type enforcer struct {
 func newEnforcer(o *options, lookupEnv func(string) (string, bool), log *slog.Logger) (*enforcer, error) {
 	e := &enforcer{o: o, log: log}
 	metrics := admin.NewMetrics(buildVersion())
-	e.overload = proxy.NewOverload(o.limits.overload(proxy.SoftMemoryLimit()))
+	e.overload = overload.New(o.limits.overload(overload.SoftMemoryLimit()))
 	metrics.WatchOverload(e.overload)
-	e.backends = proxy.NewBackends(o.redisURL, lookupEnv, limiter.ClientOptions{PoolSize: o.redisPoolSize},
+	e.backends = runtime.NewBackends(o.redisURL, lookupEnv, limiter.ClientOptions{PoolSize: o.redisPoolSize},
 		limiter.LocalMaxEntries(o.localFallbackMaxEntries))
 	metrics.WatchBackends(e.backends.All)
 	e.handler = proxy.New(proxy.Options{Upstream: o.upstream, UpstreamProtocol: o.upstreamProtocol, Recorder: metrics, ErrorLog: stdLogger(log, "proxy"),
 		Limits: o.limits.requests, MaxRequestBody: o.limits.maxRequestBody, ResponseHeaderTimeout: o.limits.responseHeaderTimeout,
 		MaxDelayed: o.limits.maxDelayed, Overload: e.overload})
-	metrics.WatchAdaptive(e.handler.AdaptiveReports)
+	e.adaptive = adaptive.New(e.handler, log)
+	metrics.WatchAdaptive(e.adaptive.Reports)
 	e.reloader = reload.NewReloader(configSource(o), e.apply, metrics, log)
 	if err := e.reloader.Start(); err != nil {
 		e.backends.Close()
@@ -67,7 +74,7 @@ func newEnforcer(o *options, lookupEnv func(string) (string, bool), log *slog.Lo
 	}
 	adminOpts := admin.Options{
 		Pod: status.Pod{Name: o.podName, Namespace: o.podNS}, Version: buildVersion(), StartedAt: time.Now().UTC(),
-		Upstream: o.upstream.String(), Overload: e.overload, Snapshots: e.handler, Reloads: e.reloader, Metrics: metrics, Pprof: o.pprof,
+		Upstream: o.upstream.String(), Overload: e.overload, Snapshots: e.handler, Adaptive: e.adaptive, Waiting: e.handler, Reloads: e.reloader, Metrics: metrics, Pprof: o.pprof,
 	}
 	if o.statusTokenFile != "" {
 		adminOpts.StatusToken = &admin.TokenFile{Path: o.statusTokenFile}
@@ -80,7 +87,7 @@ func newEnforcer(o *options, lookupEnv func(string) (string, bool), log *slog.Lo
 	}
 	// HTTP/2 clients' frames coalesced into few writes, under the same
 	// bound on a client that reads nothing as the server's.
-	e.proxyLn = proxy.H2Listener(e.proxyLn, o.limits.requests.WriteIdleTimeout)
+	e.proxyLn = transport.H2Listener(e.proxyLn, o.limits.requests.WriteIdleTimeout)
 	// Past the bound, connections wait in the kernel's listen queue.
 	e.proxyLn = netutil.LimitListener(e.proxyLn, e.overload.Limits().MaxConnections)
 	if e.adminLn, err = net.Listen("tcp", o.adminListen); err != nil {
@@ -99,11 +106,18 @@ func newEnforcer(o *options, lookupEnv func(string) (string, bool), log *slog.Lo
 
 // apply puts a loaded configuration into service.
 func (e *enforcer) apply(l *reload.Loaded) error {
-	snap, err := proxy.NewSnapshot(l.ForPod(), e.backends)
+	cfg := l.ForPod()
+	// What the proxy refuses is refused before any Redis is connected.
+	if _, err := proxy.UpstreamProtocol(cfg); err != nil {
+		return err
+	}
+	snap, err := runtime.NewSnapshot(cfg, e.backends)
 	if err != nil {
 		return err
 	}
-	e.handler.Swap(snap)
+	if err := e.handler.Swap(snap); err != nil {
+		return err
+	}
 	// Leases were taken under the old limits: give them back.
 	e.backends.Release(context.Background())
 	return nil
@@ -140,7 +154,7 @@ func (e *enforcer) serve(ctx context.Context) error {
 		return err
 	}
 	go e.backends.Monitor(runCtx, pingInterval, pingTimeout)
-	go e.handler.RunAdaptive(runCtx, e.log)
+	go e.adaptive.Run(runCtx)
 	go e.overload.WatchMemory(runCtx, overloadInterval)
 
 	proxySrv := e.proxyServer()

@@ -8,7 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"runtime"
+	goruntime "runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -21,6 +21,7 @@ import (
 	"github.com/sluice-dev/sluice/enforcer/config"
 	"github.com/sluice-dev/sluice/enforcer/limiter"
 	"github.com/sluice-dev/sluice/enforcer/proxy"
+	"github.com/sluice-dev/sluice/enforcer/runtime"
 )
 
 // heldApp is an application whose requests wait until released, counting
@@ -68,13 +69,15 @@ func startProxy(t *testing.T, app http.Handler) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	backends := proxy.NewBackends("redis://127.0.0.1:1", env(nil), limiter.ClientOptions{})
+	backends := runtime.NewBackends("redis://127.0.0.1:1", env(nil), limiter.ClientOptions{})
 	t.Cleanup(backends.Close)
-	snap, err := proxy.NewSnapshot(cfg, backends)
+	snap, err := runtime.NewSnapshot(cfg, backends)
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.handler.Swap(snap)
+	if err := e.handler.Swap(snap); err != nil {
+		t.Fatal(err)
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -149,7 +152,7 @@ func TestHTTP2StreamsAreBounded(t *testing.T) {
 	app := &heldApp{release: make(chan struct{})}
 	addr := startProxy(t, app)
 	defer app.let()
-	before := runtime.NumGoroutine()
+	before := goruntime.NumGoroutine()
 
 	c := dialH2(t, addr)
 	done := c.drain()
@@ -162,7 +165,7 @@ func TestHTTP2StreamsAreBounded(t *testing.T) {
 	g.Eventually(app.now.Load).Should(BeNumerically(">=", 200), "the allowed streams reach the application")
 	g.Consistently(app.peak.Load).WithTimeout(300*time.Millisecond).Should(BeNumerically("<=", defaultHTTP2MaxStreams),
 		"never more streams at once than the server allows")
-	g.Expect(runtime.NumGoroutine()-before).To(BeNumerically("<", 4*defaultHTTP2MaxStreams+100),
+	g.Expect(goruntime.NumGoroutine()-before).To(BeNumerically("<", 4*defaultHTTP2MaxStreams+100),
 		"goroutines grow with the allowed streams, not with the streams sent")
 	app.let()
 	_ = c.nc.Close()
@@ -177,7 +180,7 @@ func TestHTTP2RapidResetIsBounded(t *testing.T) {
 	app := &heldApp{release: make(chan struct{})}
 	addr := startProxy(t, app)
 	defer app.let()
-	before := runtime.NumGoroutine()
+	before := goruntime.NumGoroutine()
 
 	c := dialH2(t, addr)
 	done := c.drain()
@@ -192,7 +195,7 @@ func TestHTTP2RapidResetIsBounded(t *testing.T) {
 	}
 	g.Expect(app.peak.Load()).To(BeNumerically("<=", defaultHTTP2MaxStreams))
 	g.Expect(app.served.Load()).To(BeNumerically("<", streams/10), "cancelled streams are not forwarded")
-	g.Expect(runtime.NumGoroutine() - before).To(BeNumerically("<", 4*defaultHTTP2MaxStreams+100))
+	g.Expect(goruntime.NumGoroutine() - before).To(BeNumerically("<", 4*defaultHTTP2MaxStreams+100))
 	t.Logf("sent %d of %d opened-and-reset streams; the application saw %d, at most %d at once", sent, streams, app.served.Load(), app.peak.Load())
 	_ = c.nc.Close()
 	<-done

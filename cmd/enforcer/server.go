@@ -8,7 +8,9 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/sluice-dev/sluice/enforcer/overload"
 	"github.com/sluice-dev/sluice/enforcer/proxy"
+	"github.com/sluice-dev/sluice/enforcer/transport"
 )
 
 // serverLimits bound what clients and the application can make the proxy
@@ -17,7 +19,7 @@ type serverLimits struct {
 	readHeaderTimeout     time.Duration
 	idleTimeout           time.Duration
 	maxHeaderBytes        int
-	requests              proxy.RequestLimits
+	requests              transport.RequestLimits
 	maxRequestBody        int64
 	responseHeaderTimeout time.Duration
 	// http2MaxStreams bounds the concurrent streams of one HTTP/2 client
@@ -32,7 +34,7 @@ type serverLimits struct {
 }
 
 func addServerFlags(fs *pflag.FlagSet, l *serverLimits) {
-	d := proxy.DefaultRequestLimits
+	d := transport.DefaultRequestLimits
 	fs.DurationVar(&l.readHeaderTimeout, "read-header-timeout", 10*time.Second, "time a client has to send a request's head")
 	fs.DurationVar(&l.requests.BodyTimeout, "body-timeout", d.BodyTimeout, "time a client has to send a whole request body (0: no limit)")
 	fs.DurationVar(&l.requests.BodyIdleTimeout, "body-idle-timeout", d.BodyIdleTimeout, "longest pause within a request body (0: no limit)")
@@ -40,7 +42,7 @@ func addServerFlags(fs *pflag.FlagSet, l *serverLimits) {
 	fs.DurationVar(&l.idleTimeout, "idle-timeout", 2*time.Minute, "how long a client connection is kept open between requests")
 	fs.IntVar(&l.maxHeaderBytes, "max-header-bytes", 64<<10, "largest request head (request line and header fields), in bytes; larger heads get 431")
 	fs.Int64Var(&l.maxRequestBody, "max-request-body", 0, "largest request body, in bytes; larger bodies get 413 (0: no limit)")
-	fs.DurationVar(&l.responseHeaderTimeout, "response-header-timeout", proxy.DefaultResponseHeaderTimeout,
+	fs.DurationVar(&l.responseHeaderTimeout, "response-header-timeout", transport.DefaultResponseHeaderTimeout,
 		"time the application has to start its response; then 504 (0: no limit)")
 	fs.IntVar(&l.http2MaxStreams, "http2-max-concurrent-streams", defaultHTTP2MaxStreams,
 		"concurrent requests (gRPC calls) one HTTP/2 client connection may have open; more wait for one to end")
@@ -55,8 +57,8 @@ func addServerFlags(fs *pflag.FlagSet, l *serverLimits) {
 }
 
 // overload is the bounds the flags and the soft memory limit set.
-func (l *serverLimits) overload(memoryLimit int64) proxy.OverloadLimits {
-	o := proxy.OverloadLimitsFor(memoryLimit)
+func (l *serverLimits) overload(memoryLimit int64) overload.Limits {
+	o := overload.LimitsFor(memoryLimit)
 	if l.maxInFlight > 0 {
 		o.MaxInFlight = l.maxInFlight
 		o.MaxInFlightPerTenant = max(o.MaxInFlight/4, 1)

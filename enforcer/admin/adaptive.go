@@ -3,15 +3,15 @@ package admin
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sluice-dev/sluice/enforcer/adaptive"
 	"github.com/sluice-dev/sluice/enforcer/config"
 	"github.com/sluice-dev/sluice/enforcer/limiter"
-	"github.com/sluice-dev/sluice/enforcer/proxy"
 	"github.com/sluice-dev/sluice/enforcer/status"
 )
 
-// AdaptiveSource gives the adaptive rules' state (a *proxy.Handler).
+// AdaptiveSource gives the adaptive rules' state (an *adaptive.Controller).
 type AdaptiveSource interface {
-	AdaptiveReports() []proxy.AdaptiveReport
+	Reports() []adaptive.Report
 }
 
 // Adaptive limit metrics, read at each scrape.
@@ -30,7 +30,7 @@ var (
 		[]string{"policy", "rule"}, nil)
 )
 
-type adaptiveCollector func() []proxy.AdaptiveReport
+type adaptiveCollector func() []adaptive.Report
 
 func (c adaptiveCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{effectiveLimit, adaptiveFactor, adaptiveLatency, adaptiveErrors} {
@@ -54,17 +54,16 @@ func (c adaptiveCollector) Collect(ch chan<- prometheus.Metric) {
 
 // WatchAdaptive reports the adaptive rules' factors and effective limits
 // (sluice_enforcer_effective_limit and its companions). Call it once.
-func (m *Metrics) WatchAdaptive(reports func() []proxy.AdaptiveReport) {
+func (m *Metrics) WatchAdaptive(reports func() []adaptive.Report) {
 	m.Registry.MustRegister(adaptiveCollector(reports))
 }
 
 // addAdaptive puts the adaptive rules' state into the policies of doc.
 func (s *Server) addAdaptive(doc *status.Document) {
-	src, ok := s.opts.Snapshots.(AdaptiveSource)
-	if !ok {
+	if s.opts.Adaptive == nil {
 		return
 	}
-	for _, r := range src.AdaptiveReports() {
+	for _, r := range s.opts.Adaptive.Reports() {
 		for i := range doc.Policies {
 			p := &doc.Policies[i]
 			if p.Name != r.Policy {
@@ -100,11 +99,10 @@ type TenantAdaptive struct {
 // tenantAdaptive is the adaptive state of rule (policy/rule) for
 // /debug/tenant, nil when the rule is not adaptive.
 func (s *Server) tenantAdaptive(policy, rule string) *TenantAdaptive {
-	src, ok := s.opts.Snapshots.(AdaptiveSource)
-	if !ok {
+	if s.opts.Adaptive == nil {
 		return nil
 	}
-	for _, r := range src.AdaptiveReports() {
+	for _, r := range s.opts.Adaptive.Reports() {
 		if r.Policy == policy && r.Rule == rule {
 			return &TenantAdaptive{Factor: r.State.Factor.String(), Configured: limits(r.Configured)}
 		}

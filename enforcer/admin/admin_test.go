@@ -14,10 +14,12 @@ import (
 
 	. "github.com/onsi/gomega"
 
+	"github.com/sluice-dev/sluice/enforcer/adaptive"
 	"github.com/sluice-dev/sluice/enforcer/config"
 	"github.com/sluice-dev/sluice/enforcer/limiter"
 	"github.com/sluice-dev/sluice/enforcer/proxy"
 	"github.com/sluice-dev/sluice/enforcer/reload"
+	"github.com/sluice-dev/sluice/enforcer/runtime"
 	"github.com/sluice-dev/sluice/enforcer/status"
 	"github.com/sluice-dev/sluice/internal/testing/redistest"
 )
@@ -53,6 +55,11 @@ func twoPolicies(t *testing.T) *config.Config {
 	return cfg
 }
 
+// unloaded is a proxy before its first configuration.
+type unloaded struct{}
+
+func (unloaded) Snapshot() *runtime.Snapshot { return nil }
+
 type fixedState reload.State
 
 func (s fixedState) State() reload.State { return reload.State(s) }
@@ -77,20 +84,22 @@ func startWith(t *testing.T, cfg *config.Config, redisURL string, token TokenSou
 	target, _ := url.Parse(app.URL)
 	m := NewMetrics("test")
 	h := proxy.New(proxy.Options{Upstream: target, Recorder: m})
-	backends := proxy.NewBackends(redisURL, func(string) (string, bool) { return "", false }, limiter.ClientOptions{})
+	backends := runtime.NewBackends(redisURL, func(string) (string, bool) { return "", false }, limiter.ClientOptions{})
 	t.Cleanup(backends.Close)
 	m.WatchBackends(backends.All)
-	snap, err := proxy.NewSnapshot(cfg, backends)
+	snap, err := runtime.NewSnapshot(cfg, backends)
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.Swap(snap)
+	if err := h.Swap(snap); err != nil {
+		t.Fatal(err)
+	}
 	m.Reloaded(cfg.Hash(), len(cfg.Policies))
 	px := httptest.NewServer(h)
 	t.Cleanup(px.Close)
 	srv := New(Options{
 		Pod: status.Pod{Name: "api-0", Namespace: cfg.Namespace}, Version: "test", StartedAt: time.Unix(1_800_000_000, 0).UTC(),
-		Upstream: target.String(), Snapshots: h, Reloads: fixedState{Hash: cfg.Hash(), Config: cfg, LoadedAt: time.Unix(1_800_000_001, 0).UTC()}, Metrics: m,
+		Upstream: target.String(), Snapshots: h, Adaptive: adaptive.New(h, nil), Waiting: h, Reloads: fixedState{Hash: cfg.Hash(), Config: cfg, LoadedAt: time.Unix(1_800_000_001, 0).UTC()}, Metrics: m,
 		StatusToken: token,
 	})
 	adm := httptest.NewServer(srv)
@@ -187,7 +196,7 @@ func TestStatusStates(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
-			srv := New(Options{Snapshots: proxy.New(proxy.Options{}), Reloads: fixedState(tc.state), Metrics: NewMetrics("test")})
+			srv := New(Options{Snapshots: unloaded{}, Reloads: fixedState(tc.state), Metrics: NewMetrics("test")})
 			st := srv.Status()
 			g.Expect(st.Config.State).To(Equal(tc.want))
 			g.Expect(st.Config.FileMissing).To(Equal(tc.state.FileMissing))

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/enforcer/limiter"
-	"github.com/sluice-dev/sluice/enforcer/proxy"
 	"github.com/sluice-dev/sluice/enforcer/route"
+	"github.com/sluice-dev/sluice/enforcer/runtime"
 	"github.com/sluice-dev/sluice/enforcer/status"
 )
 
@@ -46,7 +46,7 @@ type BanLift struct {
 
 // banRules are the rules with a ban of the policy named policy, only rule
 // when it is not empty, with their backend; an error message otherwise.
-func (s *Server) banRules(policy, rule string) (*proxy.Backend, []*route.Rule, string) {
+func (s *Server) banRules(policy, rule string) (*runtime.Backend, []*route.Rule, string) {
 	snap := s.opts.Snapshots.Snapshot()
 	if snap == nil {
 		return nil, nil, "no configuration loaded"
@@ -197,7 +197,7 @@ type TenantBan struct {
 	Denials       int64 `json:"denials"`
 }
 
-func tenantBan(ctx context.Context, be *proxy.Backend, req limiter.Request) (*TenantBan, error) {
+func tenantBan(ctx context.Context, be *runtime.Backend, req limiter.Request) (*TenantBan, error) {
 	ctx, cancel := context.WithTimeout(ctx, bansTimeout)
 	defer cancel()
 	st, err := be.Guard.BanOf(ctx, req.Bucket)

@@ -6,8 +6,8 @@ import (
 
 	"github.com/sluice-dev/sluice/enforcer/config"
 	"github.com/sluice-dev/sluice/enforcer/limiter"
-	"github.com/sluice-dev/sluice/enforcer/proxy"
 	"github.com/sluice-dev/sluice/enforcer/route"
+	"github.com/sluice-dev/sluice/enforcer/runtime"
 )
 
 // peekTimeout bounds each Redis read of a /debug/tenant answer.
@@ -79,7 +79,7 @@ type WindowUsage struct {
 
 // tenantUsage reads m's bucket. The usage carries the rule's names and
 // windows even when Redis could not be read.
-func (s *Server) tenantUsage(ctx context.Context, snap *proxy.Snapshot, m *route.TenantMatch) (TenantUsage, error) {
+func (s *Server) tenantUsage(ctx context.Context, snap *runtime.Snapshot, m *route.TenantMatch) (TenantUsage, error) {
 	req := m.Request
 	if m.Policy.DryRun {
 		req = req.WithoutDelay() // DryRun policies never hold a request

@@ -8,7 +8,7 @@ import (
 	"github.com/sluice-dev/sluice/enforcer/limiter"
 )
 
-// Reservations is what /debug/tenant shows of onLimit.delay for a rule
+// Reservations is what /debug/tenant shows of the delay for a rule
 // that has it: the units booked ahead in Redis by every enforcer, read from
 // the deciding window, and the tenant's requests waiting in this one.
 type Reservations struct {
@@ -24,8 +24,8 @@ type Reservations struct {
 	LatestSlot *time.Time `json:"latestSlot,omitempty"`
 }
 
-// waitingSource is the proxy handler's view of its wait queue.
-type waitingSource interface {
+// WaitingSource is the proxy's view of its delay queue (its handler).
+type WaitingSource interface {
 	Waiting(b limiter.Bucket) (n int, latest time.Time)
 }
 
@@ -47,9 +47,9 @@ func (s *Server) reservationsOf(req limiter.Request, d limiter.Decision, win con
 		out.Booked = int64(math.Ceil(ahead.Seconds()*float64(win.Requests)/period.Seconds() - 1e-6))
 		out.Until = &empty
 	}
-	if ws, ok := s.opts.Snapshots.(waitingSource); ok {
+	if s.opts.Waiting != nil {
 		var latest time.Time
-		if out.Waiting, latest = ws.Waiting(req.Bucket); !latest.IsZero() {
+		if out.Waiting, latest = s.opts.Waiting.Waiting(req.Bucket); !latest.IsZero() {
 			out.LatestSlot = &latest
 		}
 	}

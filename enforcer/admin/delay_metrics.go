@@ -5,12 +5,12 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/sluice-dev/sluice/enforcer/proxy"
 	"github.com/sluice-dev/sluice/enforcer/route"
+	"github.com/sluice-dev/sluice/enforcer/runtime"
 )
 
 // delayMetrics are the metrics of onLimit.delay: Metrics implements
-// proxy.DelayRecorder with them.
+// runtime.DelayRecorder with them.
 type delayMetrics struct {
 	delayed   *prometheus.CounterVec
 	wait      *prometheus.HistogramVec
@@ -66,4 +66,4 @@ func (m *Metrics) DelayQueueFull(p *route.Policy, r *route.Rule, scope string) {
 // DelayQueueLength records the places held in the wait queue.
 func (m *Metrics) DelayQueueLength(n int) { m.delay.queue.Set(float64(n)) }
 
-var _ proxy.DelayRecorder = (*Metrics)(nil)
+var _ runtime.DelayRecorder = (*Metrics)(nil)

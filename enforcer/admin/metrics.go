@@ -8,8 +8,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
-	"github.com/sluice-dev/sluice/enforcer/proxy"
 	"github.com/sluice-dev/sluice/enforcer/route"
+	"github.com/sluice-dev/sluice/enforcer/runtime"
 	"github.com/sluice-dev/sluice/enforcer/status"
 )
 
@@ -19,7 +19,7 @@ import (
 // the environment variable naming them): never a tenant, an API key or a
 // URL.
 //
-// Metrics implements proxy.Recorder and reload.Observer.
+// Metrics implements runtime.Recorder and reload.Observer.
 type Metrics struct {
 	Registry *prometheus.Registry
 
@@ -49,12 +49,12 @@ type Metrics struct {
 
 type checkKey struct {
 	policy, rule, tier string
-	verdict            proxy.Verdict
+	verdict            runtime.Verdict
 }
 
 // policyCounts are one policy's decisions, as /status reports them.
 type policyCounts struct {
-	verdicts    [4]atomic.Int64 // indexed by proxy.Verdict
+	verdicts    [4]atomic.Int64 // indexed by runtime.Verdict
 	failureMode atomic.Int64
 }
 
@@ -139,7 +139,7 @@ var localFallbackEntries = prometheus.NewDesc("sluice_enforcer_local_fallback_en
 	"Keys the LocalFallback state holds, by Redis backend; at --local-fallback-max-entries, new tenants are admitted unlimited while Redis is down.",
 	[]string{"redis"}, nil)
 
-type localFallbackCollector func() []*proxy.Backend
+type localFallbackCollector func() []*runtime.Backend
 
 func (c localFallbackCollector) Describe(ch chan<- *prometheus.Desc) { ch <- localFallbackEntries }
 
@@ -168,7 +168,7 @@ var (
 		[]string{"policy", "kind"}, nil)
 )
 
-type leaseCollector func() []*proxy.Backend
+type leaseCollector func() []*runtime.Backend
 
 func (c leaseCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{localDecisions, redisCalls, leaseGrants, leaseUnits, leaseFailures} {
@@ -219,9 +219,9 @@ func (c leaseCollector) Collect(ch chan<- prometheus.Metric) {
 }
 
 // WatchBackends reports the state the backends that backends lists
-// (proxy.Backends.All) keep in memory: sluice_enforcer_local_fallback_entries
+// (runtime.Backends.All) keep in memory: sluice_enforcer_local_fallback_entries
 // and the lease metrics. Call it once.
-func (m *Metrics) WatchBackends(backends func() []*proxy.Backend) {
+func (m *Metrics) WatchBackends(backends func() []*runtime.Backend) {
 	m.Registry.MustRegister(localFallbackCollector(backends), leaseCollector(backends), banCollector(backends))
 }
 
@@ -243,14 +243,14 @@ func cached[K comparable, V any](m *Metrics, cache map[K]V, key K, newChild func
 }
 
 // Check counts one rule's decision.
-func (m *Metrics) Check(p *route.Policy, r *route.Rule, tier string, v proxy.Verdict) {
+func (m *Metrics) Check(p *route.Policy, r *route.Rule, tier string, v runtime.Verdict) {
 	cached(m, m.byCheck, checkKey{p.Name, r.Name, tier, v}, func() prometheus.Counter {
 		return m.decisions.WithLabelValues(p.Name, r.Name, v.String(), tier)
 	}).Inc()
 }
 
 // Policy counts one policy's decision on a request, for /status.
-func (m *Metrics) Policy(p *route.Policy, v proxy.Verdict) {
+func (m *Metrics) Policy(p *route.Policy, v runtime.Verdict) {
 	m.policy(p.Name).verdicts[v].Add(1)
 }
 
@@ -268,7 +268,7 @@ func (m *Metrics) Degraded(p *route.Policy) {
 }
 
 // RedisRoundTrip observes one Redis round trip.
-func (m *Metrics) RedisRoundTrip(be *proxy.Backend, d time.Duration) {
+func (m *Metrics) RedisRoundTrip(be *runtime.Backend, d time.Duration) {
 	cached(m, m.byRedis, be.Name, func() prometheus.Observer {
 		return m.redisLatency.WithLabelValues(be.Name)
 	}).Observe(d.Seconds())
@@ -318,10 +318,10 @@ func (m *Metrics) Decisions() map[string]status.DecisionCounts {
 	out := make(map[string]status.DecisionCounts, len(m.byPolicy))
 	for name, c := range m.byPolicy {
 		out[name] = status.DecisionCounts{
-			Allowed:     c.verdicts[proxy.Allowed].Load(),
-			Denied:      c.verdicts[proxy.Denied].Load(),
-			WouldDeny:   c.verdicts[proxy.WouldDeny].Load(),
-			Banned:      c.verdicts[proxy.Banned].Load(),
+			Allowed:     c.verdicts[runtime.Allowed].Load(),
+			Denied:      c.verdicts[runtime.Denied].Load(),
+			WouldDeny:   c.verdicts[runtime.WouldDeny].Load(),
+			Banned:      c.verdicts[runtime.Banned].Load(),
 			FailureMode: c.failureMode.Load(),
 		}
 	}

@@ -3,7 +3,7 @@ package admin
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/sluice-dev/sluice/enforcer/proxy"
+	"github.com/sluice-dev/sluice/enforcer/overload"
 )
 
 var (
@@ -22,7 +22,7 @@ var (
 
 // overloadCollector reads an Overload at each scrape, so that the request
 // path updates no metric of its own.
-type overloadCollector struct{ o *proxy.Overload }
+type overloadCollector struct{ o *overload.Shedder }
 
 func (c overloadCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{inFlightDesc, maxInFlightDesc, connectionsDesc, overloadedDesc, shedDesc} {
@@ -46,6 +46,6 @@ func (c overloadCollector) Collect(ch chan<- prometheus.Metric) {
 }
 
 // WatchOverload reports o's state in the metrics.
-func (m *Metrics) WatchOverload(o *proxy.Overload) {
+func (m *Metrics) WatchOverload(o *overload.Shedder) {
 	m.Registry.MustRegister(overloadCollector{o})
 }

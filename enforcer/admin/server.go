@@ -15,14 +15,15 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/sluice-dev/sluice/enforcer/config"
-	"github.com/sluice-dev/sluice/enforcer/proxy"
+	"github.com/sluice-dev/sluice/enforcer/overload"
 	"github.com/sluice-dev/sluice/enforcer/reload"
+	"github.com/sluice-dev/sluice/enforcer/runtime"
 	"github.com/sluice-dev/sluice/enforcer/status"
 )
 
-// SnapshotSource gives the configuration in service (a *proxy.Handler).
+// SnapshotSource gives the configuration in service (the proxy's handler).
 type SnapshotSource interface {
-	Snapshot() *proxy.Snapshot
+	Snapshot() *runtime.Snapshot
 }
 
 // ReloadSource gives the state of configuration reloads (a *reload.Reloader).
@@ -36,12 +37,17 @@ type Options struct {
 	// Upstream is the application URL the proxy forwards to.
 	Upstream string
 	// Overload bounds what the proxy holds; nil reports nothing.
-	Overload  *proxy.Overload
+	Overload  *overload.Shedder
 	Version   string
 	StartedAt time.Time
 	Snapshots SnapshotSource
-	Reloads   ReloadSource
-	Metrics   *Metrics
+	// Adaptive gives the adaptive rules' state; nil reports none.
+	Adaptive AdaptiveSource
+	// Waiting gives the delay queue of the proxy; nil reports no request
+	// waiting.
+	Waiting WaitingSource
+	Reloads ReloadSource
+	Metrics *Metrics
 	// StatusToken is the bearer token /status requires of every caller.
 	// Nil: /status is served to loopback peers only.
 	StatusToken TokenSource
@@ -130,7 +136,7 @@ func (s *Server) Status() status.Document {
 		return out
 	}
 	out.Config.Namespace = snap.Config.Namespace
-	byBackend := map[*proxy.Backend][]string{}
+	byBackend := map[*runtime.Backend][]string{}
 	for _, p := range snap.Table.Policies() {
 		be := snap.BackendOf(p)
 		mode := config.ModeEnforce
@@ -148,7 +154,7 @@ func (s *Server) Status() status.Document {
 	return out
 }
 
-func overloadStatus(o *proxy.Overload) *status.Overload {
+func overloadStatus(o *overload.Shedder) *status.Overload {
 	if o == nil {
 		return nil
 	}

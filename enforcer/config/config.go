@@ -88,7 +88,7 @@ type Rule struct {
 	// policy names it, before hashing), whatever their tier.
 	Overrides []Override `json:"overrides,omitempty"`
 	// OnLimit says what to do with a request over the limit instead of
-	// refusing it at once; nil refuses it (onlimit.go).
+	// refusing it at once; nil refuses it (delay.go).
 	OnLimit *OnLimit `json:"onLimit,omitempty"`
 	// Ban, when set, bans tenants that keep hitting the rule's limits.
 	Ban *Ban `json:"ban,omitempty"`

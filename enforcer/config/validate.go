@@ -163,7 +163,7 @@ func (p *Policy) validate(path string, add addFunc) {
 
 func (r *Rule) validate(path string, add addFunc) {
 	r.Match.validate(path+".match", add)
-	r.validateOnLimit(path, add)
+	r.validateDelay(path, add)
 	if r.Exempt {
 		if len(r.Limits) > 0 || len(r.TierLimits) > 0 || len(r.Overrides) > 0 {
 			add(path, "an exempt rule has no limits or overrides")

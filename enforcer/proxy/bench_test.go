@@ -10,8 +10,11 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/sluice-dev/sluice/enforcer/config"
 	"github.com/sluice-dev/sluice/enforcer/limiter"
+	"github.com/sluice-dev/sluice/enforcer/overload"
 	"github.com/sluice-dev/sluice/enforcer/route"
+	"github.com/sluice-dev/sluice/enforcer/runtime"
 )
 
 // BenchmarkDecide measures the request path without the network to the
@@ -35,15 +38,16 @@ func BenchmarkDecide(b *testing.B) {
 			target, _ := url.Parse("http://127.0.0.1:1")
 			rec := &degradedCount{}
 			h := New(Options{Upstream: target, Recorder: rec})
-			h.forwarder = nil
-			h.upstream = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) })
-			backends := NewBackends(redisURL, func(string) (string, bool) { return "", false }, limiter.ClientOptions{})
+			h.upstream = noContent{}
+			backends := runtime.NewBackends(redisURL, func(string) (string, bool) { return "", false }, limiter.ClientOptions{})
 			defer backends.Close()
-			snap, err := NewSnapshot(cfg, backends)
+			snap, err := runtime.NewSnapshot(cfg, backends)
 			if err != nil {
 				b.Fatal(err)
 			}
-			h.Swap(snap)
+			if err := h.Swap(snap); err != nil {
+				b.Fatal(err)
+			}
 			serveParallel(b, h, http.StatusNoContent)
 			if n := rec.n.Load(); n > 0 {
 				b.Logf("%d of %d decisions made by the failure mode", n, b.N*rules)
@@ -52,10 +56,18 @@ func BenchmarkDecide(b *testing.B) {
 	}
 }
 
+// noContent is an application in process: every request gets 204.
+type noContent struct{}
+
+func (noContent) Forward(w http.ResponseWriter, _ *http.Request, _ config.UpstreamProtocol) {
+	w.WriteHeader(http.StatusNoContent)
+}
+func (noContent) CloseIdleConnections() {}
+
 // degradedCount counts failure mode decisions, which would make the
 // benchmark measure something else than Redis decisions.
 type degradedCount struct {
-	NopRecorder
+	runtime.NopRecorder
 	n atomic.Int64
 }
 
@@ -80,9 +92,9 @@ func BenchmarkForward(b *testing.B) {
 	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("ok")) }))
 	defer app.Close()
 	target, _ := url.Parse(app.URL)
-	backends := NewBackends(redisURL, func(string) (string, bool) { return "", false }, limiter.ClientOptions{})
+	backends := runtime.NewBackends(redisURL, func(string) (string, bool) { return "", false }, limiter.ClientOptions{})
 	defer backends.Close()
-	snap, err := NewSnapshot(configOf(b, policyJSON("api", "Enforce", "Open", "Both", ruleJSON("all", "{}", "TokenBucket", "1099511627776/1h"))), backends)
+	snap, err := runtime.NewSnapshot(configOf(b, policyJSON("api", "Enforce", "Open", "Both", ruleJSON("all", "{}", "TokenBucket", "1099511627776/1h"))), backends)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -90,16 +102,18 @@ func BenchmarkForward(b *testing.B) {
 		b.Run("path="+path, func(b *testing.B) {
 			rec := &degradedCount{}
 			opts := Options{Upstream: target, Recorder: rec}
+			if path == "reverse-proxy" {
+				opts = reverseProxyOnly(opts)
+			}
 			if path == "forwarder-overload" {
 				// The bounds every sluice-enforcer runs with.
-				opts.Overload = NewOverload(OverloadLimitsFor(SoftMemoryLimit()))
+				opts.Overload = overload.New(overload.LimitsFor(overload.SoftMemoryLimit()))
 			}
 			h := New(opts)
 			defer h.CloseIdleConnections()
-			if path == "reverse-proxy" {
-				h.forwarder = nil
+			if err := h.Swap(snap); err != nil {
+				b.Fatal(err)
 			}
-			h.Swap(snap)
 			serveParallel(b, h, http.StatusOK)
 			if n := rec.n.Load(); n > 0 {
 				b.Logf("%d decisions made by the failure mode", n)

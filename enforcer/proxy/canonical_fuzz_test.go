@@ -16,6 +16,7 @@ import (
 
 	"github.com/sluice-dev/sluice/enforcer/request"
 	"github.com/sluice-dev/sluice/enforcer/route"
+	"github.com/sluice-dev/sluice/enforcer/transport"
 )
 
 // decidedPolicies read identity from every kind of source, tiers from a
@@ -144,7 +145,6 @@ func FuzzDecidedIsReceived(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	fw := newForwarder(&url.URL{Scheme: "http", Host: "127.0.0.1:1"}, 0, 0)
 	f.Fuzz(func(t *testing.T, raw []byte, viaProxy bool) {
 		peer := untrustedPeer
 		if viaProxy {
@@ -158,8 +158,8 @@ func FuzzDecidedIsReceived(f *testing.F) {
 		sent := r.Header.Clone()
 
 		// The enforcer, in ServeHTTP's order.
-		if isShortForm(r) {
-			release, err := bufferBody(r)
+		if transport.IsShortForm(r) {
+			release, err := transport.BufferBody(r)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -170,26 +170,18 @@ func FuzzDecidedIsReceived(f *testing.F) {
 			return // refused: nothing reaches the application
 		}
 		decided := table.Checks(&req, nil)
-		release, err := bufferBody(r)
+		release, err := transport.BufferBody(r)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer release()
-		if !fw.takes(r) {
-			return // upgrades go through the reverse proxy
-		}
 		var wire bytes.Buffer
-		bw := bufio.NewWriter(&wire)
-		if err := fw.writeHead(bw, r); err != nil {
+		taken, err := transport.WriteRequest(bufio.NewWriter(&wire), r, "127.0.0.1:1")
+		if err != nil {
 			t.Fatal(err)
 		}
-		if r.ContentLength != 0 {
-			if err := writeBody(bw, r.Body, r.ContentLength, r.Trailer, false); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := bw.Flush(); err != nil {
-			t.Fatal(err)
+		if !taken {
+			return // upgrades go through the reverse proxy
 		}
 
 		// The application.

@@ -9,10 +9,11 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/enforcer/limiter"
-	"github.com/sluice-dev/sluice/enforcer/route"
+	"github.com/sluice-dev/sluice/enforcer/request"
+	"github.com/sluice-dev/sluice/enforcer/runtime"
 )
 
-// Delay instead of refusal (onLimit.delay): a request whose rule booked its
+// Delay instead of refusal (a rule's onLimit.delay): a request whose rule booked its
 // capacity for later (limiter.Decision.Delay) waits here for it, then goes
 // on. Its waiting is bounded twice in each enforcer: per tenant and rule
 // (the rule's maxQueued) and for the whole enforcer (Options.MaxDelayed).
@@ -24,21 +25,6 @@ import (
 // DefaultMaxDelayed is the enforcer's bound on waiting requests
 // (--delay-max-queued): each one holds a connection and a goroutine.
 const DefaultMaxDelayed = 1000
-
-// DelayRecorder is told about delayed requests; a Recorder that implements
-// it gets the calls.
-type DelayRecorder interface {
-	// Delayed records a request that waited for its reservation.
-	Delayed(p *route.Policy, r *route.Rule, wait time.Duration)
-	// DelayCancelled records a wait whose client hung up, or whose gRPC
-	// deadline ended first: its reservation was given back.
-	DelayCancelled(p *route.Policy, r *route.Rule)
-	// DelayQueueFull records a request decided without its delay because
-	// a bound was full: scope is "tenant" or "enforcer".
-	DelayQueueFull(p *route.Policy, r *route.Rule, scope string)
-	// DelayQueueLength records the requests holding a queue place now.
-	DelayQueueLength(n int)
-}
 
 // delayQueue counts the requests that hold a place: per bucket (a tenant
 // under one rule) and in all.
@@ -120,8 +106,8 @@ func (h *Handler) Waiting(b limiter.Bucket) (n int, latest time.Time) {
 	return 0, time.Time{}
 }
 
-func (h *Handler) delayRecorder() DelayRecorder {
-	dr, _ := h.rec.(DelayRecorder)
+func (h *Handler) delayRecorder() runtime.DelayRecorder {
+	dr, _ := h.rec.(runtime.DelayRecorder)
 	return dr
 }
 
@@ -187,7 +173,7 @@ func (h *Handler) queueLength(n int) {
 // reports false when the request must not go on: its client hung up, or
 // its gRPC deadline ends before the slot; its reservations (and whatever
 // its other checks took) are then given back, and a gRPC call is answered.
-func (h *Handler) await(ctx context.Context, w http.ResponseWriter, r *http.Request, snap *Snapshot, st *requestState, wait time.Duration) bool {
+func (h *Handler) await(ctx context.Context, w http.ResponseWriter, r *http.Request, snap *inService, st *requestState, wait time.Duration) bool {
 	defer h.dequeue(st, false)
 	dr := h.delayRecorder()
 	if deadline, ok := callDeadline(r); !ok || wait < deadline {
@@ -222,7 +208,7 @@ func (h *Handler) await(ctx context.Context, w http.ResponseWriter, r *http.Requ
 
 // giveBack returns what every admitted check of st took, reservations
 // included: the request is not forwarded.
-func (h *Handler) giveBack(ctx context.Context, snap *Snapshot, st *requestState) {
+func (h *Handler) giveBack(ctx context.Context, snap *inService, st *requestState) {
 	h.refund(ctx, snap, st)
 }
 
@@ -257,7 +243,7 @@ func queueFullDetail(st *requestState, i int, p *Problem) {
 // ok false for other requests and calls without one.
 func callDeadline(r *http.Request) (left time.Duration, ok bool) {
 	v := r.Header["Grpc-Timeout"]
-	if len(v) != 1 || !isGRPC(r) || len(v[0]) < 2 || len(v[0]) > 9 {
+	if len(v) != 1 || !request.IsGRPC(r) || len(v[0]) < 2 || len(v[0]) > 9 {
 		return 0, false
 	}
 	n, err := strconv.ParseInt(v[0][:len(v[0])-1], 10, 64)

@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/sluice-dev/sluice/enforcer/limiter"
+	"github.com/sluice-dev/sluice/enforcer/runtime"
 )
 
 // grpcFixture is a Handler serving HTTP/1.1 and cleartext HTTP/2 in front
@@ -43,13 +44,15 @@ func serveGRPC(t *testing.T, policies string, redis string) *grpcFixture {
 
 	target, _ := url.Parse("http://" + ln.Addr().String())
 	h := New(Options{Upstream: target})
-	backends := NewBackends(redis, func(string) (string, bool) { return "", false }, limiter.ClientOptions{})
+	backends := runtime.NewBackends(redis, func(string) (string, bool) { return "", false }, limiter.ClientOptions{})
 	t.Cleanup(backends.Close)
-	snap, err := NewSnapshot(configOf(t, policies), backends)
+	snap, err := runtime.NewSnapshot(configOf(t, policies), backends)
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.Swap(snap)
+	if err := h.Swap(snap); err != nil {
+		t.Fatal(err)
+	}
 	srv := httptest.NewUnstartedServer(h)
 	srv.Config.Protocols = new(http.Protocols)
 	srv.Config.Protocols.SetHTTP1(true)
@@ -158,22 +161,6 @@ func TestHTTP1ClientToH2CUpstream(t *testing.T) {
 	g.Expect(resp.Header.Get("X-RateLimit-Limit")).To(Equal("100"))
 }
 
-func TestIsGRPC(t *testing.T) {
-	for ct, want := range map[string]bool{
-		"application/grpc": true, "application/grpc+proto": true, "application/GRPC+json": true,
-		"application/grpc;charset=utf-8": true, "application/grpc-web": false, "application/grpcx": false,
-		"application/json": false, "": false,
-	} {
-		r := &http.Request{Header: http.Header{}}
-		if ct != "" {
-			r.Header.Set("Content-Type", ct)
-		}
-		if got := isGRPC(r); got != want {
-			t.Errorf("isGRPC(%q) = %v, want %v", ct, got, want)
-		}
-	}
-}
-
 func TestEncodeGRPCMessage(t *testing.T) {
 	for in, want := range map[string]string{
 		"Retry in 3 s.": "Retry in 3 s.",
@@ -207,11 +194,13 @@ func TestGRPCCallsOutliveTheResponseHeaderTimeout(t *testing.T) {
 
 	target, _ := url.Parse(app.URL)
 	h := New(Options{Upstream: target, ResponseHeaderTimeout: 50 * time.Millisecond})
-	backends := NewBackends(redisURL, func(string) (string, bool) { return "", false }, limiter.ClientOptions{})
+	backends := runtime.NewBackends(redisURL, func(string) (string, bool) { return "", false }, limiter.ClientOptions{})
 	t.Cleanup(backends.Close)
-	snap, err := NewSnapshot(configOf(t, h2cPolicy("api", "Open", ruleJSON("calls", "{}", "FixedWindow", "100/1m"))), backends)
+	snap, err := runtime.NewSnapshot(configOf(t, h2cPolicy("api", "Open", ruleJSON("calls", "{}", "FixedWindow", "100/1m"))), backends)
 	g.Expect(err).NotTo(HaveOccurred())
-	h.Swap(snap)
+	if err := h.Swap(snap); err != nil {
+		t.Fatal(err)
+	}
 	srv := httptest.NewUnstartedServer(h)
 	srv.Config.Protocols = new(http.Protocols)
 	srv.Config.Protocols.SetHTTP1(true)

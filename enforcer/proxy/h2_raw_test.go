@@ -17,6 +17,8 @@ import (
 	"golang.org/x/net/http2/hpack"
 
 	"github.com/sluice-dev/sluice/enforcer/limiter"
+	"github.com/sluice-dev/sluice/enforcer/runtime"
+	"github.com/sluice-dev/sluice/enforcer/transport"
 )
 
 // rawHeadApp is an HTTP/1.1 application that records the head of each
@@ -110,14 +112,16 @@ func TestHTTP2FieldsTheApplicationReads(t *testing.T) {
 	appAddr, heads := rawHeadApp(t)
 	target, _ := url.Parse("http://" + appAddr)
 	h := New(Options{Upstream: target})
-	backends := NewBackends(redisURL, func(string) (string, bool) { return "", false }, limiter.ClientOptions{})
+	backends := runtime.NewBackends(redisURL, func(string) (string, bool) { return "", false }, limiter.ClientOptions{})
 	t.Cleanup(backends.Close)
-	snap, err := NewSnapshot(configOf(t, policyJSON("api", "Enforce", "Open", "Both",
+	snap, err := runtime.NewSnapshot(configOf(t, policyJSON("api", "Enforce", "Open", "Both",
 		ruleJSON("other-host", `{"hosts": ["exempt.example.com"]}`, "FixedWindow", "1000/1m"))), backends)
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.Swap(snap)
+	if err := h.Swap(snap); err != nil {
+		t.Fatal(err)
+	}
 	srv := httptest.NewUnstartedServer(h)
 	srv.Config.Protocols = new(http.Protocols)
 	srv.Config.Protocols.SetHTTP1(true)
@@ -165,15 +169,17 @@ func TestHTTP2StalledStreamIsReset(t *testing.T) {
 	}))
 	t.Cleanup(app.Close)
 	target, _ := url.Parse(app.URL)
-	h := New(Options{Upstream: target, Limits: RequestLimits{WriteIdleTimeout: 300 * time.Millisecond}})
-	backends := NewBackends(redisURL, func(string) (string, bool) { return "", false }, limiter.ClientOptions{})
+	h := New(Options{Upstream: target, Limits: transport.RequestLimits{WriteIdleTimeout: 300 * time.Millisecond}})
+	backends := runtime.NewBackends(redisURL, func(string) (string, bool) { return "", false }, limiter.ClientOptions{})
 	t.Cleanup(backends.Close)
-	snap, err := NewSnapshot(configOf(t, policyJSON("api", "Enforce", "Open", "Both",
+	snap, err := runtime.NewSnapshot(configOf(t, policyJSON("api", "Enforce", "Open", "Both",
 		ruleJSON("all", "{}", "TokenBucket", "1000/1m"))), backends)
 	g.Expect(err).NotTo(HaveOccurred())
-	h.Swap(snap)
+	if err := h.Swap(snap); err != nil {
+		t.Fatal(err)
+	}
 	srv := httptest.NewUnstartedServer(h)
-	srv.Listener = H2Listener(srv.Listener, time.Minute)
+	srv.Listener = transport.H2Listener(srv.Listener, time.Minute)
 	srv.Config.Protocols = new(http.Protocols)
 	srv.Config.Protocols.SetHTTP1(true)
 	srv.Config.Protocols.SetUnencryptedHTTP2(true)

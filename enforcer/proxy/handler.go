@@ -2,16 +2,14 @@
 // each request canonical (package request), decides it against its
 // policies' rules in one Redis round trip, answers 429 (or 503 when a
 // fail-closed policy cannot decide) with rate limit headers and an RFC 9457
-// problem, and otherwise forwards the canonical request to the application,
-// adding the headers to its response: on the deciding goroutine over one
-// pool of kept-alive connections (forward.go), upgrades through
-// httputil.ReverseProxy (upstream.go).
+// problem, and otherwise hands the canonical request to the application
+// (package transport), adding the headers to its response.
 package proxy
 
 import (
 	"context"
 	"errors"
-	"io"
+	"fmt"
 	"log"
 	"net/http"
 	"net/url"
@@ -21,56 +19,64 @@ import (
 
 	"github.com/sluice-dev/sluice/enforcer/config"
 	"github.com/sluice-dev/sluice/enforcer/limiter"
+	"github.com/sluice-dev/sluice/enforcer/overload"
 	"github.com/sluice-dev/sluice/enforcer/request"
 	"github.com/sluice-dev/sluice/enforcer/route"
+	"github.com/sluice-dev/sluice/enforcer/runtime"
+	"github.com/sluice-dev/sluice/enforcer/transport"
 )
 
 // Handler decides and forwards requests. It is safe for concurrent use.
 type Handler struct {
-	snap      atomic.Pointer[Snapshot]
-	forwarder *forwarder   // plain requests; nil when a Transport was given
-	upstream  http.Handler // the others: upgrades, streamed or large bodies
-	transport http.RoundTripper
-	// h2c forwards as cleartext HTTP/2, for the policies whose
-	// upstreamProtocol is H2C; h2cCalls forwards their gRPC calls, which
-	// no response header timeout bounds: a server stream may send its
-	// first message (and with it its headers) whenever it has one, and
-	// the call's deadline bounds it.
-	h2c, h2cCalls http.Handler
-	h2cTransports []*http.Transport // nil when a Transport was given
+	live     atomic.Pointer[inService]
+	upstream upstream
 	// protocol is the upstream protocol when no policy names one.
 	protocol config.UpstreamProtocol
-	rec      Recorder
-	limits   RequestLimits
+	rec      runtime.Recorder
+	limits   transport.RequestLimits
 	maxBody  int64
 	// delays are the requests waiting for their reservations (delay.go).
 	delays delayQueue
-	// adaptive reports the adaptive rules' state (adaptive.go).
-	adaptive adaptiveStates
-	// overload bounds the requests in flight (overload.go); nil: no bound.
-	overload *Overload
+	// overload bounds the requests in flight; nil: no bound.
+	overload *overload.Shedder
+}
+
+// upstream is where admitted requests go: a *transport.Upstream, or an
+// in-process stand-in where a benchmark measures the decision alone.
+type upstream interface {
+	Forward(w http.ResponseWriter, r *http.Request, protocol config.UpstreamProtocol)
+	CloseIdleConnections()
+}
+
+// inService is the configuration in service and what the proxy alone
+// derives from it.
+type inService struct {
+	*runtime.Snapshot
+	// protocol is how the policies forward to the application; empty when
+	// no policy selects the pod (the Handler's default applies).
+	protocol config.UpstreamProtocol
 }
 
 // Options configure a Handler.
 type Options struct {
 	// Upstream is the application's base URL, e.g. http://127.0.0.1:8080.
 	Upstream *url.URL
-	// Transport reaches the upstream; nil means NewTransport() for the
-	// requests that need a reverse proxy, and the enforcer's own
+	// Transport reaches the upstream; nil means transport.NewHTTP1() for
+	// the requests that need a reverse proxy, and the enforcer's own
 	// forwarder for plain ones. A Transport given here takes them all.
 	Transport http.RoundTripper
 	// Recorder is told every decision; nil records nothing.
-	Recorder Recorder
+	Recorder runtime.Recorder
 	// ErrorLog receives the reverse proxy's own errors (a client gone in
 	// the middle of a body); nil discards them.
 	ErrorLog *log.Logger
 	// Limits bound request bodies and slow clients; the zero value sets no
-	// limit (sluice-enforcer starts from DefaultRequestLimits).
-	Limits RequestLimits
+	// limit (sluice-enforcer starts from transport.DefaultRequestLimits).
+	Limits transport.RequestLimits
 	// ResponseHeaderTimeout bounds the wait for the application's final
 	// response head once a request is sent (a 504 when it expires); 0 is
-	// no limit. DefaultResponseHeaderTimeout is the suggested value. A
-	// Transport given here keeps its own.
+	// no limit. transport.DefaultResponseHeaderTimeout is the suggested
+	// value. A Transport given here keeps its own.
 	ResponseHeaderTimeout time.Duration
 	// UpstreamProtocol is how requests are forwarded while no policy of the
 	// configuration in service selects the pod (its policies say
@@ -83,11 +89,11 @@ type Options struct {
 	// application has not answered yet) with its connection. 0 is no limit.
 	MaxRequestBody int64
 	// MaxDelayed bounds the requests waiting at once for capacity booked
-	// by onLimit.delay rules (delay.go); 0 means DefaultMaxDelayed.
+	// by delay rules (delay.go); 0 means DefaultMaxDelayed.
 	MaxDelayed int
 	// Overload bounds the requests in flight, in all and per tenant; nil
 	// bounds nothing.
-	Overload *Overload
+	Overload *overload.Shedder
 }
 
 // New is a Handler forwarding admitted requests as opts say. Serve no
@@ -96,133 +102,80 @@ func New(opts Options) *Handler {
 	h := &Handler{rec: opts.Recorder, limits: opts.Limits, maxBody: opts.MaxRequestBody, protocol: opts.UpstreamProtocol.OrDefault(),
 		overload: opts.Overload}
 	if h.rec == nil {
-		h.rec = NopRecorder{}
+		h.rec = runtime.NopRecorder{}
 	}
 	h.delays.max = opts.MaxDelayed
 	if h.delays.max <= 0 {
 		h.delays.max = DefaultMaxDelayed
 	}
-	h2cTransport, h2cCallTransport := opts.Transport, opts.Transport
-	if opts.Transport == nil {
-		plain, calls := NewH2CTransport(), NewH2CTransport()
-		plain.ResponseHeaderTimeout = max(opts.ResponseHeaderTimeout, 0)
-		h.h2cTransports = []*http.Transport{plain, calls}
-		h2cTransport, h2cCallTransport = plain, calls
-		h.forwarder = newForwarder(opts.Upstream, opts.ResponseHeaderTimeout, opts.MaxRequestBody)
-		t := NewTransport()
-		t.ResponseHeaderTimeout = max(opts.ResponseHeaderTimeout, 0)
-		// One pool of connections, the forwarder's: the reverse proxy
-		// carries upgrades, whose connections are never reused. Nor does it
-		// pool for an application the forwarder cannot reach (https, a
-		// path): the transport can hand a response the application sent
-		// unasked to the next request (TestBrokenApplicationNeverDesyncs).
-		t.DisableKeepAlives = true
-		opts.Transport = t
-	}
-	h.transport = opts.Transport
-	if opts.ErrorLog == nil {
-		opts.ErrorLog = log.New(io.Discard, "", 0)
-	}
-	h.upstream = h.newReverseProxy(opts, opts.Transport)
-	h.h2c = h.newReverseProxy(opts, h2cTransport)
-	h.h2cCalls = h.newReverseProxy(opts, h2cCallTransport)
+	h.upstream = transport.New(transport.Options{Target: opts.Upstream, Transport: opts.Transport, ErrorLog: opts.ErrorLog,
+		Limits: opts.Limits, ResponseHeaderTimeout: opts.ResponseHeaderTimeout, MaxRequestBody: opts.MaxRequestBody,
+		OnError: h.forwardError})
 	return h
-}
-
-// newReverseProxy is a reverse proxy to the application through t.
-func (h *Handler) newReverseProxy(opts Options, t http.RoundTripper) http.Handler {
-	rp := NewUpstream(opts.Upstream, t, h.forwardError)
-	rp.ErrorLog = opts.ErrorLog
-	return &reverseProxy{proxy: rp, maxBody: opts.MaxRequestBody, onError: h.forwardError}
 }
 
 // CloseIdleConnections closes the kept-alive connections to the
 // application that no request is using; call it after the server has shut
 // down.
-func (h *Handler) CloseIdleConnections() {
-	if h.forwarder != nil {
-		h.forwarder.closeIdle()
-	}
-	if t, ok := h.transport.(interface{ CloseIdleConnections() }); ok {
-		t.CloseIdleConnections()
-	}
-	for _, t := range h.h2cTransports {
-		t.CloseIdleConnections()
-	}
-}
+func (h *Handler) CloseIdleConnections() { h.upstream.CloseIdleConnections() }
 
-// forward passes an admitted request to the application, within the
-// request limits, in the protocol of the snapshot's policies: cleartext
-// HTTP/2 for H2C, except upgrades (WebSocket), which HTTP/2 cannot carry
-// and which go as HTTP/1.1 to the same port.
-func (h *Handler) forward(w http.ResponseWriter, r *http.Request, snap *Snapshot) {
-	w, g := h.limits.guard(w, r)
-	defer g.done()
-	release, err := bufferBody(r)
-	if err != nil {
-		h.bodyError(w, r, err)
-		return
-	}
-	defer release()
+// forward passes an admitted request to the application, in the protocol
+// of the snapshot's policies.
+func (h *Handler) forward(w http.ResponseWriter, r *http.Request, snap *inService) {
 	protocol := snap.protocol
 	if protocol == "" {
 		protocol = h.protocol
 	}
-	if protocol == config.UpstreamH2C && r.Header["Upgrade"] == nil {
-		if isGRPCStream(r) {
-			h.h2cCalls.ServeHTTP(w, r)
-		} else {
-			h.h2c.ServeHTTP(w, r)
-		}
-		return
-	}
-	if h.forwarder != nil && h.forwarder.takes(r) {
-		h.forwarder.serve(w, r, h.forwardError)
-		return
-	}
-	h.upstream.ServeHTTP(w, r)
+	h.upstream.Forward(w, r, protocol)
 }
 
-// forwardError answers a failed exchange with the application: 408 when
-// the client's body was too slow, else as upstreamError does.
-func (h *Handler) forwardError(w http.ResponseWriter, r *http.Request, err error) {
-	switch {
-	case bodyTimedOut(r, err):
-		h.bodyError(w, r, errBodyTimeout)
-		return
-	case errors.As(err, new(*requestBodyError)) && !errors.As(err, new(*http.MaxBytesError)):
-		h.bodyError(w, r, err)
-		return
+// Swap puts s into service, carrying the adaptive state of the one in
+// service over; requests already being decided finish with the snapshot
+// they started with. A configuration whose policies forward with two
+// protocols is refused, and the one in service stays.
+func (h *Handler) Swap(s *runtime.Snapshot) error {
+	protocol, err := UpstreamProtocol(s.Config)
+	if err != nil {
+		return err
 	}
-	h.upstreamError(w, r, err)
-}
-
-// bodyError answers a request whose body could not be read: 408 when it
-// was too slow, 400 when it broke off or broke its framing. Never nothing:
-// net/http would then send 200 for the enforcer, with an empty body. A
-// client that hung up does not read the answer, which costs nothing.
-func (h *Handler) bodyError(w http.ResponseWriter, r *http.Request, err error) {
-	closeAfter(w, r)
-	if errors.Is(err, errBodyTimeout) {
-		h.rec.Refused("body-timeout")
-		writeProblem(w, r, &Problem{Type: ProblemRequestLimit, Title: "Request Timeout", Status: http.StatusRequestTimeout,
-			Detail: "The request body did not arrive in time."})
-		return
-	}
-	h.rec.Refused("body-malformed")
-	writeProblem(w, r, &Problem{Type: ProblemBadRequest, Title: "Bad Request", Status: http.StatusBadRequest,
-		Detail: "The request body ended early or its framing is malformed."})
-}
-
-// Swap puts s into service; requests already being decided finish with the
-// snapshot they started with.
-func (h *Handler) Swap(s *Snapshot) {
-	h.adopt(s)
-	h.snap.Store(s)
+	s.Adopt(h.Snapshot())
+	h.live.Store(&inService{Snapshot: s, protocol: protocol})
+	return nil
 }
 
 // Snapshot is the configuration in service, nil before the first Swap.
-func (h *Handler) Snapshot() *Snapshot { return h.snap.Load() }
+func (h *Handler) Snapshot() *runtime.Snapshot {
+	if live := h.live.Load(); live != nil {
+		return live.Snapshot
+	}
+	return nil
+}
+
+// UpstreamProtocol is the one protocol cfg's policies forward with, empty
+// when none selects the pod. The manager refuses policies that would give
+// one pod two; a configuration that does anyway (a hand-written
+// --policy-file) is refused, so that the enforcer keeps the one it runs.
+func UpstreamProtocol(cfg *config.Config) (config.UpstreamProtocol, error) {
+	if cfg == nil {
+		return "", nil
+	}
+	var protocol config.UpstreamProtocol
+	var first string
+	for i := range cfg.Policies {
+		p := &cfg.Policies[i]
+		if p.Domain != "" {
+			continue // the rate limit service's: it forwards nothing
+		}
+		switch got := p.UpstreamProtocol.OrDefault(); {
+		case protocol == "":
+			protocol, first = got, p.Name
+		case got != protocol:
+			return "", fmt.Errorf("policies %s and %s select this pod with different upstreamProtocol (%s, %s): "+
+				"its enforcer speaks one protocol to the application; give both policies the same one", first, p.Name, protocol, got)
+		}
+	}
+	return protocol, nil
+}
 
 // requestState is the scratch space of one request, pooled so that the
 // request path allocates no slices of its own.
@@ -260,7 +213,7 @@ func (st *requestState) release() {
 }
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	snap := h.snap.Load()
+	snap := h.live.Load()
 	if snap == nil { // not configured yet: cmd/enforcer swaps before serving
 		writeProblem(w, r, &Problem{Type: ProblemLimiterUnavailable, Title: "Rate limiter starting",
 			Status: http.StatusServiceUnavailable, RetryAfter: 1})
@@ -268,18 +221,18 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	// Newest first: what is in flight goes on, a request past the bound
 	// is refused before it holds anything more.
-	if reason, ok := h.overload.admit(); !ok {
+	if reason, ok := h.overload.Admit(); !ok {
 		closeAfter(w, r) // an HTTP/1 connection held by nothing is room too
 		writeProblem(w, r, overloaded(reason))
 		return
 	}
-	defer h.overload.done()
+	defer h.overload.Done()
 	// A form may ask to be routed as another method (_method); read it
 	// before deciding, as the application will.
-	if isShortForm(r) {
-		w2, g := h.limits.guard(w, r)
-		release, err := bufferBody(r)
-		g.done()
+	if transport.IsShortForm(r) {
+		w2, g := h.limits.Guard(w, r)
+		release, err := transport.BufferBody(r)
+		g.Done()
 		if err != nil {
 			h.bodyError(w2, r, err)
 			return
@@ -307,13 +260,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	// One tenant takes a share of the bound at most.
 	tenant := st.checks[0].Request.Bucket
-	if !h.overload.admitTenant(tenant) {
+	if !h.overload.AdmitTenant(tenant) {
 		st.release()
 		closeAfter(w, r)
-		writeProblem(w, r, overloaded(ShedTenant))
+		writeProblem(w, r, overloaded(overload.ShedTenant))
 		return
 	}
-	defer h.overload.doneTenant(tenant)
+	defer h.overload.DoneTenant(tenant)
 	// A client hanging up must neither count as a Redis failure (enough of
 	// them would trip every policy into its failure mode) nor stop a
 	// refund half way: Redis calls are bounded by the policies' timeouts,
@@ -364,22 +317,22 @@ func (h *Handler) refuseMalformed(w http.ResponseWriter, r *http.Request, err er
 }
 
 // decide asks each backend about its checks, in one round trip per backend.
-func (h *Handler) decide(ctx context.Context, snap *Snapshot, st *requestState) {
-	if snap.single != nil {
+func (h *Handler) decide(ctx context.Context, snap *inService, st *requestState) {
+	if single := snap.Single(); single != nil {
 		for i := range st.checks {
 			st.reqs = append(st.reqs, st.checks[i].Request)
 		}
 		start := time.Now()
-		st.outs = snap.single.Guard.AllowAll(ctx, st.reqs, st.outs)
-		h.observe(snap.single, start, st.outs)
+		st.outs = single.Guard.AllowAll(ctx, st.reqs, st.outs)
+		h.observe(single, start, st.outs)
 		return
 	}
 	// Policies on several Redis servers: one batch per server, in turn.
 	st.outs = append(st.outs[:0], make([]limiter.Outcome, len(st.checks))...)
-	for _, be := range snap.backends {
+	for _, be := range snap.Backends() {
 		st.reqs, st.index = st.reqs[:0], st.index[:0]
 		for i := range st.checks {
-			if snap.backendOf[st.checks[i].Policy] == be {
+			if snap.BackendOf(st.checks[i].Policy) == be {
 				st.reqs = append(st.reqs, st.checks[i].Request)
 				st.index = append(st.index, i)
 			}
@@ -399,7 +352,7 @@ func (h *Handler) decide(ctx context.Context, snap *Snapshot, st *requestState) 
 // observe records a round trip's latency, unless no request went to Redis
 // (the guard skips Redis while it is known to be down, and decides from
 // leases and cached refusals without it).
-func (h *Handler) observe(be *Backend, start time.Time, outs []limiter.Outcome) {
+func (h *Handler) observe(be *runtime.Backend, start time.Time, outs []limiter.Outcome) {
 	for i := range outs {
 		if !outs[i].Decision.Local && !errors.Is(outs[i].Err, limiter.ErrRedisUnavailable) {
 			h.rec.RedisRoundTrip(be, time.Since(start))
@@ -441,8 +394,8 @@ func (h *Handler) evaluate(st *requestState) (refusing int, wouldDeny bool) {
 // refused request counts nowhere. Only what Redis admitted was taken. The
 // refunded checks' outcomes then report what is left after the refund, so
 // the refusal's headers tell what the next request finds.
-func (h *Handler) refund(ctx context.Context, snap *Snapshot, st *requestState) {
-	for _, be := range snap.backends {
+func (h *Handler) refund(ctx context.Context, snap *inService, st *requestState) {
+	for _, be := range snap.Backends() {
 		st.reqs, st.index, st.counted = st.reqs[:0], st.index[:0], st.counted[:0]
 		for i := range st.checks {
 			if o := &st.outs[i]; o.Err == nil && o.Decision.Allowed && snap.BackendOf(st.checks[i].Policy) == be {
@@ -465,17 +418,17 @@ func (h *Handler) refund(ctx context.Context, snap *Snapshot, st *requestState) 
 
 // record reports each rule's and each policy's verdict.
 func (h *Handler) record(st *requestState) {
-	policyVerdict := Allowed
+	policyVerdict := runtime.Allowed
 	for i := range st.checks {
 		c, o := &st.checks[i], &st.outs[i]
-		v := Allowed
+		v := runtime.Allowed
 		if refuses(o) {
-			v = Denied
+			v = runtime.Denied
 			if o.Decision.Ban.Active() {
-				v = Banned
+				v = runtime.Banned
 			}
 			if c.Policy.DryRun {
-				v = WouldDeny
+				v = runtime.WouldDeny
 			}
 		}
 		if o.Decision.Degraded {
@@ -486,7 +439,7 @@ func (h *Handler) record(st *requestState) {
 		// Checks come grouped by policy: close the group at its last check.
 		if i == len(st.checks)-1 || st.checks[i+1].Policy != c.Policy {
 			h.rec.Policy(c.Policy, policyVerdict)
-			policyVerdict = Allowed
+			policyVerdict = runtime.Allowed
 		}
 	}
 }

@@ -21,7 +21,9 @@ import (
 
 	"github.com/sluice-dev/sluice/enforcer/config"
 	"github.com/sluice-dev/sluice/enforcer/limiter"
+	"github.com/sluice-dev/sluice/enforcer/overload"
 	"github.com/sluice-dev/sluice/enforcer/route"
+	"github.com/sluice-dev/sluice/enforcer/runtime"
 	"github.com/sluice-dev/sluice/internal/testing/redistest"
 )
 
@@ -59,7 +61,7 @@ func configOf(t testing.TB, policies ...string) *config.Config {
 
 // recording counts what a Handler reports.
 type recording struct {
-	NopRecorder
+	runtime.NopRecorder
 	mu       sync.Mutex
 	checks   map[string]int // "policy/rule/tier/verdict"
 	policies map[string]int // "policy/verdict"
@@ -68,13 +70,13 @@ type recording struct {
 	refused  map[string]int // by reason
 }
 
-func (r *recording) Check(p *route.Policy, rule *route.Rule, tier string, v Verdict) {
+func (r *recording) Check(p *route.Policy, rule *route.Rule, tier string, v runtime.Verdict) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.checks[p.Name+"/"+rule.Name+"/"+tier+"/"+v.String()]++
 }
 
-func (r *recording) Policy(p *route.Policy, v Verdict) {
+func (r *recording) Policy(p *route.Policy, v runtime.Verdict) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.policies[p.Name+"/"+v.String()]++
@@ -111,7 +113,7 @@ type fixture struct {
 	url      string
 	rec      *recording
 	handler  *Handler
-	backends *Backends
+	backends *runtime.Backends
 }
 
 // serve runs a Handler for cfg, deciding with Redis at redisURL, in front
@@ -132,13 +134,15 @@ func serveTo(t *testing.T, cfg *config.Config, redisURL, appURL string) *fixture
 	target, _ := url.Parse(appURL)
 	rec := &recording{checks: map[string]int{}, policies: map[string]int{}}
 	h := New(Options{Upstream: target, Recorder: rec})
-	backends := NewBackends(redisURL, func(string) (string, bool) { return "", false }, limiter.ClientOptions{})
+	backends := runtime.NewBackends(redisURL, func(string) (string, bool) { return "", false }, limiter.ClientOptions{})
 	t.Cleanup(backends.Close)
-	snap, err := NewSnapshot(cfg, backends)
+	snap, err := runtime.NewSnapshot(cfg, backends)
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.Swap(snap)
+	if err := h.Swap(snap); err != nil {
+		t.Fatal(err)
+	}
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return &fixture{url: srv.URL, rec: rec, handler: h, backends: backends}
@@ -285,7 +289,9 @@ func TestUpstreamUnavailable(t *testing.T) {
 	dead.Close()
 	target, _ := url.Parse(dead.URL)
 	h := New(Options{Upstream: target, Recorder: f.rec})
-	h.Swap(f.handler.Snapshot())
+	if err := h.Swap(f.handler.Snapshot()); err != nil {
+		t.Fatal(err)
+	}
 	srv := httptest.NewServer(h)
 	defer srv.Close()
 	r := get(g, srv.URL)
@@ -376,4 +382,45 @@ func TestBrokenBodyIsNeverAnsweredOK(t *testing.T) {
 			g.Expect(resp.Header.Get("Content-Type")).To(Equal("application/problem+json"))
 		})
 	}
+}
+
+func TestOverloadedAnswer(t *testing.T) {
+	g := NewWithT(t)
+	h := New(Options{Overload: overload.New(overload.Limits{MaxInFlight: 0, MaxInFlightPerTenant: 1})})
+	g.Expect(h.Swap(&runtime.Snapshot{})).To(Succeed())
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
+	g.Expect(rec.Code).To(Equal(http.StatusServiceUnavailable))
+	g.Expect(rec.Header().Get("Retry-After")).To(Equal("1"))
+	g.Expect(rec.Header().Get("Content-Type")).To(Equal("application/problem+json"))
+	g.Expect(rec.Header().Get("Connection")).To(Equal("close"))
+	g.Expect(rec.Body.String()).To(ContainSubstring(ProblemOverloaded))
+
+	grpc := httptest.NewRequest(http.MethodPost, "/shop.v1.Orders/Create", nil)
+	grpc.ProtoMajor, grpc.Header["Content-Type"] = 2, []string{"application/grpc"}
+	rec = httptest.NewRecorder()
+	h.ServeHTTP(rec, grpc)
+	g.Expect(rec.Header().Get("Grpc-Status")).To(Equal("14"), "UNAVAILABLE")
+}
+
+// TestTwoUpstreamProtocolsAreRefused: a configuration whose policies would
+// forward with two protocols is refused, and the one in service stays.
+func TestTwoUpstreamProtocolsAreRefused(t *testing.T) {
+	g := NewWithT(t)
+	rule := ruleJSON("all", "{}", "FixedWindow", "100/1m")
+	f := serve(t, configOf(t, policyJSON("web", "Enforce", "Open", "Both", rule)), redisURL, nil)
+	before := f.handler.Snapshot()
+	mixed := configOf(t, policyJSON("web", "Enforce", "Open", "Both", rule), h2cPolicy("grpc", "Open", rule))
+	_, err := UpstreamProtocol(mixed)
+	g.Expect(err).To(MatchError(ContainSubstring("policies web and grpc select this pod with different upstreamProtocol (HTTP1, H2C)")))
+	snap, err := runtime.NewSnapshot(mixed, f.backends)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(f.handler.Swap(snap)).To(MatchError(ContainSubstring("different upstreamProtocol")))
+	g.Expect(f.handler.Snapshot()).To(BeIdenticalTo(before), "the configuration in service stays")
+	g.Expect(get(g, f.url).status).To(Equal(http.StatusOK))
+
+	// A policy of the rate limit service forwards nothing: it has no say.
+	withDomain := configOf(t, h2cPolicy("grpc", "Open", rule))
+	withDomain.Policies = append(withDomain.Policies, config.Policy{Name: "ingress", Domain: "ingress"})
+	g.Expect(UpstreamProtocol(withDomain)).To(Equal(config.UpstreamH2C))
 }

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
+
+	"github.com/sluice-dev/sluice/enforcer/request"
 )
 
 // Problem types (RFC 9457) of the responses the enforcer makes itself.
@@ -22,6 +24,12 @@ const (
 	// ProblemRequestLimit: the request broke a size or time limit of the
 	// enforcer (408, 413).
 	ProblemRequestLimit = "https://sluice.dev/problems/request-limit"
+	// ProblemUpstreamTimeout: the application sent no response head
+	// within the response header timeout (504).
+	ProblemUpstreamTimeout = "https://sluice.dev/problems/upstream-timeout"
+	// ProblemOverloaded: the enforcer holds as much as its memory allows
+	// and refuses new requests until some end (503).
+	ProblemOverloaded = "https://sluice.dev/problems/overloaded"
 	// ProblemBanned: the tenant kept hitting a rule's limits and is banned
 	// from it for a while (429).
 	ProblemBanned = "https://sluice.dev/problems/banned"
@@ -46,7 +54,7 @@ type Problem struct {
 // writeProblem answers r with p as application/problem+json, or as a gRPC
 // status when r is a gRPC call.
 func writeProblem(w http.ResponseWriter, r *http.Request, p *Problem) {
-	if isGRPC(r) {
+	if request.IsGRPC(r) {
 		writeGRPCProblem(w, p)
 		return
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluice-dev/sluice/enforcer/config"
 	"github.com/sluice-dev/sluice/enforcer/limiter"
+	"github.com/sluice-dev/sluice/enforcer/overload"
 	"github.com/sluice-dev/sluice/enforcer/route"
 )
 
@@ -51,4 +52,19 @@ func formatPeriod(d time.Duration) string {
 		}
 	}
 	return out
+}
+
+// adaptiveNote tells a refused client that the limit is scaled down.
+func adaptiveNote(f config.BasisPoints) string {
+	return " The limit is at " + f.String() + " of its configured value while the application is over its health targets."
+}
+
+// overloaded is the 503 of a request refused for want of room.
+func overloaded(reason string) *Problem {
+	detail := "the enforcer holds as many requests as its memory allows; retry shortly"
+	if reason == overload.ShedTenant {
+		detail = "this tenant has as many requests in flight as one tenant may; retry when some have ended"
+	}
+	return &Problem{Type: ProblemOverloaded, Title: "Enforcer overloaded", Status: http.StatusServiceUnavailable,
+		Detail: detail, RetryAfter: 1}
 }

@@ -131,7 +131,7 @@ func rule(spec *v1alpha1.RateLimitPolicySpec, r *v1alpha1.Rule, tiers []string, 
 			out.Overrides = append(out.Overrides, config.Override{Tenant: o.Tenant, Limits: limits(o.Limits)})
 		}
 	}
-	out.OnLimit = onLimit(r.OnLimit)
+	out.OnLimit = delay(r.OnLimit)
 	out.Ban = ban(r.Ban)
 	out.Adaptive = adaptive(r.Adaptive)
 	return out

@@ -1,4 +1,4 @@
-package proxy
+package transport
 
 import (
 	"context"
@@ -109,12 +109,12 @@ var (
 	errClientGone = errors.New("client went away")
 )
 
-// requestBodyError is a failure to read the client's request body: the
+// RequestBodyError is a failure to read the client's request body: the
 // request cannot be completed, whatever the application does.
-type requestBodyError struct{ err error }
+type RequestBodyError struct{ err error }
 
-func (e *requestBodyError) Error() string { return "reading the request body: " + e.err.Error() }
-func (e *requestBodyError) Unwrap() error { return e.err }
+func (e *RequestBodyError) Error() string { return "reading the request body: " + e.err.Error() }
+func (e *RequestBodyError) Unwrap() error { return e.err }
 
 // serve forwards r and copies the response to w; onError answers when the
 // request could not be forwarded or the application gave no usable
@@ -131,7 +131,7 @@ func (f *forwarder) serve(w http.ResponseWriter, r *http.Request, onError func(h
 		// net/http cancels the context when the client's side fails, a
 		// broken body included: that must be answered, not taken for a
 		// client gone away.
-		if ctx.Err() != nil && !errors.As(err, new(*requestBodyError)) {
+		if ctx.Err() != nil && !errors.As(err, new(*RequestBodyError)) {
 			err = context.Cause(ctx)
 		}
 		onError(w, r, err)

@@ -1,4 +1,4 @@
-package proxy
+package transport
 
 import (
 	"errors"
@@ -6,11 +6,12 @@ import (
 	"net/http"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/sluice-dev/sluice/enforcer/request"
 )
 
 // RequestLimits bound what one client can make the enforcer, and the
@@ -39,47 +40,30 @@ var DefaultRequestLimits = RequestLimits{
 // it sends an ordinary request.
 const bufferedBodyMax = 64 << 10
 
-// limitProblem is a request refused for its size.
-type limitProblem struct {
-	Problem
-	reason string
-}
+// ErrBodyTimeout is a request body that did not arrive in time.
+var ErrBodyTimeout = errors.New("the request body did not arrive in time")
 
-// tooLarge refuses a request whose declared body is over limit (when
-// positive), before it counts against any rule.
-func tooLarge(r *http.Request, limit int64) *limitProblem {
-	if limit <= 0 || r.ContentLength <= limit {
-		return nil
-	}
-	return &limitProblem{reason: "body-too-large", Problem: Problem{Type: ProblemRequestLimit, Title: "Content Too Large",
-		Status: http.StatusRequestEntityTooLarge,
-		Detail: "The request body is over the " + strconv.FormatInt(limit, 10) + " bytes this service accepts."}}
-}
-
-// errBodyTimeout is a request body that did not arrive in time.
-var errBodyTimeout = errors.New("the request body did not arrive in time")
-
-// bodyTimedOut reports whether r's body missed its deadline, whatever
+// BodyTimedOut reports whether r's body missed its deadline, whatever
 // error the exchange ended with.
-func bodyTimedOut(r *http.Request, err error) bool {
+func BodyTimedOut(r *http.Request, err error) bool {
 	b, ok := r.Body.(*deadlineBody)
-	return errors.Is(err, errBodyTimeout) || (ok && b.timedOut)
+	return errors.Is(err, ErrBodyTimeout) || (ok && b.timedOut)
 }
 
-// guard applies the time limits to an admitted request about to be
+// Guard applies the time limits to an admitted request about to be
 // forwarded: its body reads and its response writes get deadlines. The
-// guard's done clears the write deadline, so that the next response on the
+// guard's Done clears the write deadline, so that the next response on the
 // connection starts afresh. An ordinary HTTP/1.1 request costs one
 // allocation here: the writer, which holds the response controller the
 // body and done share.
 // Upgrades are left alone: the connection becomes the application's.
-func (l *RequestLimits) guard(w http.ResponseWriter, r *http.Request) (http.ResponseWriter, guarded) {
+func (l *RequestLimits) Guard(w http.ResponseWriter, r *http.Request) (http.ResponseWriter, Guarded) {
 	if r.Header["Upgrade"] != nil {
-		return w, guarded{}
+		return w, Guarded{}
 	}
 	var rc *http.ResponseController
 	out := w
-	var g guarded
+	var g Guarded
 	switch {
 	case l.WriteIdleTimeout > 0 && r.ProtoMajor >= 2:
 		sw := &streamWriteTimer{ResponseWriter: w, rc: http.NewResponseController(w), idle: l.WriteIdleTimeout}
@@ -93,7 +77,7 @@ func (l *RequestLimits) guard(w http.ResponseWriter, r *http.Request) (http.Resp
 	// A gRPC call's request body is its stream of messages, which may
 	// pause as long as the call lasts: the call's deadline bounds it, and
 	// HTTP/2 bounds how many one connection holds.
-	if hasBody && !isGRPCStream(r) && (l.BodyTimeout > 0 || l.BodyIdleTimeout > 0) {
+	if hasBody && !request.IsGRPCStream(r) && (l.BodyTimeout > 0 || l.BodyIdleTimeout > 0) {
 		if rc == nil {
 			rc = http.NewResponseController(w)
 		}
@@ -110,13 +94,14 @@ func (l *RequestLimits) guard(w http.ResponseWriter, r *http.Request) (http.Resp
 	return out, g
 }
 
-// guarded is what guard leaves to undo once the response is written.
-type guarded struct {
+// Guarded is what Guard leaves to undo once the response is written.
+type Guarded struct {
 	clear  *http.ResponseController // its write deadline is cleared
 	stream *streamWriteTimer        // its timer is stopped
 }
 
-func (g guarded) done() {
+// Done undoes what Guard set for the response written.
+func (g Guarded) Done() {
 	if g.clear != nil {
 		_ = g.clear.SetWriteDeadline(time.Time{})
 	}
@@ -159,7 +144,7 @@ func (b *deadlineBody) Read(p []byte) (int, error) {
 		_ = b.rc.SetReadDeadline(time.Time{})
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		b.timedOut = true
-		err = errBodyTimeout
+		err = ErrBodyTimeout
 	}
 	return n, err
 }
@@ -256,10 +241,10 @@ type bufferedBody struct {
 
 var bufferedBodies = sync.Pool{New: func() any { return &bufferedBody{buf: make([]byte, 0, 4<<10)} }}
 
-// bufferBody reads r's body whole when it is short enough, so that the
+// BufferBody reads r's body whole when it is short enough, so that the
 // forwarder sends it at once; release returns the buffer after the
 // exchange.
-func bufferBody(r *http.Request) (release func(), err error) {
+func BufferBody(r *http.Request) (release func(), err error) {
 	if _, done := r.Body.(*bufferedBody); done || r.ContentLength <= 0 || r.ContentLength > bufferedBodyMax {
 		return func() {}, nil
 	}
@@ -292,9 +277,9 @@ func (b *bufferedBody) Close() error { return nil }
 // Bytes are the whole body, for request.Canonicalize to read a form.
 func (b *bufferedBody) Bytes() []byte { return b.buf }
 
-// isShortForm reports whether r is a POST of a URL-encoded form short
+// IsShortForm reports whether r is a POST of a URL-encoded form short
 // enough to be read before deciding.
-func isShortForm(r *http.Request) bool {
+func IsShortForm(r *http.Request) bool {
 	if r.Method != http.MethodPost || r.ContentLength <= 0 || r.ContentLength > bufferedBodyMax {
 		return false
 	}

@@ -1,4 +1,4 @@
-package proxy
+package runtime
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/sluice-dev/sluice/enforcer/config"
 	"github.com/sluice-dev/sluice/enforcer/limiter"
 	"github.com/sluice-dev/sluice/enforcer/route"
 )
@@ -98,6 +99,14 @@ func (be *Backend) Peek(ctx context.Context, req limiter.Request, timeout time.D
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	return be.redis.Peek(ctx, req)
+}
+
+// AdaptiveStep sends an adaptive rule's measurements to Redis, bounded by
+// timeout, and returns the factor all replicas share.
+func (be *Backend) AdaptiveStep(ctx context.Context, b limiter.Bucket, a *config.Adaptive, counts limiter.MeterCounts, timeout time.Duration) (limiter.AdaptiveState, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	return be.redis.AdaptiveStep(ctx, b, a, counts)
 }
 
 // Monitor pings every backend each interval until ctx ends, so that health

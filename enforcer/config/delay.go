@@ -43,9 +43,9 @@ func (r *Rule) DelayMax() time.Duration {
 	return r.OnLimit.Delay.Max.Duration
 }
 
-// validateOnLimit checks r's onLimit: only the algorithms that can book
-// future capacity exactly delay.
-func (r *Rule) validateOnLimit(path string, add addFunc) {
+// validateDelay checks r's delay (its onLimit.delay): only the algorithms
+// that can book future capacity exactly delay.
+func (r *Rule) validateDelay(path string, add addFunc) {
 	if r.OnLimit == nil || r.OnLimit.Delay == nil {
 		return
 	}

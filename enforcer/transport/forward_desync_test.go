@@ -1,4 +1,4 @@
-package proxy
+package transport
 
 import (
 	"fmt"
@@ -11,6 +11,8 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+
+	"github.com/sluice-dev/sluice/internal/testing/rawapp"
 )
 
 // padding makes a response longer than the forwarder's read buffer, so
@@ -68,8 +70,8 @@ func TestBrokenApplicationNeverDesyncs(t *testing.T) {
 			for _, timing := range timings {
 				t.Run(path+"/"+b.name+"/"+timing.name, func(t *testing.T) {
 					g := NewWithT(t)
-					app := rawApp(t, func(conn net.Conn, sent *sentRequest) bool {
-						resp, extra := b.answer(strings.TrimPrefix(sent.req.URL.Path, "/r/"))
+					app := rawapp.Serve(t, func(conn net.Conn, sent *rawapp.Request) bool {
+						resp, extra := b.answer(strings.TrimPrefix(sent.Req.URL.Path, "/r/"))
 						if !timing.late {
 							_, err := io.WriteString(conn, resp+extra) // one write: the bytes arrive together
 							return err == nil

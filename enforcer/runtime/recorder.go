@@ -1,4 +1,4 @@
-package proxy
+package runtime
 
 import (
 	"time"
@@ -33,7 +33,7 @@ func (v Verdict) String() string {
 	return "allowed"
 }
 
-// Recorder is told what the proxy decides, for metrics and /status. It is
+// Recorder is told what is decided, for metrics and /status. It is
 // called on the request path: implementations must be fast and safe for
 // concurrent use, and must not keep tenant identities.
 type Recorder interface {
@@ -48,7 +48,7 @@ type Recorder interface {
 	// RedisRoundTrip records how long one batch of decisions took in Redis.
 	RedisRoundTrip(be *Backend, d time.Duration)
 	// CheckError records a check that could not be decided at all; the
-	// proxy lets it pass.
+	// request goes on.
 	CheckError(p *route.Policy, err error)
 	// UpstreamError records a request the application did not answer.
 	UpstreamError()
@@ -67,3 +67,18 @@ func (NopRecorder) RedisRoundTrip(*Backend, time.Duration)            {}
 func (NopRecorder) CheckError(*route.Policy, error)                   {}
 func (NopRecorder) UpstreamError()                                    {}
 func (NopRecorder) Refused(string)                                    {}
+
+// DelayRecorder is told about delayed requests; a Recorder that implements
+// it gets the calls.
+type DelayRecorder interface {
+	// Delayed records a request that waited for its reservation.
+	Delayed(p *route.Policy, r *route.Rule, wait time.Duration)
+	// DelayCancelled records a wait whose client hung up, or whose gRPC
+	// deadline ended first: its reservation was given back.
+	DelayCancelled(p *route.Policy, r *route.Rule)
+	// DelayQueueFull records a request decided without its delay because
+	// a bound was full: scope is "tenant" or "enforcer".
+	DelayQueueFull(p *route.Policy, r *route.Rule, scope string)
+	// DelayQueueLength records the requests holding a queue place now.
+	DelayQueueLength(n int)
+}

@@ -1,15 +1,18 @@
-package proxy
+// Package runtime is what a deciding program runs on, whatever it answers
+// (the HTTP proxy, a rate limit service): the Redis backends of the
+// policies, the snapshot of a configuration in service, and the recorders
+// of what is decided. It links no HTTP proxy and no transport to the
+// application.
+package runtime
 
 import (
-	"fmt"
-
 	"github.com/sluice-dev/sluice/enforcer/config"
 	"github.com/sluice-dev/sluice/enforcer/route"
 )
 
 // Snapshot is one configuration in service: the route table and the Redis
 // backend of each policy. It is immutable; a reload builds a new one and the
-// Handler swaps it in atomically, so a request is decided by one
+// program swaps it in atomically, so a request is decided by one
 // configuration from start to end.
 type Snapshot struct {
 	// Config is the configuration of this pod (its policies only).
@@ -22,24 +25,16 @@ type Snapshot struct {
 	single    *Backend
 	backendOf map[*route.Policy]*Backend
 	policies  map[string]*route.Policy
-	// protocol is how the policies forward to the application; empty when
-	// no policy selects the pod (the Handler's default applies).
-	protocol config.UpstreamProtocol
 }
 
 // NewSnapshot compiles cfg (already reduced to this pod's policies) and
 // finds each policy's backend.
 func NewSnapshot(cfg *config.Config, backends *Backends) (*Snapshot, error) {
-	protocol, err := upstreamProtocol(cfg)
-	if err != nil {
-		return nil, err
-	}
 	table, err := route.New(cfg)
 	if err != nil {
 		return nil, err
 	}
-	s := &Snapshot{Config: cfg, Table: table, backendOf: map[*route.Policy]*Backend{}, policies: map[string]*route.Policy{},
-		protocol: protocol}
+	s := &Snapshot{Config: cfg, Table: table, backendOf: map[*route.Policy]*Backend{}, policies: map[string]*route.Policy{}}
 	for _, p := range table.Policies() {
 		be, err := backends.For(p)
 		if err != nil {
@@ -57,26 +52,6 @@ func NewSnapshot(cfg *config.Config, backends *Backends) (*Snapshot, error) {
 	return s, nil
 }
 
-// upstreamProtocol is the one protocol cfg's policies forward with. The
-// manager refuses policies that would give one pod two; a configuration
-// that does anyway (a hand-written --policy-file) is refused, so that the
-// enforcer keeps the one it runs.
-func upstreamProtocol(cfg *config.Config) (config.UpstreamProtocol, error) {
-	var protocol config.UpstreamProtocol
-	var first string
-	for i := range cfg.Policies {
-		p := &cfg.Policies[i]
-		switch got := p.UpstreamProtocol.OrDefault(); {
-		case protocol == "":
-			protocol, first = got, p.Name
-		case got != protocol:
-			return "", fmt.Errorf("policies %s and %s select this pod with different upstreamProtocol (%s, %s): "+
-				"its enforcer speaks one protocol to the application; give both policies the same one", first, p.Name, protocol, got)
-		}
-	}
-	return protocol, nil
-}
-
 func containsBackend(bs []*Backend, be *Backend) bool {
 	for _, b := range bs {
 		if b == be {
@@ -85,6 +60,10 @@ func containsBackend(bs []*Backend, be *Backend) bool {
 	}
 	return false
 }
+
+// Single is the only backend when every policy uses the same one, nil
+// otherwise: a request's checks then need no lookup of their backend.
+func (s *Snapshot) Single() *Backend { return s.single }
 
 // Backends are the backends the snapshot's policies use.
 func (s *Snapshot) Backends() []*Backend { return s.backends }
@@ -97,9 +76,30 @@ func (s *Snapshot) BackendOf(p *route.Policy) *Backend {
 	return s.backendOf[p]
 }
 
-// UpstreamProtocol is how this configuration's policies forward to the
-// application, empty when no policy selects the pod.
-func (s *Snapshot) UpstreamProtocol() config.UpstreamProtocol { return s.protocol }
-
 // Policy is the compiled policy named name, or nil.
 func (s *Snapshot) Policy(name string) *route.Policy { return s.policies[name] }
+
+// Adopt carries the adaptive state of prev, the snapshot in service, into
+// s before s is put into service, so that a reload neither lifts a
+// tightened limit nor loses measurements. A nil prev leaves s as it is.
+func (s *Snapshot) Adopt(prev *Snapshot) {
+	if prev == nil {
+		return
+	}
+	for _, p := range s.Table.Policies() {
+		op := prev.Policy(p.Name)
+		if op == nil {
+			continue
+		}
+		for _, r := range p.Rules {
+			if r.Adaptive == nil {
+				continue
+			}
+			for _, or := range op.Rules {
+				if or.Name == r.Name {
+					_ = s.Table.Scaling(r).Adopt(prev.Table.Scaling(or)) // scaling windows NewRule accepted at 100% cannot fail
+				}
+			}
+		}
+	}
+}

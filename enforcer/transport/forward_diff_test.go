@@ -1,4 +1,4 @@
-package proxy
+package transport
 
 import (
 	"bufio"
@@ -12,6 +12,8 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+
+	"github.com/sluice-dev/sluice/internal/testing/rawapp"
 )
 
 // TestForwarderMatchesReverseProxy holds the forwarder to the library: the
@@ -52,8 +54,8 @@ func TestForwarderMatchesReverseProxy(t *testing.T) {
 		{"no Host", "GET /v1/orders HTTP/1.0\r\n\r\n"},
 		{"hop-by-hop fields", "GET / HTTP/1.1\r\nHost: shop.example.com\r\nConnection: keep-alive, X-Hop\r\nX-Hop: 1\r\nKeep-Alive: 5\r\nTe: gzip\r\nProxy-Authorization: Basic eDp5\r\nExpect: 100-continue\r\n\r\n"},
 	}
-	received := make(chan *sentRequest, 1)
-	app := rawApp(t, func(conn net.Conn, sent *sentRequest) bool {
+	received := make(chan *rawapp.Request, 1)
+	app := rawapp.Serve(t, func(conn net.Conn, sent *rawapp.Request) bool {
 		received <- sent
 		_, err := io.WriteString(conn, "HTTP/1.1 204 No Content\r\n\r\n")
 		return err == nil
@@ -65,7 +67,7 @@ func TestForwarderMatchesReverseProxy(t *testing.T) {
 	for _, tc := range requests {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
-			seen := map[string]*sentRequest{}
+			seen := map[string]*rawapp.Request{}
 			for _, path := range forwardPaths {
 				conn, err := net.Dial("tcp", servers[path])
 				g.Expect(err).NotTo(HaveOccurred())
@@ -83,22 +85,22 @@ func TestForwarderMatchesReverseProxy(t *testing.T) {
 					}
 				}
 				conn.Close()
-				var sent *sentRequest
+				var sent *rawapp.Request
 				g.Eventually(received).Should(Receive(&sent), path)
 				seen[path] = sent
 			}
 			f, rp := seen["forwarder"], seen["reverse-proxy"]
-			fLine, fFields := splitHead(f.head)
-			rLine, rFields := splitHead(rp.head)
+			fLine, fFields := splitHead(f.Head)
+			rLine, rFields := splitHead(rp.Head)
 			g.Expect(fLine).To(Equal(rLine), "request line")
 			// A transport that does not pool says so on every request.
 			rFields = slices.DeleteFunc(rFields, func(l string) bool { return l == "Connection: close" })
 			g.Expect(fFields).To(ConsistOf(rFields), "header fields")
-			g.Expect(string(f.body)).To(Equal(string(rp.body)), "body")
+			g.Expect(string(f.Body)).To(Equal(string(rp.Body)), "body")
 			if strings.Contains(tc.raw, "\r\nTrailer: ") {
-				g.Expect(f.trailer).To(Equal("X-Checksum: abc\r\nX-Count: 1\r\n\r\n"), "trailer")
+				g.Expect(f.Trailer).To(Equal("X-Checksum: abc\r\nX-Count: 1\r\n\r\n"), "trailer")
 			} else {
-				g.Expect(f.trailer).To(Equal(rp.trailer), "trailer")
+				g.Expect(f.Trailer).To(Equal(rp.Trailer), "trailer")
 			}
 		})
 	}

@@ -1,4 +1,8 @@
-package proxy
+// Package overload keeps what the enforcer holds under the bounds its
+// memory allows: requests in flight, in total and per tenant, client
+// connections, and memory near the soft limit. New work is refused first
+// (newest first); what is in flight goes on.
+package overload
 
 import (
 	"context"
@@ -14,10 +18,6 @@ import (
 
 	"github.com/sluice-dev/sluice/enforcer/limiter"
 )
-
-// ProblemOverloaded: the enforcer holds as much as its memory allows and
-// refuses new requests until some end (503).
-const ProblemOverloaded = "https://sluice.dev/problems/overloaded"
 
 // What one request waiting for the application, and one client connection,
 // cost the enforcer, measured under a flood (docs/performance.md): a
@@ -38,8 +38,8 @@ const (
 	DefaultMaxConnections = 4096
 )
 
-// OverloadLimits bound what the enforcer holds in total.
-type OverloadLimits struct {
+// Limits bound what the enforcer holds in total.
+type Limits struct {
 	// MaxInFlight bounds the requests in flight (waiting for Redis, for a
 	// delay or for the application); more get 503.
 	MaxInFlight int
@@ -56,18 +56,18 @@ type OverloadLimits struct {
 	MemoryLimit int64
 }
 
-// Memory thresholds, as fractions of OverloadLimits.MemoryLimit.
+// Memory thresholds, as fractions of Limits.MemoryLimit.
 const (
 	ShedAbove   = 0.90
 	ResumeBelow = 0.80
 )
 
-// OverloadLimitsFor derives the bounds from a soft memory limit, the one
+// LimitsFor derives the bounds from a soft memory limit, the one
 // GOMEMLIMIT sets (math.MaxInt64 when none): what is above the baseline,
 // two thirds for requests in flight and a third for connections; a
 // quarter of the requests for one tenant.
-func OverloadLimitsFor(memoryLimit int64) OverloadLimits {
-	l := OverloadLimits{MaxInFlight: DefaultMaxInFlight, MaxConnections: DefaultMaxConnections}
+func LimitsFor(memoryLimit int64) Limits {
+	l := Limits{MaxInFlight: DefaultMaxInFlight, MaxConnections: DefaultMaxConnections}
 	if memoryLimit > 0 && memoryLimit < math.MaxInt64 {
 		l.MemoryLimit = memoryLimit
 		budget := max(int64(float64(memoryLimit)*ShedAbove)-BaselineMemory, 4<<20)
@@ -89,7 +89,7 @@ const (
 	ShedIdleConn = "idle_connection"
 )
 
-// The counters of Overload.shed, in the order of shedReasons.
+// The counters of Shedder.shed, in the order of shedReasons.
 const (
 	shedInFlight = iota
 	shedTenant
@@ -100,11 +100,11 @@ const (
 
 var shedReasons = [shedReasonCount]string{ShedInFlight, ShedTenant, ShedMemory, ShedIdleConn}
 
-// Overload keeps what the enforcer holds under its limits: requests in
+// Shedder keeps what the enforcer holds under its limits: requests in
 // flight, in total and per tenant, client connections, and memory. Its
-// methods are safe for concurrent use; a nil *Overload bounds nothing.
-type Overload struct {
-	limits   OverloadLimits
+// methods are safe for concurrent use; a nil *Shedder bounds nothing.
+type Shedder struct {
+	limits   Limits
 	inFlight atomic.Int64
 	tenants  [16]tenantShard
 	seed     maphash.Seed
@@ -123,9 +123,9 @@ type tenantShard struct {
 	n  map[limiter.Bucket]int
 }
 
-// NewOverload bounds what the enforcer holds by l.
-func NewOverload(l OverloadLimits) *Overload {
-	o := &Overload{limits: l, seed: maphash.MakeSeed(), conns: map[net.Conn]http.ConnState{}}
+// New bounds what the enforcer holds by l.
+func New(l Limits) *Shedder {
+	o := &Shedder{limits: l, seed: maphash.MakeSeed(), conns: map[net.Conn]http.ConnState{}}
 	for i := range o.tenants {
 		o.tenants[i].n = map[limiter.Bucket]int{}
 	}
@@ -133,10 +133,10 @@ func NewOverload(l OverloadLimits) *Overload {
 }
 
 // Limits are the bounds o applies.
-func (o *Overload) Limits() OverloadLimits { return o.limits }
+func (o *Shedder) Limits() Limits { return o.limits }
 
-// admit takes a place for a new request, or says why there is none.
-func (o *Overload) admit() (reason string, ok bool) {
+// Admit takes a place for a new request, or says why there is none.
+func (o *Shedder) Admit() (reason string, ok bool) {
 	if o == nil {
 		return "", true
 	}
@@ -152,16 +152,16 @@ func (o *Overload) admit() (reason string, ok bool) {
 	return "", true
 }
 
-// done gives back a place admit gave.
-func (o *Overload) done() {
+// Done gives back a place Admit gave.
+func (o *Shedder) Done() {
 	if o != nil {
 		o.inFlight.Add(-1)
 	}
 }
 
-// admitTenant takes one of bucket's tenant's places, or reports false
+// AdmitTenant takes one of bucket's tenant's places, or reports false
 // when it holds its share already.
-func (o *Overload) admitTenant(b limiter.Bucket) bool {
+func (o *Shedder) AdmitTenant(b limiter.Bucket) bool {
 	if o == nil {
 		return true
 	}
@@ -178,8 +178,8 @@ func (o *Overload) admitTenant(b limiter.Bucket) bool {
 	return true
 }
 
-// doneTenant gives back a place admitTenant gave.
-func (o *Overload) doneTenant(b limiter.Bucket) {
+// DoneTenant gives back a place AdmitTenant gave.
+func (o *Shedder) DoneTenant(b limiter.Bucket) {
 	if o == nil {
 		return
 	}
@@ -193,13 +193,13 @@ func (o *Overload) doneTenant(b limiter.Bucket) {
 	s.mu.Unlock()
 }
 
-func (o *Overload) shard(b limiter.Bucket) *tenantShard {
+func (o *Shedder) shard(b limiter.Bucket) *tenantShard {
 	return &o.tenants[maphash.String(o.seed, string(b.Tenant))%uint64(len(o.tenants))]
 }
 
 // ConnState follows the client connections (http.Server.ConnState), so
 // that idle ones can be closed under memory pressure.
-func (o *Overload) ConnState(c net.Conn, state http.ConnState) {
+func (o *Shedder) ConnState(c net.Conn, state http.ConnState) {
 	if o == nil {
 		return
 	}
@@ -214,7 +214,7 @@ func (o *Overload) ConnState(c net.Conn, state http.ConnState) {
 }
 
 // closeIdle closes the client connections with no request in progress.
-func (o *Overload) closeIdle() {
+func (o *Shedder) closeIdle() {
 	o.connMu.Lock()
 	var idle []net.Conn
 	for c, st := range o.conns {
@@ -236,7 +236,7 @@ var memorySamples = []metrics.Sample{{Name: "/memory/classes/total:bytes"}, {Nam
 // WatchMemory samples memory every interval until ctx ends and sheds new
 // work while it is near the soft limit, newest first: new requests are
 // refused and idle connections closed, the requests in flight go on.
-func (o *Overload) WatchMemory(ctx context.Context, interval time.Duration) {
+func (o *Shedder) WatchMemory(ctx context.Context, interval time.Duration) {
 	if o == nil || o.limits.MemoryLimit <= 0 {
 		return
 	}
@@ -256,7 +256,7 @@ func (o *Overload) WatchMemory(ctx context.Context, interval time.Duration) {
 }
 
 // observeMemory moves in or out of shedding for memory used.
-func (o *Overload) observeMemory(used int64) {
+func (o *Shedder) observeMemory(used int64) {
 	limit := float64(o.limits.MemoryLimit)
 	switch {
 	case !o.shedding.Load() && float64(used) >= limit*ShedAbove:
@@ -271,8 +271,8 @@ func (o *Overload) observeMemory(used int64) {
 	}
 }
 
-// OverloadState is what /status and metrics report of an Overload.
-type OverloadState struct {
+// State is what /status and metrics report of a Shedder.
+type State struct {
 	Overloaded  bool
 	Since       time.Time // zero while not overloaded
 	InFlight    int64
@@ -281,8 +281,8 @@ type OverloadState struct {
 }
 
 // State reports o's counts now.
-func (o *Overload) State() OverloadState {
-	st := OverloadState{Overloaded: o.shedding.Load(), InFlight: o.inFlight.Load(), Shed: make(map[string]int64, shedReasonCount)}
+func (o *Shedder) State() State {
+	st := State{Overloaded: o.shedding.Load(), InFlight: o.inFlight.Load(), Shed: make(map[string]int64, shedReasonCount)}
 	if ns := o.since.Load(); ns != 0 {
 		st.Since = time.Unix(0, ns)
 	}
@@ -296,14 +296,4 @@ func (o *Overload) State() OverloadState {
 	// too, though memory is fine.
 	st.Overloaded = st.Overloaded || st.InFlight >= int64(o.limits.MaxInFlight)
 	return st
-}
-
-// overloaded is the 503 of a request refused for want of room.
-func overloaded(reason string) *Problem {
-	detail := "the enforcer holds as many requests as its memory allows; retry shortly"
-	if reason == ShedTenant {
-		detail = "this tenant has as many requests in flight as one tenant may; retry when some have ended"
-	}
-	return &Problem{Type: ProblemOverloaded, Title: "Enforcer overloaded", Status: http.StatusServiceUnavailable,
-		Detail: detail, RetryAfter: 1}
 }

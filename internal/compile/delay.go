@@ -5,9 +5,9 @@ import (
 	"github.com/sluice-dev/sluice/enforcer/config"
 )
 
-// onLimit compiles a rule's onLimit, resolving delay.maxQueued's default;
-// nil (and an onLimit without delay) refuses at once.
-func onLimit(o *v1alpha1.OnLimit) *config.OnLimit {
+// delay compiles a rule's delay (the API's onLimit.delay), resolving
+// maxQueued's default; nil (no onLimit, or one without delay) refuses at once.
+func delay(o *v1alpha1.OnLimit) *config.OnLimit {
 	if o == nil || o.Delay == nil {
 		return nil
 	}

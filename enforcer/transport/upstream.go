@@ -1,9 +1,8 @@
-package proxy
+package transport
 
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -12,12 +11,12 @@ import (
 	"time"
 )
 
-// NewTransport is the transport to the application: a local process, so
+// NewHTTP1 is the transport to the application: a local process, so
 // connections are kept alive and plenty of them idle (every concurrent
 // client request needs one), dials fail fast, the environment's proxy
 // settings are ignored, and bodies are passed as they are (no transparent
 // gzip). No response timeout: New sets the one its Options give.
-func NewTransport() *http.Transport {
+func NewHTTP1() *http.Transport {
 	return &http.Transport{
 		Proxy: nil,
 		DialContext: (&net.Dialer{
@@ -35,12 +34,12 @@ func NewTransport() *http.Transport {
 	}
 }
 
-// NewH2CTransport is the transport to an application that speaks cleartext
-// HTTP/2 with prior knowledge (gRPC servers): every call a stream of a few
+// NewH2C is the transport to an application that speaks cleartext HTTP/2
+// with prior knowledge (gRPC servers): every call a stream of a few
 // multiplexed connections, a connection that stops answering pings
-// replaced. Otherwise as NewTransport.
-func NewH2CTransport() *http.Transport {
-	t := NewTransport()
+// replaced. Otherwise as NewHTTP1.
+func NewH2C() *http.Transport {
+	t := NewHTTP1()
 	dial := t.DialContext
 	t.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
 		c, err := dial(ctx, network, addr)
@@ -66,22 +65,18 @@ func NewH2CTransport() *http.Transport {
 // h2cWriteTimeout bounds a write to an H2C application that takes no byte.
 const h2cWriteTimeout = 45 * time.Second
 
-// ProblemUpstreamTimeout: the application sent no response head within
-// the response header timeout (504).
-const ProblemUpstreamTimeout = "https://sluice.dev/problems/upstream-timeout"
-
 // forwardingHeaders are the fields the handler sets to their final values;
 // the reverse proxy removes them before Rewrite.
 var forwardingHeaders = [...]string{"X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto", "Forwarded"}
 
-// NewUpstream is the reverse proxy to the application at target.
+// newReverseProxy is the reverse proxy to the application at target.
 //
 // It sends the request as the handler decided on it, as the forwarder
 // does: the same Host, query and forwarding headers (X-Forwarded-For,
 // -Host, -Proto, Forwarded, which the handler has set), without hop-by-hop
 // headers, with upgrades (WebSocket) passed through and streamed responses
 // (unknown length, text/event-stream) flushed as they arrive.
-func NewUpstream(target *url.URL, transport http.RoundTripper, onError func(http.ResponseWriter, *http.Request, error)) *httputil.ReverseProxy {
+func newReverseProxy(target *url.URL, transport http.RoundTripper, onError func(http.ResponseWriter, *http.Request, error)) *httputil.ReverseProxy {
 	return &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			// The query the handler matched, even the parameters the
@@ -206,53 +201,9 @@ func (w *finalHeaders) WriteHeader(code int) {
 	w.cleared = true
 }
 
-// upstreamError answers for a request that could not be forwarded: 413
-// for a body over the limit, 504 when the application sent no response
-// head in time, 502 when it could not be reached or gave no usable
-// answer or the request was cancelled (a client gone reads nothing).
-func (h *Handler) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
-	if r.Context().Err() != nil && errors.Is(err, context.Canceled) {
-		// net/http cancels the context when the client hangs up, and also
-		// when its connection fails otherwise while the client may still
-		// read: answer anyway, or net/http would send 200 for the
-		// enforcer. Not the application's failure, so not counted.
-		closeAfter(w, r)
-		writeProblem(w, r, &Problem{Type: ProblemUpstreamUnavailable, Title: "Bad Gateway", Status: http.StatusBadGateway,
-			Detail: "The request was cancelled before the application answered."})
-		return
-	}
-	var tooLarge *http.MaxBytesError
-	if errors.As(err, &tooLarge) {
-		h.rec.Refused("body-too-large")
-		writeProblem(w, r, &Problem{
-			Type:   ProblemRequestLimit,
-			Title:  "Content Too Large",
-			Status: http.StatusRequestEntityTooLarge,
-			Detail: fmt.Sprintf("The request body is over the %d bytes this service accepts.", tooLarge.Limit),
-		})
-		return
-	}
-	h.rec.UpstreamError()
-	if isResponseHeaderTimeout(err) {
-		writeProblem(w, r, &Problem{
-			Type:   ProblemUpstreamTimeout,
-			Title:  "Gateway Timeout",
-			Status: http.StatusGatewayTimeout,
-			Detail: "The application behind the rate limiter did not answer in time.",
-		})
-		return
-	}
-	writeProblem(w, r, &Problem{
-		Type:   ProblemUpstreamUnavailable,
-		Title:  "Bad Gateway",
-		Status: http.StatusBadGateway,
-		Detail: "The application behind the rate limiter could not be reached or did not answer.",
-	})
-}
-
-// isResponseHeaderTimeout reports whether err is the forwarder's response
+// IsResponseHeaderTimeout reports whether err is the forwarder's response
 // header timeout or the transport's: a timeout that is not a dial's.
-func isResponseHeaderTimeout(err error) bool {
+func IsResponseHeaderTimeout(err error) bool {
 	if errors.Is(err, errResponseHeaderTimeout) {
 		return true
 	}

@@ -11,7 +11,7 @@ import (
 	"github.com/sluice-dev/sluice/enforcer/config"
 )
 
-func TestOnLimitDelayCompiles(t *testing.T) {
+func TestDelayCompiles(t *testing.T) {
 	g := NewWithT(t)
 	p := sample(t, "public-api")
 	compiled, err := Policy(&p, Options{})
@@ -34,7 +34,7 @@ func TestOnLimitDelayCompiles(t *testing.T) {
 		Max: config.Duration{Duration: 2 * time.Second}, MaxQueued: 7}))
 }
 
-func TestOnLimitDelayOnAWindowAlgorithmIsAProblem(t *testing.T) {
+func TestDelayOnAWindowAlgorithmIsAProblem(t *testing.T) {
 	g := NewWithT(t)
 	p := sample(t, "public-api")
 	for i := range p.Spec.Rules {

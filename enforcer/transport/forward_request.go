@@ -1,4 +1,4 @@
-package proxy
+package transport
 
 import (
 	"bufio"
@@ -70,6 +70,27 @@ func (f *forwarder) writeHead(bw *bufio.Writer, r *http.Request) error {
 	return err
 }
 
+// WriteRequest writes r as the forwarder sends it to an application at
+// host (the Host of a request that has none): its head, then its body. It
+// reports false, writing nothing, for a request the forwarder leaves to
+// the reverse proxy (upgrades). Differential tests read these bytes as the
+// application would.
+func WriteRequest(bw *bufio.Writer, r *http.Request, host string) (taken bool, err error) {
+	f := &forwarder{host: host}
+	if !f.takes(r) {
+		return false, nil
+	}
+	if err := f.writeHead(bw, r); err != nil {
+		return true, err
+	}
+	if r.ContentLength != 0 {
+		if err := writeBody(bw, r.Body, r.ContentLength, r.Trailer, false); err != nil {
+			return true, err
+		}
+	}
+	return true, bw.Flush()
+}
+
 func writeField(bw *bufio.Writer, k, v string) {
 	_, _ = bw.WriteString(k)
 	_, _ = bw.WriteString(": ")
@@ -80,7 +101,7 @@ func writeField(bw *bufio.Writer, k, v string) {
 // writeBody copies a request body of length bytes (chunked when negative,
 // with trailer after it) to bw, flushing each piece when streamed so that
 // the application gets what has arrived. A failure to read the body is a
-// *requestBodyError; others are the application's connection's.
+// *RequestBodyError; others are the application's connection's.
 func writeBody(bw *bufio.Writer, body io.Reader, length int64, trailer http.Header, streamed bool) error {
 	buf := copyBuffers.Get()
 	defer copyBuffers.Put(buf)
@@ -90,7 +111,7 @@ func writeBody(bw *bufio.Writer, body io.Reader, length int64, trailer http.Head
 		n, rerr := body.Read(buf)
 		if n > 0 {
 			if !chunked && sent+int64(n) > length {
-				return &requestBodyError{fmt.Errorf("body longer than its Content-Length %d", length)}
+				return &RequestBodyError{fmt.Errorf("body longer than its Content-Length %d", length)}
 			}
 			sent += int64(n)
 			if chunked {
@@ -111,11 +132,11 @@ func writeBody(bw *bufio.Writer, body io.Reader, length int64, trailer http.Head
 			break
 		}
 		if rerr != nil {
-			return &requestBodyError{rerr}
+			return &RequestBodyError{rerr}
 		}
 	}
 	if !chunked && sent != length {
-		return &requestBodyError{fmt.Errorf("%d of %d bytes: %w", sent, length, io.ErrUnexpectedEOF)}
+		return &RequestBodyError{fmt.Errorf("%d of %d bytes: %w", sent, length, io.ErrUnexpectedEOF)}
 	}
 	if chunked {
 		_, _ = bw.WriteString("0\r\n")

@@ -1,4 +1,4 @@
-package proxy
+package transport
 
 import (
 	"bufio"
@@ -14,6 +14,8 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+
+	"github.com/sluice-dev/sluice/internal/testing/rawapp"
 )
 
 // TestBodiesArriveIntact sends bodies of each size and framing; small ones
@@ -115,7 +117,7 @@ func TestTrailersPassThrough(t *testing.T) {
 // TestHopByHopResponseHeaders: headers about the application's connection
 // stay there.
 func TestHopByHopResponseHeaders(t *testing.T) {
-	app := rawApp(t, func(conn net.Conn, _ *sentRequest) bool {
+	app := rawapp.Serve(t, func(conn net.Conn, _ *rawapp.Request) bool {
 		_, err := io.WriteString(conn, "HTTP/1.1 200 OK\r\nConnection: X-Internal\r\nX-Internal: hop\r\n"+
 			"Keep-Alive: timeout=5\r\nX-Kept: end-to-end\r\nContent-Length: 0\r\n\r\n")
 		return err == nil
@@ -147,7 +149,7 @@ func TestConnectionsAreReused(t *testing.T) {
 	}
 	app.Start()
 	t.Cleanup(app.Close)
-	f := serveTo(t, configOf(t, allowAll(t)), redisURL, app.URL)
+	f := serveWith(t, "forwarder", Options{}, app.URL)
 	for range 50 {
 		g.Expect(get(g, f.url+"/").body).To(Equal("ok"))
 		resp, err := http.Post(f.url+"/", "text/plain", strings.NewReader("body"))
@@ -199,7 +201,7 @@ func scripted(t *testing.T, responses ...string) (url string, requests *atomic.I
 func TestApplicationClosesIdleConnections(t *testing.T) {
 	g := NewWithT(t)
 	app, requests := scripted(t, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
-	f := serveTo(t, configOf(t, allowAll(t)), redisURL, app)
+	f := serveWith(t, "forwarder", Options{}, app)
 	for i := range 6 {
 		var resp *http.Response
 		var err error
@@ -213,26 +215,14 @@ func TestApplicationClosesIdleConnections(t *testing.T) {
 		resp.Body.Close()
 		g.Expect(resp.StatusCode).To(Equal(http.StatusOK), "request %d", i)
 		g.Expect(string(body)).To(Equal("ok"))
-		// Let the close reach the enforcer: a request that cannot be sent
-		// twice relies on seeing it, as with any proxy.
-		time.Sleep(200 * time.Millisecond)
+		// Wait for the close to reach the enforcer: a request that cannot
+		// be sent twice relies on seeing it, as with any proxy.
+		g.Eventually(func() [2]int {
+			idle, closed := f.upstream.forwarder.pooled()
+			return [2]int{idle, closed}
+		}).Should(Equal([2]int{1, 1}), "request %d: its connection pooled, and seen closed", i)
 	}
 	g.Expect(requests.Load()).To(Equal(int32(6)), "no request reached the application twice")
-}
-
-// TestApplicationUnreachable: 502 with a problem body.
-func TestApplicationUnreachable(t *testing.T) {
-	g := NewWithT(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	g.Expect(err).NotTo(HaveOccurred())
-	addr := ln.Addr().String()
-	ln.Close()
-	f := serveTo(t, configOf(t, allowAll(t)), redisURL, "http://"+addr)
-	r := get(g, f.url+"/")
-	g.Expect(r.status).To(Equal(http.StatusBadGateway))
-	g.Expect(r.header.Get("Content-Type")).To(Equal("application/problem+json"))
-	g.Expect(r.body).To(ContainSubstring(ProblemUpstreamUnavailable))
-	g.Expect(f.rec.upstream).To(Equal(1))
 }
 
 // TestBrokenResponses: a response cut short reaches the client as cut
@@ -240,7 +230,7 @@ func TestApplicationUnreachable(t *testing.T) {
 func TestBrokenResponses(t *testing.T) {
 	g := NewWithT(t)
 	short, _ := scripted(t, "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nonly ten..")
-	f := serveTo(t, configOf(t, allowAll(t)), redisURL, short)
+	f := serveWith(t, "forwarder", Options{}, short)
 	resp, err := http.Get(f.url + "/")
 	if err == nil { // the headers may have been sent before the body broke
 		_, err = io.ReadAll(resp.Body)
@@ -249,15 +239,15 @@ func TestBrokenResponses(t *testing.T) {
 	g.Expect(err).To(HaveOccurred(), "a body cut short is never taken as complete")
 
 	garbled, _ := scripted(t, "HTTP/1.1 two hundred\r\n\r\n")
-	f = serveTo(t, configOf(t, allowAll(t)), redisURL, garbled)
+	f = serveWith(t, "forwarder", Options{}, garbled)
 	g.Expect(get(g, f.url+"/").status).To(Equal(http.StatusBadGateway))
 
 	unasked, _ := scripted(t, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
-	f = serveTo(t, configOf(t, allowAll(t)), redisURL, unasked)
+	f = serveWith(t, "forwarder", Options{}, unasked)
 	g.Expect(get(g, f.url+"/").status).To(Equal(http.StatusBadGateway))
 
 	hints, _ := scripted(t, "HTTP/1.1 103 Early Hints\r\nLink: </app.css>; rel=preload\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nfinal")
-	f = serveTo(t, configOf(t, allowAll(t)), redisURL, hints)
+	f = serveWith(t, "forwarder", Options{}, hints)
 	g.Expect(get(g, f.url+"/").body).To(Equal("final"))
 }
 
@@ -275,7 +265,7 @@ func TestClientHangUpReachesApplication(t *testing.T) {
 		case <-time.After(10 * time.Second):
 		}
 	})
-	f := serve(t, configOf(t, allowAll(t)), redisURL, app)
+	f := serveVia(t, "forwarder", app)
 	conn, err := net.Dial("tcp", strings.TrimPrefix(f.url, "http://"))
 	g.Expect(err).NotTo(HaveOccurred())
 	fmt.Fprint(conn, "GET /poll HTTP/1.1\r\nHost: example.test\r\n\r\n")
@@ -303,8 +293,8 @@ func TestIdleConnectionsAreClosed(t *testing.T) {
 	}
 	app.Start()
 	t.Cleanup(app.Close)
-	f := serveTo(t, configOf(t, allowAll(t)), redisURL, app.URL)
-	f.handler.forwarder.idleTimeout = 200 * time.Millisecond
+	f := serveWith(t, "forwarder", Options{}, app.URL)
+	f.upstream.forwarder.idleTimeout = 200 * time.Millisecond
 	var wg sync.WaitGroup
 	for range 8 {
 		wg.Go(func() { get(g, f.url+"/") })
@@ -323,8 +313,8 @@ func TestRequestAsSent(t *testing.T) {
 	for _, path := range forwardPaths {
 		t.Run(path, func(t *testing.T) {
 			g := NewWithT(t)
-			heads := make(chan *sentRequest, 1)
-			app := rawApp(t, func(conn net.Conn, sent *sentRequest) bool {
+			heads := make(chan *rawapp.Request, 1)
+			app := rawapp.Serve(t, func(conn net.Conn, sent *rawapp.Request) bool {
 				heads <- sent
 				_, _ = io.WriteString(conn, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
 				return true
@@ -347,9 +337,9 @@ func TestRequestAsSent(t *testing.T) {
 			resp.Body.Close()
 			g.Expect(resp.StatusCode).To(Equal(http.StatusOK))
 
-			var sent *sentRequest
+			var sent *rawapp.Request
 			g.Eventually(heads).Should(Receive(&sent))
-			lines := strings.Split(strings.TrimSuffix(sent.head, "\r\n\r\n"), "\r\n")
+			lines := strings.Split(strings.TrimSuffix(sent.Head, "\r\n\r\n"), "\r\n")
 			g.Expect(lines[0]).To(Equal("POST /orders;v=1?page=2&a;b HTTP/1.1"))
 			g.Expect(lines).To(ContainElements(
 				"Host: shop.example.com", "Content-Length: 5", "Content-Type: text/plain", "Accept: a/b", "Accept: c/d",
@@ -369,7 +359,7 @@ func TestRequestAsSent(t *testing.T) {
 			for _, hop := range []string{"Connection:", "X-Secret:", "Keep-Alive:", "Proxy-Authorization:", "User-Agent:", "Expect:"} {
 				g.Expect(count(hop)).To(BeZero(), hop)
 			}
-			g.Expect(string(sent.body)).To(Equal("hello"))
+			g.Expect(string(sent.Body)).To(Equal("hello"))
 		})
 	}
 }
@@ -437,9 +427,101 @@ func testHugeResponseHead(t *testing.T, path string) {
 		_, _ = io.WriteString(conn, "Content-Length: 0\r\n\r\n")
 		_, _ = conn.Read(make([]byte, 1)) // until the enforcer hangs up
 	}()
-	f := serveTo(t, configOf(t, allowAll(t)), redisURL, "http://"+ln.Addr().String())
-	if path == "reverse-proxy" {
-		f.handler.forwarder = nil
-	}
+	f := serveWith(t, path, Options{}, "http://"+ln.Addr().String())
 	g.Expect(get(g, f.url+"/").status).To(Equal(http.StatusBadGateway))
+}
+
+// TestEarlyHints: a 103 reaches the client with the application's fields
+// only, the rate limit headers on the final response; a 100 Continue the
+// application sends unasked is not relayed.
+func TestEarlyHints(t *testing.T) {
+	app := rawapp.Serve(t, func(conn net.Conn, _ *rawapp.Request) bool {
+		_, err := io.WriteString(conn, "HTTP/1.1 100 Continue\r\n\r\n"+
+			"HTTP/1.1 103 Early Hints\r\nLink: </app.css>; rel=preload\r\n\r\n"+
+			"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nX-App: final\r\n\r\nfinal")
+		return err == nil
+	})
+	for _, path := range forwardPaths {
+		t.Run(path, func(t *testing.T) {
+			g := NewWithT(t)
+			f := serveWith(t, path, Options{}, app)
+			conn, err := net.Dial("tcp", strings.TrimPrefix(f.url, "http://"))
+			g.Expect(err).NotTo(HaveOccurred())
+			defer conn.Close()
+			_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+			br := bufio.NewReader(conn)
+			for range 2 { // the second on a kept-alive connection: the map is restored
+				fmt.Fprint(conn, "GET /page HTTP/1.1\r\nHost: example.test\r\n\r\n")
+				hints, err := http.ReadResponse(br, nil)
+				g.Expect(err).NotTo(HaveOccurred())
+				_ = hints.Body.Close() // a 1xx has no body
+				g.Expect(hints.StatusCode).To(Equal(http.StatusEarlyHints))
+				g.Expect(hints.Header.Get("Link")).To(Equal("</app.css>; rel=preload"))
+				g.Expect(hints.Header).NotTo(HaveKey("X-Ratelimit-Limit"))
+				g.Expect(hints.Header).NotTo(HaveKey("X-Ratelimit-Remaining"))
+
+				final, err := http.ReadResponse(br, nil)
+				g.Expect(err).NotTo(HaveOccurred())
+				body, _ := io.ReadAll(final.Body)
+				final.Body.Close()
+				g.Expect(final.StatusCode).To(Equal(http.StatusOK))
+				g.Expect(string(body)).To(Equal("final"))
+				g.Expect(final.Header.Get("X-App")).To(Equal("final"))
+				g.Expect(final.Header.Get("X-RateLimit-Limit")).To(Equal("100"))
+				g.Expect(final.Header.Values("X-RateLimit-Limit")).To(HaveLen(1))
+				g.Expect(final.Header.Get("X-RateLimit-Remaining")).NotTo(BeEmpty())
+				g.Expect(final.Header).NotTo(HaveKey("Link"))
+			}
+		})
+	}
+}
+
+// TestEarlyAnswerToStreamedBody: an application that answers without
+// reading a large body gets its answer to the client, and the connection,
+// whose request was never all sent, is not used again.
+func TestEarlyAnswerToStreamedBody(t *testing.T) {
+	g := NewWithT(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() { ln.Close() })
+	var conns atomic.Int32
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			conns.Add(1)
+			go func() {
+				defer conn.Close()
+				br := bufio.NewReader(conn)
+				req, err := http.ReadRequest(br)
+				if err != nil {
+					return
+				}
+				if req.URL.Path == "/upload" { // answer at once, read nothing
+					_, _ = io.WriteString(conn, "HTTP/1.1 401 Unauthorized\r\nContent-Length: 4\r\n\r\nnope")
+					_, _ = io.Copy(io.Discard, conn)
+					return
+				}
+				_, _ = io.WriteString(conn, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+			}()
+		}
+	}()
+	f := serveWith(t, "forwarder", Options{}, "http://"+ln.Addr().String())
+	// A client that sends part of its body, then waits for the answer.
+	client, err := net.Dial("tcp", strings.TrimPrefix(f.url, "http://"))
+	g.Expect(err).NotTo(HaveOccurred())
+	defer client.Close()
+	_ = client.SetDeadline(time.Now().Add(5 * time.Second))
+	fmt.Fprintf(client, "POST /upload HTTP/1.1\r\nHost: example.test\r\nContent-Length: %d\r\n\r\n%s", 32<<20, strings.Repeat("b", 1<<20))
+	resp, err := http.ReadResponse(bufio.NewReader(client), nil)
+	g.Expect(err).NotTo(HaveOccurred())
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	g.Expect(resp.StatusCode).To(Equal(http.StatusUnauthorized))
+	g.Expect(string(body)).To(Equal("nope"))
+	r := get(g, f.url+"/next")
+	g.Expect(r.body).To(Equal("ok"))
+	g.Expect(conns.Load()).To(Equal(int32(2)), "the next request took a new connection")
 }

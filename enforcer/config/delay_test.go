@@ -7,7 +7,7 @@ import (
 	. "github.com/onsi/gomega"
 )
 
-func TestOnLimitDelayIsValidatedWithItsPath(t *testing.T) {
+func TestDelayIsValidatedWithItsPath(t *testing.T) {
 	delay := func(longest string, queued int) map[string]any {
 		return map[string]any{"delay": map[string]any{"max": longest, "maxQueued": queued}}
 	}

@@ -1,4 +1,4 @@
-package proxy
+package transport
 
 import (
 	"bufio"
@@ -201,7 +201,7 @@ func (c *upstreamConn) sendBody(w http.ResponseWriter, body io.Reader, length in
 		if err == nil {
 			c.putWriter()
 		}
-		if errors.As(err, new(*requestBodyError)) {
+		if errors.As(err, new(*RequestBodyError)) {
 			c.abort(err)
 		} else if err == nil {
 			c.startHeadTimer(headerTimeout)
