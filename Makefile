@@ -74,6 +74,10 @@ node-undo: ## Undo what a killed real-node run left on the host (processes, moun
 bench: redis ## Run the Go benchmarks against a local Redis.
 	go test -run '^$$' -bench . -benchmem ./enforcer/...
 
+.PHONY: bench-compare
+bench-compare: redis ## Compare the limiter and proxy benchmarks of BASE (a git revision) and HEAD with benchstat, COUNT runs each (default 10).
+	hack/bench-compare.sh $(BASE) HEAD $(or $(COUNT),10)
+
 ##@ Code quality
 
 .PHONY: lint
@@ -116,6 +120,9 @@ $(CONTROLLER_GEN): hack/tools/controller-gen/go.mod
 
 $(HELM): hack/tools/helm/go.mod
 	hack/build-tool.sh helm $@
+
+$(BIN)/benchstat: hack/tools/benchstat/go.mod
+	hack/build-tool.sh benchstat $@
 
 .PHONY: help
 help: ## Show this help.

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds a pinned development tool from its module under hack/tools/NAME.
 #
-#   hack/build-tool.sh NAME OUTPUT     NAME: controller-gen, golangci-lint or helm
+#   hack/build-tool.sh NAME OUTPUT     NAME: benchstat, controller-gen, golangci-lint or helm
 #
 # Each tool has a module of its own (hack/tools/NAME/go.mod, with a `tool`
 # line and a committed go.sum) so that it builds with the dependency versions
@@ -15,7 +15,7 @@
 set -euo pipefail
 
 if [ $# -ne 2 ]; then
-  echo "usage: $0 controller-gen|golangci-lint|helm OUTPUT" >&2
+  echo "usage: $0 benchstat|controller-gen|golangci-lint|helm OUTPUT" >&2
   exit 2
 fi
 name="$1"
@@ -45,6 +45,11 @@ golangci-lint)
   # main ignores version unless date is set too; there is no commit to name.
   ldflags="-X main.version=${version#v} -X main.date=unknown"
   ;;
+benchstat)
+  pkg=golang.org/x/perf/cmd/benchstat
+  version="$(module_version golang.org/x/perf)"
+  ldflags=""
+  ;;
 helm)
   pkg=helm.sh/helm/v3/cmd/helm
   version="$(module_version helm.sh/helm/v3)"
@@ -59,7 +64,7 @@ helm)
   done
   ;;
 *)
-  echo "error: unknown tool $name (want controller-gen, golangci-lint or helm)" >&2
+  echo "error: unknown tool $name (want benchstat, controller-gen, golangci-lint or helm)" >&2
   exit 2
   ;;
 esac
