@@ -4,7 +4,8 @@
 // percentiles from a log-linear histogram. Its upstream subcommand is a
 // trivial HTTP server to put behind the proxy; with --grpc it calls
 // shop.v1.Orders/Create of the gRPC sample application (hack/orders) in
-// cleartext HTTP/2. It only sends load to loopback addresses, and every run
+// cleartext HTTP/2, and with --rls it calls Envoy's rate limit service
+// (ShouldRateLimit) as Envoy's rate limit filter does. It only sends load to loopback addresses, and every run
 // stops by itself.
 //
 // hack/bench-proxy.sh uses it to compare the enforcer with nginx,
@@ -39,6 +40,8 @@ Latency at a fixed 2,000 requests/s, ten tenants in turn:
   sluice-load --rate 2000 --duration 10s -H 'X-Tenant-ID: tenant-{tenant}' --tenants 10 http://127.0.0.1:9080/
 gRPC unary calls (shop.v1.Orders/Create), 64 at a time over 4 connections:
   sluice-load --grpc --connections 4 --concurrency 64 -H 'x-tenant-id: tenant-{tenant}' http://127.0.0.1:9080
+Envoy's rate limit service, 1,000 users in turn:
+  sluice-load --rls ingress --descriptor 'generic_key=api,user_id=u{tenant}' --tenants 1000 http://127.0.0.1:8081
 
 Flags:
 `
@@ -60,6 +63,10 @@ type loadOptions struct {
 	// grpc calls the Orders sample over gRPC on connections connections.
 	grpc        bool
 	connections int
+	// rls calls Envoy's rate limit service for this domain, with these
+	// descriptors, instead.
+	rls         string
+	descriptors headerList
 }
 
 func parseLoadOptions(args []string, output io.Writer) (*loadOptions, error) {
@@ -81,7 +88,9 @@ func parseLoadOptions(args []string, output io.Writer) (*loadOptions, error) {
 	fs.IntVar(&o.tenants, "tenants", 1, "how many tenants {tenant} rotates through")
 	fs.BoolVar(&o.json, "json", false, "print the report as one JSON object")
 	fs.BoolVar(&o.grpc, "grpc", false, "call shop.v1.Orders/Create (hack/orders) over gRPC, cleartext HTTP/2, instead of sending HTTP/1.1 requests; -H sets metadata")
-	fs.IntVar(&o.connections, "connections", 4, "with --grpc: client connections the concurrent calls share")
+	fs.IntVar(&o.connections, "connections", 4, "with --grpc or --rls: client connections the concurrent calls share")
+	fs.StringVar(&o.rls, "rls", "", "call envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit for this `domain`, as Envoy does, instead of sending HTTP/1.1 requests; OK counts as 200, OVER_LIMIT as 429")
+	fs.Var(&o.descriptors, "descriptor", "with --rls: a descriptor `key=value[,key=value...]` of each call, repeatable; {tenant} in a value becomes 0..tenants-1, in turn")
 	// The URL may come before, between or after the flags.
 	var positional []string
 	for {
@@ -137,14 +146,22 @@ func runLoad(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	var r *report
-	if o.grpc {
+	switch {
+	case o.rls != "":
+		t, err := newRLSTarget(ctx, o.url, o.rls, o.descriptors, o.tenants, o.connections, o)
+		if err != nil {
+			return err
+		}
+		defer t.close()
+		r = buildReport(t.url, o.plan, runCallers(ctx, t.caller, o.plan))
+	case o.grpc:
 		t, err := newGRPCTarget(ctx, o.url, o.headers, o.tenants, o.connections, o.plan.Timeout)
 		if err != nil {
 			return err
 		}
 		defer t.close()
 		r = buildReport(t.url, o.plan, runCallers(ctx, t.caller, o.plan))
-	} else {
+	default:
 		t, err := newTarget(ctx, o.url, o.method, o.headers, o.tenants)
 		if err != nil {
 			return err
