@@ -6,7 +6,8 @@
 # Each revision is checked out into a temporary worktree and its test binaries
 # are built once; the runs then alternate (old, new, old, new, ...) so that
 # whatever else the machine does falls on both sides alike. Raw results land in
-# bin/bench/{old,new}.txt, the comparison on stdout. Needs redis-server (make redis).
+# bin/bench/{old,new}.txt (each run's whole output in bin/bench/raw/), the
+# comparison on stdout. Needs redis-server (make redis).
 set -euo pipefail
 
 if [ $# -lt 1 ] || [ $# -gt 3 ]; then
@@ -43,12 +44,29 @@ for side in old new; do
   done
 done
 
+# bench SIDE PKG ROUND runs one round of PKG's benchmarks for SIDE, once more
+# if it fails (a Redis that a busy machine starts too slowly), and shows the
+# output of a second failure.
+bench() {
+  local side=$1 pkg=$2 round=$3 raw
+  raw="$out/raw/$side.$(basename "$pkg").$round.txt"
+  for attempt in 1 2; do
+    if (cd "$work/$side/$pkg" && ./bench.test -test.run '^$' -test.bench . -test.benchmem -test.count 1) >"$raw" 2>&1; then
+      grep -E '^(Benchmark|goos|goarch|pkg|cpu)' "$raw" >>"$out/$side.txt"
+      return 0
+    fi
+    echo ">> $side $pkg failed (attempt $attempt); its output ends:" >&2
+    tail -n 20 "$raw" >&2
+  done
+  return 1
+}
+
+mkdir -p "$out/raw"
 for i in $(seq "$count"); do
   echo ">> round $i of $count" >&2
   for pkg in "${pkgs[@]}"; do
     for side in old new; do
-      (cd "$work/$side/$pkg" && ./bench.test -test.run '^$' -test.bench . -test.benchmem -test.count 1) \
-        | grep -E '^(Benchmark|goos|goarch|pkg|cpu)' >>"$out/$side.txt"
+      bench "$side" "$pkg" "$i"
     done
   done
 done
