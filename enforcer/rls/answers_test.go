@@ -134,12 +134,15 @@ func TestNegativeHitsGiveBackUpToTheLimit(t *testing.T) {
 			}
 			g.Expect(in.call(t, domain, 0, negative(user(), 1)).Statuses[0].LimitRemaining).To(Equal(uint32(5)), "full, not more")
 			g.Expect(in.admitted(t, domain, 10, user)).To(Equal(5), "after any refunds, at most the limit")
+			// a refusal the guard holds does not hide what is given back
+			g.Expect(in.call(t, domain, 0, negative(user(), 2)).Statuses[0].LimitRemaining).To(Equal(uint32(2)))
+			g.Expect(in.admitted(t, domain, 4, user)).To(Equal(2))
 
 			// on a full bucket a negative call is still answered OK
 			resp = in.call(t, domain, 0, negative(user(), 0))
 			g.Expect(resp.OverallCode).To(Equal(ok))
 			g.Expect(resp.Statuses[0].LimitRemaining).To(BeZero(), "hits_addend 0 gives nothing back")
-			g.Expect(testutil.ToFloat64(in.metrics.descriptors.WithLabelValues(domain, "user", outcomeGivenBack))).To(Equal(23.0))
+			g.Expect(testutil.ToFloat64(in.metrics.descriptors.WithLabelValues(domain, "user", outcomeGivenBack))).To(Equal(24.0))
 		})
 	}
 }

@@ -2,7 +2,6 @@ package rls
 
 import (
 	"context"
-	"time"
 
 	"github.com/sluice-dev/sluice/enforcer/limiter"
 )
@@ -17,24 +16,21 @@ const outcomeGivenBack = "given_back"
 // budget instead of consuming from it"; envoyproxy/ratelimit has no such
 // answer (it counts the hits as usual).
 //
-// It is the limiter's refund (Guard.Refund), capped the same way: a window
-// is never given more than it counts (a fixed or sliding window never
-// below empty, a token bucket or GCRA never above full), and a fixed
-// window only gets back units of the window in progress. So however many
-// units are given back, a bucket never holds more than its capacity: the
-// most a tenant can use after is the limit. Each goes to Redis, never into
-// a lease: a lease's units are not capped by the scripts.
+// It is the limiter's Guard.GiveBack, capped as refunds are: a window is
+// never given more than it counts (a fixed or sliding window never below
+// empty, a token bucket or GCRA never above full), and a fixed window only
+// gets back units of the window in progress. So however many units are
+// given back, a bucket never holds more than its capacity: the most a
+// tenant can use after is the limit.
 func (s *Service) giveBack(ctx context.Context, reqs []limiter.Request) {
 	if len(reqs) == 0 {
 		return
 	}
-	counted := make([]time.Time, len(reqs))
-	now := time.Now()
+	units := make([]int64, len(reqs))
 	for i := range reqs {
-		reqs[i].Lease = false
-		counted[i] = now
+		units[i] = reqs[i].Cost
 	}
-	if err := s.guard.Refund(ctx, reqs, counted); err != nil {
+	if err := s.guard.GiveBack(ctx, reqs, units); err != nil {
 		s.metrics.refundFailed()
 	}
 }
