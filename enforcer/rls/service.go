@@ -166,6 +166,7 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *ratelimitv3.RateLimi
 		}
 	}
 	refunded := resp.OverallCode == ratelimitv3.RateLimitResponse_OVER_LIMIT && s.refund(ctx, checks, outs)
+	headers := s.headers.Load()
 	var reports []report
 	for i := range calls {
 		c := &calls[i]
@@ -190,14 +191,16 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *ratelimitv3.RateLimi
 				st.Code = ratelimitv3.RateLimitResponse_OK
 			}
 		}
-		reports = append(reports, report{rule: c.rule, decision: d, status: st, refused: st.Code == ratelimitv3.RateLimitResponse_OVER_LIMIT})
+		if headers.Enabled() {
+			reports = append(reports, report{rule: c.rule, decision: d, status: st, refused: st.Code == ratelimitv3.RateLimitResponse_OVER_LIMIT})
+		}
 		if d.Degraded {
 			s.metrics.degraded()
 		}
 		s.metrics.descriptor(domainLabel, c.rule, outcome)
 		resp.Statuses[i] = st
 	}
-	resp.ResponseHeadersToAdd = s.headers.Load().render(reports, resp.OverallCode)
+	resp.ResponseHeadersToAdd = headers.render(reports, resp.OverallCode)
 	s.metrics.call(resp.OverallCode)
 	return resp, nil
 }
