@@ -216,7 +216,7 @@ descriptors:
 	g.Expect(h).To(HaveKeyWithValue("X-RateLimit-Remaining", "0"))
 	retry, err := strconv.Atoi(h["Retry-After"])
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(retry).To(BeNumerically("~", hourEnd.Sub(time.Now()).Seconds(), 2), "until the hour's window resets")
+	g.Expect(retry).To(BeNumerically("~", time.Until(hourEnd).Seconds(), 2), "until the hour's window resets")
 	g.Expect(h["RateLimit"]).To(ContainSubstring(`"`+domain+`/tenant";r=9;`), "the refused call's tenant units were given back")
 
 	in.svc.SetResponseHeaders(ResponseHeaders{ERL: true, ERLLimit: "X-Quota"})
