@@ -26,6 +26,7 @@ type options struct {
 	mergeDomains, ignoreDotFiles    bool
 	shutdownTimeout                 time.Duration
 	logLevel                        slog.Level
+	headers                         headerOptions
 	version, help                   bool
 }
 
@@ -49,6 +50,7 @@ func newFlagSet(o *options, logLevel *string) *pflag.FlagSet {
 	fs.StringVar(&o.namespace, "namespace", erl.DefaultNamespace, "namespace of the Redis keys: every instance sharing a Redis must use the same one")
 	fs.BoolVar(&o.mergeDomains, "merge-domains", false, "let several files describe one domain (env MERGE_DOMAIN_CONFIG)")
 	fs.BoolVar(&o.ignoreDotFiles, "ignore-dot-files", false, "skip files whose name starts with '.' (env RUNTIME_IGNOREDOTFILES)")
+	addHeaderFlags(fs, &o.headers)
 	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 25*time.Second, "how long calls in flight may finish after SIGTERM")
 	fs.StringVar(logLevel, "log-level", "info", "debug, info, warn or error (env LOG_LEVEL)")
 	fs.BoolVar(&o.version, "version", false, "print the version and exit")
@@ -128,6 +130,9 @@ func fromEnv(fs *pflag.FlagSet, o *options, logLevel *string, env func(string) s
 			}
 		}
 	}
+	if err := headersFromEnv(fs, &o.headers, env); err != nil {
+		return err
+	}
 	if v := env("LOG_LEVEL"); v != "" && !fs.Changed("log-level") {
 		*logLevel = strings.ToLower(v)
 	}
@@ -204,6 +209,9 @@ func (o *options) validate(logLevel string) error {
 		return fmt.Errorf("--namespace %q must be non-empty without '{', '}' or '/'", o.namespace)
 	case o.shutdownTimeout < 0:
 		return errors.New("--shutdown-timeout must not be negative")
+	}
+	if err := o.headers.validate(); err != nil {
+		return err
 	}
 	// Parse the URL now (no connection is made), so a typo is a command
 	// line error.

@@ -3,21 +3,23 @@ package proxy
 import (
 	"net/http"
 	"strconv"
-	"time"
 
 	"github.com/sluice-dev/sluice/enforcer/limiter"
+	"github.com/sluice-dev/sluice/enforcer/ratelimitheaders"
 	"github.com/sluice-dev/sluice/enforcer/route"
 )
 
-// Response header names, in canonical form.
+// Response header names, in canonical form; the rate limit ones are
+// rendered by enforcer/ratelimitheaders, which the rate limit service
+// shares.
 const (
-	headerLimit      = "X-Ratelimit-Limit"
-	headerRemaining  = "X-Ratelimit-Remaining"
-	headerReset      = "X-Ratelimit-Reset"
-	headerPolicy     = "Ratelimit-Policy"
-	headerRateLimit  = "Ratelimit"
+	headerLimit      = ratelimitheaders.Limit
+	headerRemaining  = ratelimitheaders.Remaining
+	headerReset      = ratelimitheaders.Reset
+	headerPolicy     = ratelimitheaders.Policy
+	headerRateLimit  = ratelimitheaders.RateLimit
 	headerWouldDeny  = "X-Sluice-Would-Deny"
-	headerRetryAfter = "Retry-After"
+	headerRetryAfter = ratelimitheaders.RetryAfter
 )
 
 // reported says whether an outcome may be described in headers: only a
@@ -58,9 +60,7 @@ func writeLimitHeaders(h http.Header, checks []route.Check, outs []limiter.Outco
 			if len(b) > start {
 				b = append(b, ',', ' ')
 			}
-			b = appendSFName(b, c.Policy.Name, c.Rule.Name)
-			b = appendSFParam(b, "q", o.Decision.Limit)
-			b = appendSFParam(b, "w", max(ceilSeconds(o.Decision.Period), 1))
+			b = ratelimitheaders.AppendPolicyItem(b, c.Policy.Name, c.Rule.Name, o.Decision.Limit, o.Decision.Period)
 		}
 	}
 	if len(b) > start {
@@ -72,9 +72,7 @@ func writeLimitHeaders(h http.Header, checks []route.Check, outs []limiter.Outco
 				if len(b) > start {
 					b = append(b, ',', ' ')
 				}
-				b = appendSFName(b, c.Policy.Name, c.Rule.Name)
-				b = appendSFParam(b, "r", o.Decision.Remaining)
-				b = appendSFParam(b, "t", ceilSeconds(o.Decision.Reset.Sub(o.Decision.Now)))
+				b = ratelimitheaders.AppendRateLimitItem(b, c.Policy.Name, c.Rule.Name, o.Decision.Remaining, o.Decision.Reset.Sub(o.Decision.Now))
 			}
 		}
 		fields.add(headerRateLimit, start, len(b))
@@ -88,7 +86,7 @@ func writeLimitHeaders(h http.Header, checks []route.Check, outs []limiter.Outco
 		b = strconv.AppendInt(b, d.Remaining, 10)
 		fields.add(headerRemaining, start, len(b))
 		start = len(b)
-		b = strconv.AppendInt(b, ceilUnix(d.Reset), 10)
+		b = strconv.AppendInt(b, ratelimitheaders.CeilUnix(d.Reset), 10)
 		fields.add(headerReset, start, len(b))
 	}
 	fields.set(h, b)
@@ -126,7 +124,7 @@ func writeWouldDeny(h http.Header, checks []route.Check, outs []limiter.Outcome,
 	b := buf[:0]
 	for i := range checks {
 		if checks[i].Policy.DryRun && refuses(&outs[i]) {
-			b = appendListSep(b)
+			b = ratelimitheaders.AppendListSep(b)
 			b = append(b, checks[i].Policy.Name...)
 			b = append(b, '/')
 			b = append(b, checks[i].Rule.Name...)
@@ -136,22 +134,4 @@ func writeWouldDeny(h http.Header, checks []route.Check, outs []limiter.Outcome,
 		h[headerWouldDeny] = []string{string(b)}
 	}
 	return b
-}
-
-// ceilSeconds is d in whole seconds, rounded up, never negative: a client
-// waiting that long is sure to find the window replenished.
-func ceilSeconds(d time.Duration) int64 {
-	if d <= 0 {
-		return 0
-	}
-	return int64((d + time.Second - 1) / time.Second)
-}
-
-// ceilUnix is t in Unix seconds, rounded up.
-func ceilUnix(t time.Time) int64 {
-	s := t.Unix()
-	if t.Nanosecond() > 0 {
-		s++
-	}
-	return s
 }

@@ -34,36 +34,6 @@ func sfList(g Gomega, value string) []map[string]any {
 	return out
 }
 
-// TestStructuredFieldsMatchTheDraft writes the examples of
-// draft-ietf-httpapi-ratelimit-headers-10 (section 3 and 4) and checks them
-// byte for byte, then checks that a parser reads them back.
-func TestStructuredFieldsMatchTheDraft(t *testing.T) {
-	g := NewWithT(t)
-	var b []byte
-	b = appendSFString(b, "burst")
-	b = appendSFParam(b, "q", 100)
-	b = appendSFParam(b, "w", 60)
-	b = appendListSep(b)
-	b = appendSFString(b, "daily")
-	b = appendSFParam(b, "q", 1000)
-	b = appendSFParam(b, "w", 86400)
-	g.Expect(string(b)).To(Equal(`"burst";q=100;w=60, "daily";q=1000;w=86400`))
-	g.Expect(sfList(g, string(b))).To(Equal([]map[string]any{
-		{"name": "burst", "q": int64(100), "w": int64(60)},
-		{"name": "daily", "q": int64(1000), "w": int64(86400)},
-	}))
-
-	b = appendSFParam(appendSFString(nil, "default"), "r", 50)
-	b = appendSFParam(b, "t", 30)
-	g.Expect(string(b)).To(Equal(`"default";r=50;t=30`))
-	sfList(g, string(b))
-
-	// Names are free text: escaped, or replaced where a String cannot hold them.
-	b = appendSFName(nil, `we"ird\pol`, "r\u00e9gle\x01")
-	g.Expect(sfList(g, string(b))[0]["name"]).To(Equal(`we"ird\pol/r??gle?`))
-	g.Expect(string(appendSFParam(nil, "q", 1<<62))).To(Equal(";q=999999999999999"))
-}
-
 func check(policy, headers string, dryRun bool, rule string) route.Check {
 	return route.Check{
 		Policy: &route.Policy{Name: policy, DryRun: dryRun,

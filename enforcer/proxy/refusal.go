@@ -9,13 +9,14 @@ import (
 	"github.com/sluice-dev/sluice/enforcer/config"
 	"github.com/sluice-dev/sluice/enforcer/limiter"
 	"github.com/sluice-dev/sluice/enforcer/overload"
+	"github.com/sluice-dev/sluice/enforcer/ratelimitheaders"
 	"github.com/sluice-dev/sluice/enforcer/route"
 )
 
 // refusal is the problem answering a request that check c refused with d:
 // 503 when a fail-closed policy could not reach Redis, else 429.
 func refusal(c *route.Check, d *limiter.Decision) *Problem {
-	retry := max(ceilSeconds(d.RetryAfter), 1)
+	retry := ratelimitheaders.RetryAfterSeconds(d.RetryAfter)
 	p := &Problem{Policy: c.Policy.Name, Rule: c.Rule.Name, RetryAfter: retry}
 	if d.Ban.Active() {
 		return banned(p, c, d)

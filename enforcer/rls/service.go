@@ -30,6 +30,7 @@ type Service struct {
 	redis   *limiter.Redis
 	metrics *Metrics
 	table   atomic.Pointer[Table]
+	headers atomic.Pointer[ResponseHeaders]
 }
 
 // NewService answers from the table Apply puts in service; until then,
@@ -61,6 +62,12 @@ type descriptorCall struct {
 	// -1 when no limit applies (no rule, unlimited, replaced).
 	check int
 	peek  bool
+	// zero is set for an override of 0 requests per unit: the decision is
+	// zeros[check], made without Redis (override.go).
+	zero bool
+	// negative is set for is_negative_hits: the descriptor gives back and
+	// is answered OK with its bucket's state (negative.go).
+	negative bool
 	// outcome says why no limit applied, for metrics.
 	outcome string
 }
@@ -84,18 +91,22 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *ratelimitv3.RateLimi
 	calls := make([]descriptorCall, len(req.Descriptors))
 	replaced := map[string]bool{}
 	for i, desc := range req.Descriptors {
-		if desc.GetIsNegativeHits() {
-			return nil, status.Errorf(codes.InvalidArgument, "descriptors[%d]: is_negative_hits is not supported", i)
-		}
 		r := t.Match(req.Domain, desc.GetEntries())
-		calls[i] = descriptorCall{rule: r, check: -1, outcome: outcomeNoRule}
+		if o := desc.GetLimit(); o != nil {
+			var err error
+			if r, err = t.Override(req.Domain, r, o); err != nil {
+				return nil, status.Errorf(codes.InvalidArgument, "descriptors[%d].limit: %v", i, err)
+			}
+		}
+		calls[i] = descriptorCall{rule: r, check: -1, outcome: outcomeNoRule, negative: desc.GetIsNegativeHits()}
 		if r != nil {
 			for _, name := range r.Replaces {
 				replaced[name] = true
 			}
 		}
 	}
-	var checks, peeks []limiter.Request
+	var checks, peeks, gives []limiter.Request
+	var zeros []limiter.Decision
 	for i, desc := range req.Descriptors {
 		c := &calls[i]
 		switch r := c.rule; {
@@ -104,6 +115,14 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *ratelimitv3.RateLimi
 			c.outcome = outcomeReplaced
 		case r.Unlimited:
 			c.outcome = outcomeUnlimited
+		case r.zero != nil:
+			c.check, c.zero = len(zeros), true
+			zeros = append(zeros, zeroDecision(r, !c.negative && hitsOf(req, desc) > 0))
+		case c.negative:
+			if hits := hitsOf(req, desc); hits > 0 {
+				gives = append(gives, r.Request(desc.GetEntries(), hits))
+			}
+			c.check, c.peek, peeks = len(peeks), true, append(peeks, r.Request(desc.GetEntries(), 1))
 		default:
 			hits := hitsOf(req, desc)
 			lr := r.Request(desc.GetEntries(), max(hits, 1))
@@ -114,6 +133,7 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *ratelimitv3.RateLimi
 			}
 		}
 	}
+	s.giveBack(ctx, gives)
 	var outs []limiter.Outcome
 	if len(checks) > 0 {
 		outs = s.guard.AllowAll(ctx, checks, nil)
@@ -128,6 +148,9 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *ratelimitv3.RateLimi
 	resp := &ratelimitv3.RateLimitResponse{OverallCode: ratelimitv3.RateLimitResponse_OK,
 		Statuses: make([]*ratelimitv3.RateLimitResponse_DescriptorStatus, len(calls))}
 	decisionOf := func(c *descriptorCall) (limiter.Decision, int64) {
+		if c.zero {
+			return zeros[c.check], 0
+		}
 		if c.peek {
 			return peeked[c.check], 0
 		}
@@ -138,11 +161,13 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *ratelimitv3.RateLimi
 		if c.check < 0 {
 			continue
 		}
-		if d, _ := decisionOf(c); !d.Allowed && !c.rule.Shadow && !c.rule.domain.dryRun {
+		if d, _ := decisionOf(c); !d.Allowed && !c.negative && !c.rule.Shadow && !c.rule.domain.dryRun {
 			resp.OverallCode = ratelimitv3.RateLimitResponse_OVER_LIMIT
 		}
 	}
 	refunded := resp.OverallCode == ratelimitv3.RateLimitResponse_OVER_LIMIT && s.refund(ctx, checks, outs)
+	headers := s.headers.Load()
+	var reports []report
 	for i := range calls {
 		c := &calls[i]
 		if c.check < 0 {
@@ -156,12 +181,18 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *ratelimitv3.RateLimi
 		}
 		st := descriptorStatus(c.rule, d)
 		outcome := outcomeAllowed
-		if !d.Allowed {
+		switch {
+		case c.negative:
+			outcome, st.Code = outcomeGivenBack, ratelimitv3.RateLimitResponse_OK
+		case !d.Allowed:
 			outcome = outcomeOverLimit
 			if c.rule.Shadow || c.rule.domain.dryRun {
 				outcome = outcomeShadowOverLimit
 				st.Code = ratelimitv3.RateLimitResponse_OK
 			}
+		}
+		if headers.Enabled() {
+			reports = append(reports, report{rule: c.rule, decision: d, status: st, refused: st.Code == ratelimitv3.RateLimitResponse_OVER_LIMIT})
 		}
 		if d.Degraded {
 			s.metrics.degraded()
@@ -169,6 +200,7 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *ratelimitv3.RateLimi
 		s.metrics.descriptor(domainLabel, c.rule, outcome)
 		resp.Statuses[i] = st
 	}
+	resp.ResponseHeadersToAdd = headers.render(reports, resp.OverallCode)
 	s.metrics.call(resp.OverallCode)
 	return resp, nil
 }

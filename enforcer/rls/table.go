@@ -33,6 +33,11 @@ type domain struct {
 	name   string
 	dryRun bool
 	root   node
+	// bucket (its Rule and Tenant unset), salt and failure are the
+	// policy's, for the limit overrides of its descriptors (override.go).
+	bucket  limiter.Bucket
+	salt    string
+	failure limiter.FailurePolicy
 }
 
 // node is a node of a domain's tree: its children by exact value, by
@@ -69,6 +74,9 @@ type Rule struct {
 	shared bool // one bucket for every descriptor (identity: shared)
 	salt   string
 	limits limiter.Rule
+	// zero is the one window of a limit override of 0 requests per unit
+	// (override.go), which refuses every hit without asking Redis.
+	zero []limiter.Window
 }
 
 // NewTable compiles the policies with a domain of cfg, which passed
@@ -83,8 +91,9 @@ func NewTable(cfg *config.Config) (*Table, error) {
 		if p.Domain == "" {
 			continue
 		}
-		d := &domain{name: p.Domain, dryRun: p.Mode == config.ModeDryRun}
 		failure := limiter.FailurePolicy{Mode: p.FailureMode, Timeout: p.Timeout.Duration, Replicas: max(1, int(p.Replicas))}
+		d := &domain{name: p.Domain, dryRun: p.Mode == config.ModeDryRun, salt: p.Salt, failure: failure,
+			bucket: limiter.Bucket{Namespace: cfg.Namespace, Policy: p.Name}}
 		for j := range p.Rules {
 			r, err := compileRule(cfg.Namespace, p, &p.Rules[j], failure)
 			if err != nil {
@@ -252,7 +261,12 @@ func (r *Rule) Request(entries []*ratelimitv3common.RateLimitDescriptor_Entry, h
 }
 
 // Windows are the rule's windows: do not modify them.
-func (r *Rule) Windows() []limiter.Window { return r.limits.Windows() }
+func (r *Rule) Windows() []limiter.Window {
+	if r.zero != nil {
+		return r.zero
+	}
+	return r.limits.Windows()
+}
 
 // Domain is the domain of the rule.
 func (r *Rule) Domain() string { return r.domain.name }
