@@ -19,6 +19,7 @@ package install
 import (
 	"os/exec"
 	"path/filepath"
+	"strings"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -31,6 +32,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // ratelimitObject converts the rate limit service's object of kind among
@@ -42,7 +44,7 @@ func ratelimitObject(objs []*unstructured.Unstructured, kind string, out any) {
 			return
 		}
 	}
-	Fail("no rate limit service " + kind + " among " + objectKeys(objs)[0] + "...")
+	Fail("no rate limit service " + kind + " among " + strings.Join(objectKeys(objs), ", "))
 }
 
 var _ = Describe("The chart's rate limit service", func() {
@@ -143,6 +145,25 @@ var _ = Describe("The chart's rate limit service", func() {
 		got, err := run(bin, append(append([]string{}, args...), "--version")...)
 		Expect(err).NotTo(HaveOccurred(), "sluice-ratelimit refuses the chart's args %q:\n%s", args, got)
 		Expect(got).To(ContainSubstring("sluice-ratelimit"))
+	})
+
+	It("installs with kubectl apply -k config/ratelimit: the chart's service and the example files, accepted as they are", func(ctx SpecContext) {
+		rendered := decodeObjects(mustKubectl("kustomize", filepath.Join(root, "config", "ratelimit")))
+		Expect(kinds(rendered)).To(ConsistOf("ConfigMap", "Deployment", "Service", "PodDisruptionBudget", "NetworkPolicy"))
+		d := &appsv1.Deployment{}
+		ratelimitObject(rendered, "Deployment", d)
+		var configMap string
+		for _, v := range d.Spec.Template.Spec.Volumes {
+			if v.ConfigMap != nil {
+				configMap = v.ConfigMap.Name
+			}
+		}
+		Expect(objectKeys(rendered)).To(ContainElement("ConfigMap "+releaseNamespace+"/"+configMap), "the Deployment mounts a ConfigMap config/ratelimit does not have")
+
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: releaseNamespace}}
+		Expect(client.IgnoreAlreadyExists(k8sClient.Create(ctx, ns))).To(Succeed())
+		out := mustKubectl("apply", "--server-side", "--dry-run=server", "-k", filepath.Join(root, "config", "ratelimit"))
+		Expect(strings.Count(out, "serverside-applied")).To(Equal(len(rendered)), out)
 	})
 
 	DescribeTable("is refused, with the value to set named, when it cannot work",
