@@ -143,14 +143,15 @@ BINARIES       ?= prebuilt
 IMAGE_PREFIX   ?=
 MANAGER_IMAGE  ?= $(IMAGE_PREFIX)sluice-manager:$(VERSION)
 ENFORCER_IMAGE ?= $(IMAGE_PREFIX)sluice-enforcer:$(VERSION)
+RATELIMIT_IMAGE ?= $(IMAGE_PREFIX)sluice-ratelimit:$(VERSION)
 # The OCI archives of the real-node tier, one per image, named
 # localhost/sluice-enforcer:$(VERSION) and so on (the chart's images.registry=localhost).
 NODE_IMAGES       := $(BIN)/images
 NODE_IMAGE_PREFIX ?= localhost/
-IMAGE_ENV      = VERSION=$(VERSION) MANAGER_IMAGE=$(MANAGER_IMAGE) ENFORCER_IMAGE=$(ENFORCER_IMAGE) CONTAINER_TOOL=$(CONTAINER_TOOL) BINARIES=$(BINARIES)
+IMAGE_ENV      = VERSION=$(VERSION) MANAGER_IMAGE=$(MANAGER_IMAGE) ENFORCER_IMAGE=$(ENFORCER_IMAGE) RATELIMIT_IMAGE=$(RATELIMIT_IMAGE) CONTAINER_TOOL=$(CONTAINER_TOOL) BINARIES=$(BINARIES)
 
 .PHONY: images
-images: ## Build the manager and enforcer images with docker or podman (CONTAINER_TOOL; BINARIES=build compiles in a Go image).
+images: ## Build the manager, enforcer and rate limit service images with docker or podman (CONTAINER_TOOL; BINARIES=build compiles in a Go image).
 	$(IMAGE_ENV) hack/images.sh build
 
 .PHONY: verify-images

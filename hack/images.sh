@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Builds and checks the sluice-manager and sluice-enforcer images with a
-# container engine (make images, make verify-images).
+# Builds and checks the sluice-manager, sluice-enforcer and sluice-ratelimit
+# images with a container engine (make images, make verify-images).
 #
-#   hack/images.sh build     build both images
+#   hack/images.sh build     build the three images
 #   hack/images.sh verify    run them: --version prints VERSION, user 65532
 #   hack/images.sh verify-node
 #                            import bin/images/*.tar (make node-images) into a
@@ -10,6 +10,7 @@
 #                            run the enforcer and Redis from it (needs root)
 #
 # Environment (the Makefile sets it): VERSION, MANAGER_IMAGE, ENFORCER_IMAGE,
+# RATELIMIT_IMAGE,
 # CONTAINER_TOOL (docker or podman; empty: docker when its daemon answers,
 # else podman, installed with apt-get when missing and running as root) and
 # BINARIES: "prebuilt" (default) builds the static binaries on this machine
@@ -23,6 +24,7 @@ cd "$root"
 : "${VERSION:?VERSION is not set}"
 : "${MANAGER_IMAGE:=sluice-manager:$VERSION}"
 : "${ENFORCER_IMAGE:=sluice-enforcer:$VERSION}"
+: "${RATELIMIT_IMAGE:=sluice-ratelimit:$VERSION}"
 : "${BINARIES:=prebuilt}"
 tool="${CONTAINER_TOOL:-}"
 
@@ -188,15 +190,17 @@ pick_tool
 case "${1:-}" in
 build)
   if [ "$BINARIES" = prebuilt ]; then
-    go run ./hack/images contexts --out bin/images/context --version "$VERSION" sluice-manager sluice-enforcer >/dev/null
+    go run ./hack/images contexts --out bin/images/context --version "$VERSION" sluice-manager sluice-enforcer sluice-ratelimit >/dev/null
   fi
   build manager "$MANAGER_IMAGE"
   build enforcer "$ENFORCER_IMAGE"
-  echo "built $MANAGER_IMAGE and $ENFORCER_IMAGE with $tool"
+  build ratelimit "$RATELIMIT_IMAGE"
+  echo "built $MANAGER_IMAGE, $ENFORCER_IMAGE and $RATELIMIT_IMAGE with $tool"
   ;;
 verify)
   check "$MANAGER_IMAGE" sluice-manager
   check "$ENFORCER_IMAGE" sluice-enforcer
+  check "$RATELIMIT_IMAGE" sluice-ratelimit
   ;;
 *)
   echo "usage: $0 build|verify|verify-node" >&2

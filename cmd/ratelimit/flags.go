@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -24,6 +25,7 @@ type options struct {
 	configDir                       string
 	namespace                       string
 	mergeDomains, ignoreDotFiles    bool
+	tls                             tlsOptions
 	shutdownTimeout                 time.Duration
 	logLevel                        slog.Level
 	headers                         headerOptions
@@ -45,6 +47,10 @@ func newFlagSet(o *options, logLevel *string) *pflag.FlagSet {
 	fs.StringVar(&o.listen, "listen", ":8081", "gRPC address of the rate limit service (env GRPC_HOST, GRPC_PORT)")
 	fs.StringVar(&o.httpListen, "http-listen", ":8080", "HTTP address of /healthcheck, as envoyproxy/ratelimit's (env HOST, PORT); empty turns it off")
 	fs.StringVar(&o.adminListen, "admin-listen", ":6070", "admin address: /metrics /healthz /readyz /healthcheck (env DEBUG_HOST, DEBUG_PORT)")
+	fs.StringVar(&o.tls.certFile, "tls-cert-file", "", "serve gRPC over TLS with this PEM certificate chain, re-read when it changes (env GRPC_SERVER_TLS_CERT with GRPC_SERVER_USE_TLS)")
+	fs.StringVar(&o.tls.keyFile, "tls-key-file", "", "the PEM private key of --tls-cert-file (env GRPC_SERVER_TLS_KEY)")
+	fs.StringVar(&o.tls.clientCAFile, "tls-client-ca-file", "", "require client certificates signed by a CA of this PEM file (env GRPC_CLIENT_TLS_CACERT)")
+	fs.StringVar(&o.tls.clientSAN, "tls-client-san", "", "require a client certificate naming this DNS name, IP, URI or email (env GRPC_CLIENT_TLS_SAN)")
 	fs.StringVar(&o.redisURL, "redis-url", "", "Redis: redis://, rediss://, redis+sentinel:// or redis+cluster:// URL (env REDIS_URL with REDIS_TYPE, REDIS_SOCKET_TYPE, REDIS_AUTH, REDIS_TLS; default "+defaultRedisURL+")")
 	fs.StringVar(&o.configDir, "config-dir", "", "folder of envoyproxy/ratelimit configuration files (default RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/RUNTIME_APPDIRECTORY, "+erl.RuntimeDir(defaultRuntimeRoot, "", "")+")")
 	fs.StringVar(&o.namespace, "namespace", erl.DefaultNamespace, "namespace of the Redis keys: every instance sharing a Redis must use the same one")
@@ -133,8 +139,39 @@ func fromEnv(fs *pflag.FlagSet, o *options, logLevel *string, env func(string) s
 	if err := headersFromEnv(fs, &o.headers, env); err != nil {
 		return err
 	}
+	if err := tlsFromEnv(fs, env); err != nil {
+		return err
+	}
 	if v := env("LOG_LEVEL"); v != "" && !fs.Changed("log-level") {
 		*logLevel = strings.ToLower(v)
+	}
+	return nil
+}
+
+// tlsFromEnv reads envoyproxy/ratelimit's gRPC TLS variables, which apply
+// when GRPC_SERVER_USE_TLS is true, for every TLS flag not given.
+func tlsFromEnv(fs *pflag.FlagSet, env func(string) string) error {
+	use := env("GRPC_SERVER_USE_TLS")
+	if use == "" {
+		return nil
+	}
+	on, err := strconv.ParseBool(use)
+	if err != nil {
+		return fmt.Errorf("GRPC_SERVER_USE_TLS=%q is not true or false", use)
+	}
+	if !on {
+		return nil
+	}
+	if env("GRPC_SERVER_TLS_CERT") == "" && !fs.Changed("tls-cert-file") {
+		return errors.New("GRPC_SERVER_USE_TLS=true needs GRPC_SERVER_TLS_CERT and GRPC_SERVER_TLS_KEY")
+	}
+	for _, v := range []struct{ flag, name string }{
+		{"tls-cert-file", "GRPC_SERVER_TLS_CERT"}, {"tls-key-file", "GRPC_SERVER_TLS_KEY"},
+		{"tls-client-ca-file", "GRPC_CLIENT_TLS_CACERT"}, {"tls-client-san", "GRPC_CLIENT_TLS_SAN"},
+	} {
+		if val := env(v.name); val != "" && !fs.Changed(v.flag) {
+			_ = fs.Set(v.flag, val)
+		}
 	}
 	return nil
 }
@@ -211,6 +248,9 @@ func (o *options) validate(logLevel string) error {
 		return errors.New("--shutdown-timeout must not be negative")
 	}
 	if err := o.headers.validate(); err != nil {
+		return err
+	}
+	if err := o.tls.validate(); err != nil {
 		return err
 	}
 	// Parse the URL now (no connection is made), so a typo is a command

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -15,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
@@ -49,12 +51,21 @@ type service struct {
 	reloader *reload.Reloader
 	registry *prometheus.Registry
 	health   *health.Server
+	// tls is the gRPC listener's, nil for plain gRPC.
+	tls *tls.Config
 
 	grpcLn, httpLn, adminLn net.Listener
 }
 
 func newService(o *options, log *slog.Logger) (*service, error) {
 	s := &service{o: o, log: log, registry: prometheus.NewRegistry(), health: health.NewServer()}
+	if o.tls.enabled() {
+		cfg, err := o.tls.serverConfig()
+		if err != nil {
+			return nil, err
+		}
+		s.tls = cfg
+	}
 	s.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	var err error
 	if s.client, err = limiter.NewClient(o.redisURL, limiter.ClientOptions{}); err != nil {
@@ -121,7 +132,11 @@ func (s *service) serve(ctx context.Context) error {
 	}
 	go s.monitor(runCtx)
 
-	srv := grpc.NewServer()
+	var serverOpts []grpc.ServerOption
+	if s.tls != nil {
+		serverOpts = append(serverOpts, grpc.Creds(credentials.NewTLS(s.tls)))
+	}
+	srv := grpc.NewServer(serverOpts...)
 	ratelimitv3.RegisterRateLimitServiceServer(srv, s.rls)
 	healthpb.RegisterHealthServer(srv, s.health)
 	reflection.Register(srv)
@@ -142,7 +157,7 @@ func (s *service) serve(ctx context.Context) error {
 		httpAddr = s.httpLn.Addr().String()
 	}
 	s.log.Info("serving", "grpc", s.grpcLn.Addr().String(), "http", httpAddr, "admin", s.adminLn.Addr().String(),
-		"configDir", s.o.configDir, "version", buildVersion())
+		"tls", s.tls != nil, "configDir", s.o.configDir, "version", buildVersion())
 
 	var failed error
 	select {

@@ -90,3 +90,8 @@ redis://{{ include "sluice.redisName" . }}.{{ .Release.Namespace }}.svc:6379
 {{- range $k, $v := . }}{{ $pairs = append $pairs (printf "%s=%s" $k $v) }}{{ end -}}
 {{- join "," $pairs -}}
 {{- end }}
+
+{{- define "sluice.ratelimitName" -}}{{ include "sluice.fullname" . }}-ratelimit{{- end }}
+{{- define "sluice.ratelimitConfigDir" -}}/etc/sluice-ratelimit/config{{- end }}
+{{- define "sluice.ratelimitTLSDir" -}}/etc/sluice-ratelimit/tls{{- end }}
+{{- define "sluice.ratelimitClientCADir" -}}/etc/sluice-ratelimit/client-ca{{- end }}

@@ -10,10 +10,10 @@ import (
 	. "github.com/onsi/gomega"
 )
 
-// The archives of sluice-manager and sluice-enforcer hold what the
-// Dockerfiles' runtime stage copies, as the user it names.
+// The archives of sluice-manager, sluice-enforcer and sluice-ratelimit hold
+// what the Dockerfiles' runtime stage copies, as the user it names.
 func TestRuntimeStageOfTheDockerfiles(t *testing.T) {
-	for _, name := range []string{"manager", "enforcer"} {
+	for _, name := range []string{"manager", "enforcer", "ratelimit"} {
 		t.Run(name, func(t *testing.T) {
 			g := NewWithT(t)
 			spec, err := runtimeStage(filepath.Join("..", "..", "..", "build", name+".Dockerfile"), "/ctx")
@@ -81,7 +81,7 @@ func TestCheckPrefix(t *testing.T) {
 }
 
 // The Dockerfiles' build stage compiles from a context that .dockerignore
-// keeps to an allowlist: every package the two binaries import must be on
+// keeps to an allowlist: every package the binaries import must be on
 // it, or a CI building the images from source fails where no test here would.
 func TestDockerignoreKeepsEveryPackageTheImagesImport(t *testing.T) {
 	g := NewWithT(t)
@@ -94,7 +94,7 @@ func TestDockerignoreKeepsEveryPackageTheImagesImport(t *testing.T) {
 			kept = append(kept, strings.TrimSuffix(dir, "/"))
 		}
 	}
-	cmd := exec.Command("go", "list", "-deps", "-f", "{{if .Module}}{{if .Module.Main}}{{.Dir}}{{end}}{{end}}", "./cmd/manager", "./cmd/enforcer")
+	cmd := exec.Command("go", "list", "-deps", "-f", "{{if .Module}}{{if .Module.Main}}{{.Dir}}{{end}}{{end}}", "./cmd/manager", "./cmd/enforcer", "./cmd/ratelimit")
 	cmd.Dir = root
 	out, err := cmd.Output()
 	g.Expect(err).NotTo(HaveOccurred())

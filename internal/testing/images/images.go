@@ -3,8 +3,8 @@
 // this machine only: static binaries built here, the host's CA bundle and
 // Debian's redis-server. No container engine, no registry, no pull.
 //
-// sluice-manager and sluice-enforcer are read from build/*.Dockerfile's
-// runtime stage, so they are the images `make images` builds with an engine.
+// sluice-manager, sluice-enforcer and sluice-ratelimit are read from
+// build/*.Dockerfile's runtime stage, so they are the images `make images` builds with an engine.
 package images
 
 import (
@@ -35,6 +35,7 @@ type program struct {
 var programs = []program{
 	{name: "sluice-manager", pkg: "./cmd/manager", dockerfile: "build/manager.Dockerfile"},
 	{name: "sluice-enforcer", pkg: "./cmd/enforcer", dockerfile: "build/enforcer.Dockerfile"},
+	{name: "sluice-ratelimit", pkg: "./cmd/ratelimit", dockerfile: "build/ratelimit.Dockerfile"},
 	// The sandbox image of containerd's CRI (sandbox_image), uid 65535 as
 	// the Kubernetes pause image.
 	{name: "sluice-pause", pkg: "./build/pause", user: "65535:65535"},

@@ -83,15 +83,19 @@ var _ = Describe("The chart's alerts and dashboard", func() {
 	// metricRef is a Sluice metric name in PromQL.
 	metricRef := regexp.MustCompile(`\bsluice_[a-z0-9_]+`)
 
-	// exported are the enforcer's metric names, with the series a histogram adds.
+	// exported are the metric names of the enforcer and the rate limit
+	// service, with the series a histogram adds.
 	exported := func() []string {
-		data, err := os.ReadFile(filepath.Join(root, "enforcer", "admin", "metrics.go"))
-		Expect(err).NotTo(HaveOccurred())
 		var names []string
-		for _, m := range regexp.MustCompile(`Name:\s+"(sluice_[a-z0-9_]+)"`).FindAllStringSubmatch(string(data), -1) {
-			names = append(names, m[1], m[1]+"_bucket", m[1]+"_sum", m[1]+"_count")
+		for _, file := range [][]string{{"enforcer", "admin", "metrics.go"}, {"enforcer", "rls", "metrics.go"}, {"cmd", "ratelimit", "server.go"}} {
+			data, err := os.ReadFile(filepath.Join(append([]string{root}, file...)...))
+			Expect(err).NotTo(HaveOccurred())
+			found := regexp.MustCompile(`Name:\s+"(sluice_[a-z0-9_]+)"`).FindAllStringSubmatch(string(data), -1)
+			Expect(found).NotTo(BeEmpty(), "no metric in %s", filepath.Join(file...))
+			for _, m := range found {
+				names = append(names, m[1], m[1]+"_bucket", m[1]+"_sum", m[1]+"_count")
+			}
 		}
-		Expect(names).NotTo(BeEmpty())
 		return names
 	}
 
@@ -138,11 +142,12 @@ var _ = Describe("The chart's alerts and dashboard", func() {
 			titles = append(titles, p.Title)
 			for _, t := range p.Targets {
 				for _, ref := range metricRef.FindAllString(t.Expr, -1) {
-					Expect(known).To(ContainElement(ref), "panel %q reads %s, which the enforcer does not export", p.Title, ref)
+					Expect(known).To(ContainElement(ref), "panel %q reads %s, which no Sluice program exports", p.Title, ref)
 				}
 			}
 		}
-		Expect(titles).To(ContainElements("Decisions by policy and rule", "Deny ratio by rule", "Redis round trip", "Degraded enforcers"))
+		Expect(titles).To(ContainElements("Decisions by policy and rule", "Deny ratio by rule", "Redis round trip", "Degraded enforcers",
+			"Rate limit service calls", "Rate limit service descriptors by domain and rule"))
 		Expect(slices.ContainsFunc(titles, func(t string) bool { return strings.TrimSpace(t) == "" })).To(BeFalse())
 	})
 })
