@@ -30,7 +30,10 @@ type Table struct {
 }
 
 type domain struct {
-	name   string
+	name string
+	// policy is the domain's policy, which names its buckets and the
+	// guard's counters.
+	policy string
 	dryRun bool
 	root   node
 }
@@ -83,7 +86,7 @@ func NewTable(cfg *config.Config) (*Table, error) {
 		if p.Domain == "" {
 			continue
 		}
-		d := &domain{name: p.Domain, dryRun: p.Mode == config.ModeDryRun}
+		d := &domain{name: p.Domain, policy: p.Name, dryRun: p.Mode == config.ModeDryRun}
 		failure := limiter.FailurePolicy{Mode: p.FailureMode, Timeout: p.Timeout.Duration, Replicas: max(1, int(p.Replicas))}
 		for j := range p.Rules {
 			r, err := compileRule(cfg.Namespace, p, &p.Rules[j], failure)
