@@ -7,11 +7,13 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
 
+	"github.com/sluice-dev/sluice/enforcer/config"
 	"github.com/sluice-dev/sluice/enforcer/limiter"
 	"github.com/sluice-dev/sluice/enforcer/rls/erl"
 )
@@ -23,6 +25,7 @@ type options struct {
 	redisURL                        string
 	configDir                       string
 	namespace                       string
+	failureMode                     string
 	mergeDomains, ignoreDotFiles    bool
 	shutdownTimeout                 time.Duration
 	logLevel                        slog.Level
@@ -47,6 +50,7 @@ func newFlagSet(o *options, logLevel *string) *pflag.FlagSet {
 	fs.StringVar(&o.redisURL, "redis-url", "", "Redis: redis://, rediss://, redis+sentinel:// or redis+cluster:// URL (env REDIS_URL with REDIS_TYPE, REDIS_SOCKET_TYPE, REDIS_AUTH, REDIS_TLS; default "+defaultRedisURL+")")
 	fs.StringVar(&o.configDir, "config-dir", "", "folder of envoyproxy/ratelimit configuration files (default RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/RUNTIME_APPDIRECTORY, "+erl.RuntimeDir(defaultRuntimeRoot, "", "")+")")
 	fs.StringVar(&o.namespace, "namespace", erl.DefaultNamespace, "namespace of the Redis keys: every instance sharing a Redis must use the same one")
+	fs.StringVar(&o.failureMode, "failure-mode", string(config.FailOpen), "what a domain decides while Redis does not answer, unless its file sets sluice.failureMode: Open (admit), Closed (refuse: OVER_LIMIT) or LocalFallback (limit in this process at limit / sluice.replicas) (env SLUICE_FAILURE_MODE)")
 	fs.BoolVar(&o.mergeDomains, "merge-domains", false, "let several files describe one domain (env MERGE_DOMAIN_CONFIG)")
 	fs.BoolVar(&o.ignoreDotFiles, "ignore-dot-files", false, "skip files whose name starts with '.' (env RUNTIME_IGNOREDOTFILES)")
 	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 25*time.Second, "how long calls in flight may finish after SIGTERM")
@@ -128,6 +132,10 @@ func fromEnv(fs *pflag.FlagSet, o *options, logLevel *string, env func(string) s
 			}
 		}
 	}
+	// envoyproxy/ratelimit has no failure mode: Sluice's own variable.
+	if v := env("SLUICE_FAILURE_MODE"); v != "" && !fs.Changed("failure-mode") {
+		o.failureMode = v
+	}
 	if v := env("LOG_LEVEL"); v != "" && !fs.Changed("log-level") {
 		*logLevel = strings.ToLower(v)
 	}
@@ -204,6 +212,8 @@ func (o *options) validate(logLevel string) error {
 		return fmt.Errorf("--namespace %q must be non-empty without '{', '}' or '/'", o.namespace)
 	case o.shutdownTimeout < 0:
 		return errors.New("--shutdown-timeout must not be negative")
+	case !slices.Contains(config.FailureModes, config.FailureMode(o.failureMode)):
+		return fmt.Errorf("--failure-mode %q is not one of %s", o.failureMode, strings.ReplaceAll(strings.Trim(fmt.Sprint(config.FailureModes), "[]"), " ", ", "))
 	}
 	// Parse the URL now (no connection is made), so a typo is a command
 	// line error.

@@ -74,6 +74,24 @@ func TestFlagsWinOverTheEnvironment(t *testing.T) {
 	g.Expect(o.configDir).To(Equal("/etc/rl"))
 }
 
+func TestFailureModeFlag(t *testing.T) {
+	g := NewWithT(t)
+	env := map[string]string{}
+	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+	o, _, err := parseFlags(nil, lookup)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(o.failureMode).To(Equal("Open"))
+	env["SLUICE_FAILURE_MODE"] = "LocalFallback"
+	o, _, err = parseFlags(nil, lookup)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(o.failureMode).To(Equal("LocalFallback"))
+	o, _, err = parseFlags([]string{"--failure-mode", "Closed"}, lookup)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(o.failureMode).To(Equal("Closed"), "the flag wins")
+	_, _, err = parseFlags([]string{"--failure-mode", "closed"}, lookup)
+	g.Expect(err).To(MatchError(ContainSubstring(`--failure-mode "closed" is not one of Open, Closed, LocalFallback`)))
+}
+
 // The built program, started as envoyproxy/ratelimit is: from its
 // environment, with a folder of files, behind a real gRPC client.
 func TestTheProgramServesEnvoysAPIAndReloads(t *testing.T) {

@@ -26,6 +26,9 @@ type Options struct {
 	// descriptors merged (envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG);
 	// otherwise a domain in two files is refused.
 	MergeDomains bool
+	// FailureMode decides for the domains whose file sets none
+	// (sluice.failureMode) while Redis does not answer; empty is Open.
+	FailureMode config.FailureMode
 }
 
 // Compile turns files into one configuration, a policy per domain in the
@@ -58,7 +61,7 @@ func Compile(files []*File, o Options) (*config.Config, error) {
 		p := &c.Policies[i]
 		if !seen || (f.Settings != (DomainSettings{}) && settingsFrom[f.Domain] == nil) {
 			rules := p.Rules
-			*p = newPolicy(f)
+			*p = newPolicy(f, o)
 			p.Rules = rules
 		}
 		if f.Settings != (DomainSettings{}) {
@@ -77,7 +80,7 @@ func Compile(files []*File, o Options) (*config.Config, error) {
 	return c, nil
 }
 
-func newPolicy(f *File) config.Policy {
+func newPolicy(f *File, o Options) config.Policy {
 	s := f.Settings
 	p := config.Policy{
 		Name:            escape(f.Domain),
@@ -90,6 +93,9 @@ func newPolicy(f *File) config.Policy {
 		ResponseHeaders: config.HeadersNone,
 		// The same for every instance, so that they share buckets.
 		Salt: "erl:" + f.Domain,
+	}
+	if o.FailureMode != "" {
+		p.FailureMode = o.FailureMode
 	}
 	if s.FailureMode != "" {
 		p.FailureMode = s.FailureMode
