@@ -96,11 +96,7 @@ func TestFailureModeFlag(t *testing.T) {
 // environment, with a folder of files, behind a real gRPC client.
 func TestTheProgramServesEnvoysAPIAndReloads(t *testing.T) {
 	g := NewWithT(t)
-	bin := filepath.Join(t.TempDir(), "sluice-ratelimit")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := programBinary(t)
 	srv := redistest.Start(t)
 	root := t.TempDir()
 	dir := filepath.Join(root, "ratelimit", "config")
