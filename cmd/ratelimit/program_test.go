@@ -67,7 +67,8 @@ type program struct {
 
 // startProgram runs the built program on the files of configDir with the
 // Redis of redisURL and extra flags, until the test ends; it returns once
-// the program is SERVING.
+// the program is SERVING. Redis has a second to answer, so that a loaded
+// machine does not hand decisions to the failure mode.
 func startProgram(t *testing.T, configDir, redisURL string, flags ...string) *program {
 	t.Helper()
 	g := NewWithT(t)
@@ -75,7 +76,7 @@ func startProgram(t *testing.T, configDir, redisURL string, flags ...string) *pr
 	g.Expect(err).NotTo(HaveOccurred())
 	p := &program{grpcAddr: fmt.Sprintf("127.0.0.1:%d", ports[0]), adminAddr: fmt.Sprintf("127.0.0.1:%d", ports[1]), logs: &syncBuffer{}}
 	args := append([]string{"--config-dir", configDir, "--redis-url", redisURL, "--listen", p.grpcAddr,
-		"--admin-listen", p.adminAddr, "--http-listen", ""}, flags...)
+		"--admin-listen", p.adminAddr, "--http-listen", "", "--redis-timeout", "1s"}, flags...)
 	cmd := exec.Command(programBinary(t), args...)
 	cmd.Stderr = p.logs
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}

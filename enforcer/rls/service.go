@@ -33,7 +33,8 @@ type Service struct {
 }
 
 // NewService answers from the table Apply puts in service; until then,
-// every descriptor is admitted. metrics may be nil.
+// every descriptor is admitted. metrics may be nil; a Metrics counts for
+// one Service, which registers its guard's counters with it.
 func NewService(guard *limiter.Guard, redis *limiter.Redis, metrics *Metrics) *Service {
 	s := &Service{guard: guard, redis: redis, metrics: metrics}
 	metrics.watch(s)

@@ -14,9 +14,9 @@ import (
 // a Redis must use the same one.
 const DefaultNamespace = "ratelimit"
 
-// defaultTimeout is a domain's Redis budget per call when its file sets
-// none.
-const defaultTimeout = 50 * time.Millisecond
+// DefaultTimeout is a domain's Redis budget per call when neither its file
+// nor Options sets one.
+const DefaultTimeout = 50 * time.Millisecond
 
 // Options say how files compile.
 type Options struct {
@@ -29,6 +29,9 @@ type Options struct {
 	// FailureMode decides for the domains whose file sets none
 	// (sluice.failureMode) while Redis does not answer; empty is Open.
 	FailureMode config.FailureMode
+	// Timeout is the Redis budget per call of the domains whose file sets
+	// none (sluice.timeout); zero is DefaultTimeout.
+	Timeout time.Duration
 }
 
 // Compile turns files into one configuration, a policy per domain in the
@@ -89,7 +92,7 @@ func newPolicy(f *File, o Options) config.Policy {
 		Replicas:        max(1, s.Replicas),
 		Mode:            config.ModeEnforce,
 		FailureMode:     config.FailOpen,
-		Timeout:         config.Duration{Duration: defaultTimeout},
+		Timeout:         config.Duration{Duration: DefaultTimeout},
 		ResponseHeaders: config.HeadersNone,
 		// The same for every instance, so that they share buckets.
 		Salt: "erl:" + f.Domain,
@@ -99,6 +102,9 @@ func newPolicy(f *File, o Options) config.Policy {
 	}
 	if s.FailureMode != "" {
 		p.FailureMode = s.FailureMode
+	}
+	if o.Timeout != 0 {
+		p.Timeout.Duration = o.Timeout
 	}
 	if s.Timeout != 0 {
 		p.Timeout.Duration = s.Timeout
