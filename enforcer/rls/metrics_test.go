@@ -15,7 +15,10 @@ import (
 func TestMetricsCountHitsAsEnvoyRatelimitDoes(t *testing.T) {
 	g := NewWithT(t)
 	domain := domainFor(t)
+	// Redis has a second, so that a loaded machine decides nothing by the
+	// failure mode.
 	in := serve(t, "domain: "+domain+`
+sluice: {timeout: 1s}
 descriptors:
   - {key: user, rate_limit: {unit: hour, requests_per_unit: 10, sluice: {leasing: "Off"}}}
   - key: tenant
@@ -76,7 +79,7 @@ sluice_ratelimit_redis_calls_total{domain="`+domain+`"} 8
 func TestMetricsCountLocalDecisions(t *testing.T) {
 	g := NewWithT(t)
 	domain := domainFor(t)
-	in := serve(t, "domain: "+domain+"\ndescriptors: [{key: user, rate_limit: {unit: hour, requests_per_unit: 2}}]")
+	in := serve(t, "domain: "+domain+"\nsluice: {timeout: 1s}\ndescriptors: [{key: user, rate_limit: {unit: hour, requests_per_unit: 2}}]")
 	for i := range 5 {
 		want := ok
 		if i >= 2 {
