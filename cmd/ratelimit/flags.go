@@ -7,12 +7,14 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
 
+	"github.com/sluice-dev/sluice/enforcer/config"
 	"github.com/sluice-dev/sluice/enforcer/limiter"
 	"github.com/sluice-dev/sluice/enforcer/rls/erl"
 )
@@ -24,6 +26,8 @@ type options struct {
 	redisURL                        string
 	configDir                       string
 	namespace                       string
+	failureMode                     string
+	redisTimeout                    time.Duration
 	mergeDomains, ignoreDotFiles    bool
 	tls                             tlsOptions
 	shutdownTimeout                 time.Duration
@@ -54,6 +58,8 @@ func newFlagSet(o *options, logLevel *string) *pflag.FlagSet {
 	fs.StringVar(&o.redisURL, "redis-url", "", "Redis: redis://, rediss://, redis+sentinel:// or redis+cluster:// URL (env REDIS_URL with REDIS_TYPE, REDIS_SOCKET_TYPE, REDIS_AUTH, REDIS_TLS; default "+defaultRedisURL+")")
 	fs.StringVar(&o.configDir, "config-dir", "", "folder of envoyproxy/ratelimit configuration files (default RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/RUNTIME_APPDIRECTORY, "+erl.RuntimeDir(defaultRuntimeRoot, "", "")+")")
 	fs.StringVar(&o.namespace, "namespace", erl.DefaultNamespace, "namespace of the Redis keys: every instance sharing a Redis must use the same one")
+	fs.StringVar(&o.failureMode, "failure-mode", string(config.FailOpen), "what a domain decides while Redis does not answer, unless its file sets sluice.failureMode: Open (admit), Closed (refuse: OVER_LIMIT) or LocalFallback (limit in this process at limit / sluice.replicas) (env SLUICE_FAILURE_MODE)")
+	fs.DurationVar(&o.redisTimeout, "redis-timeout", erl.DefaultTimeout, "how long a call waits for Redis before the failure mode decides, 1ms to 1s, unless the domain's file sets sluice.timeout (env SLUICE_REDIS_TIMEOUT)")
 	fs.BoolVar(&o.mergeDomains, "merge-domains", false, "let several files describe one domain (env MERGE_DOMAIN_CONFIG)")
 	fs.BoolVar(&o.ignoreDotFiles, "ignore-dot-files", false, "skip files whose name starts with '.' (env RUNTIME_IGNOREDOTFILES)")
 	addHeaderFlags(fs, &o.headers)
@@ -141,6 +147,16 @@ func fromEnv(fs *pflag.FlagSet, o *options, logLevel *string, env func(string) s
 	}
 	if err := tlsFromEnv(fs, env); err != nil {
 		return err
+	}
+	// envoyproxy/ratelimit has no failure mode, and its REDIS_TIMEOUT
+	// bounds connections, not decisions: Sluice's own variables.
+	if v := env("SLUICE_FAILURE_MODE"); v != "" && !fs.Changed("failure-mode") {
+		o.failureMode = v
+	}
+	if v := env("SLUICE_REDIS_TIMEOUT"); v != "" && !fs.Changed("redis-timeout") {
+		if err := fs.Set("redis-timeout", v); err != nil {
+			return fmt.Errorf("SLUICE_REDIS_TIMEOUT=%q: %w", v, err)
+		}
 	}
 	if v := env("LOG_LEVEL"); v != "" && !fs.Changed("log-level") {
 		*logLevel = strings.ToLower(v)
@@ -246,6 +262,10 @@ func (o *options) validate(logLevel string) error {
 		return fmt.Errorf("--namespace %q must be non-empty without '{', '}' or '/'", o.namespace)
 	case o.shutdownTimeout < 0:
 		return errors.New("--shutdown-timeout must not be negative")
+	case o.redisTimeout < time.Millisecond || o.redisTimeout > time.Second:
+		return fmt.Errorf("--redis-timeout %s must be between 1ms and 1s", o.redisTimeout)
+	case !slices.Contains(config.FailureModes, config.FailureMode(o.failureMode)):
+		return fmt.Errorf("--failure-mode %q is not one of %s", o.failureMode, strings.ReplaceAll(strings.Trim(fmt.Sprint(config.FailureModes), "[]"), " ", ", "))
 	}
 	if err := o.headers.validate(); err != nil {
 		return err

@@ -74,15 +74,47 @@ func TestFlagsWinOverTheEnvironment(t *testing.T) {
 	g.Expect(o.configDir).To(Equal("/etc/rl"))
 }
 
+func TestFailureModeFlag(t *testing.T) {
+	g := NewWithT(t)
+	env := map[string]string{}
+	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+	o, _, err := parseFlags(nil, lookup)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(o.failureMode).To(Equal("Open"))
+	env["SLUICE_FAILURE_MODE"] = "LocalFallback"
+	o, _, err = parseFlags(nil, lookup)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(o.failureMode).To(Equal("LocalFallback"))
+	o, _, err = parseFlags([]string{"--failure-mode", "Closed"}, lookup)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(o.failureMode).To(Equal("Closed"), "the flag wins")
+	_, _, err = parseFlags([]string{"--failure-mode", "closed"}, lookup)
+	g.Expect(err).To(MatchError(ContainSubstring(`--failure-mode "closed" is not one of Open, Closed, LocalFallback`)))
+}
+
+func TestRedisTimeoutFlag(t *testing.T) {
+	g := NewWithT(t)
+	env := map[string]string{}
+	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+	o, _, err := parseFlags(nil, lookup)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(o.redisTimeout).To(Equal(50 * time.Millisecond))
+	env["SLUICE_REDIS_TIMEOUT"] = "200ms"
+	o, _, err = parseFlags(nil, lookup)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(o.redisTimeout).To(Equal(200 * time.Millisecond))
+	o, _, err = parseFlags([]string{"--redis-timeout", "1s"}, lookup)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(o.redisTimeout).To(Equal(time.Second), "the flag wins")
+	_, _, err = parseFlags([]string{"--redis-timeout", "10s"}, lookup)
+	g.Expect(err).To(MatchError(ContainSubstring("--redis-timeout 10s must be between 1ms and 1s")))
+}
+
 // The built program, started as envoyproxy/ratelimit is: from its
 // environment, with a folder of files, behind a real gRPC client.
 func TestTheProgramServesEnvoysAPIAndReloads(t *testing.T) {
 	g := NewWithT(t)
-	bin := filepath.Join(t.TempDir(), "sluice-ratelimit")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := programBinary(t)
 	srv := redistest.Start(t)
 	root := t.TempDir()
 	dir := filepath.Join(root, "ratelimit", "config")
@@ -99,7 +131,8 @@ func TestTheProgramServesEnvoysAPIAndReloads(t *testing.T) {
 	cmd := exec.Command(bin)
 	cmd.Env = append(os.Environ(), "REDIS_SOCKET_TYPE=tcp", "REDIS_URL="+srv.Addr(), "RUNTIME_ROOT="+root,
 		"RUNTIME_SUBDIRECTORY=ratelimit", "GRPC_HOST=127.0.0.1", "HOST=127.0.0.1", "DEBUG_HOST=127.0.0.1",
-		"GRPC_PORT="+strconv.Itoa(ports[0]), "PORT="+strconv.Itoa(ports[1]), "DEBUG_PORT="+strconv.Itoa(ports[2]))
+		"GRPC_PORT="+strconv.Itoa(ports[0]), "PORT="+strconv.Itoa(ports[1]), "DEBUG_PORT="+strconv.Itoa(ports[2]),
+		"SLUICE_REDIS_TIMEOUT=1s") // a loaded machine must not hand decisions to the failure mode
 	var logs syncBuffer
 	cmd.Stderr = &logs
 	g.Expect(cmd.Start()).To(Succeed())

@@ -78,7 +78,7 @@ func newService(o *options, log *slog.Logger) (*service, error) {
 	s.guard = limiter.NewGuard(s.redis)
 	s.rls = rls.NewService(s.guard, s.redis, rls.NewMetrics(s.registry))
 	s.rls.SetResponseHeaders(o.headers.parsed)
-	loadOpts := erl.LoadOptions{Options: erl.Options{Namespace: o.namespace, MergeDomains: o.mergeDomains}, IgnoreDotFiles: o.ignoreDotFiles}
+	loadOpts := erl.LoadOptions{Options: erl.Options{Namespace: o.namespace, MergeDomains: o.mergeDomains, FailureMode: config.FailureMode(o.failureMode), Timeout: o.redisTimeout}, IgnoreDotFiles: o.ignoreDotFiles}
 	source := &reload.Source{
 		Load: func() (*config.Config, error) { return erl.LoadDir(o.configDir, loadOpts) },
 		Dirs: []string{o.configDir},

@@ -57,7 +57,7 @@ func (a *authority) issue(t *testing.T, serial int64, usage x509.ExtKeyUsage, na
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder})
 }
 
-func writeFile(t *testing.T, path string, data []byte) string {
+func writePEM(t *testing.T, path string, data []byte) string {
 	NewWithT(t).Expect(os.WriteFile(path, data, 0o600)).To(Succeed())
 	return path
 }
@@ -71,9 +71,9 @@ func TestTLSWithClientCertificates(t *testing.T) {
 	serverCA, clientCA := newAuthority(t), newAuthority(t)
 	cert, key := serverCA.issue(t, 2, x509.ExtKeyUsageServerAuth, "ratelimit.sluice-system.svc")
 	o := tlsOptions{
-		certFile:     writeFile(t, filepath.Join(dir, "tls.crt"), cert),
-		keyFile:      writeFile(t, filepath.Join(dir, "tls.key"), key),
-		clientCAFile: writeFile(t, filepath.Join(dir, "ca.crt"), clientCA.pem),
+		certFile:     writePEM(t, filepath.Join(dir, "tls.crt"), cert),
+		keyFile:      writePEM(t, filepath.Join(dir, "tls.key"), key),
+		clientCAFile: writePEM(t, filepath.Join(dir, "ca.crt"), clientCA.pem),
 		clientSAN:    "istio-ingressgateway",
 	}
 	g.Expect(o.validate()).To(Succeed())
@@ -120,15 +120,15 @@ func TestTLSCertificateIsReRead(t *testing.T) {
 	dir := t.TempDir()
 	ca := newAuthority(t)
 	cert, key := ca.issue(t, 2, x509.ExtKeyUsageServerAuth, "old")
-	kp := &keyPair{certFile: writeFile(t, filepath.Join(dir, "tls.crt"), cert), keyFile: writeFile(t, filepath.Join(dir, "tls.key"), key)}
+	kp := &keyPair{certFile: writePEM(t, filepath.Join(dir, "tls.crt"), cert), keyFile: writePEM(t, filepath.Join(dir, "tls.key"), key)}
 	now := time.Now()
 	first, err := kp.load(now)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(first.Leaf.DNSNames).To(ConsistOf("old"))
 
 	cert, key = ca.issue(t, 3, x509.ExtKeyUsageServerAuth, "new")
-	writeFile(t, kp.certFile, cert)
-	writeFile(t, kp.keyFile, key)
+	writePEM(t, kp.certFile, cert)
+	writePEM(t, kp.keyFile, key)
 	later := time.Now().Add(time.Second)
 	g.Expect(os.Chtimes(kp.certFile, later, later)).To(Succeed())
 	g.Expect(os.Chtimes(kp.keyFile, later, later)).To(Succeed())
@@ -138,7 +138,7 @@ func TestTLSCertificateIsReRead(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(renewed.Leaf.DNSNames).To(ConsistOf("new"))
 
-	writeFile(t, kp.keyFile, []byte("not a key"))
+	writePEM(t, kp.keyFile, []byte("not a key"))
 	evenLater := later.Add(time.Second)
 	g.Expect(os.Chtimes(kp.keyFile, evenLater, evenLater)).To(Succeed())
 	kept, err := kp.load(now.Add(3 * keyRecheck))

@@ -1,8 +1,13 @@
 package rls
 
 import (
+	"sync"
+	"sync/atomic"
+
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluice-dev/sluice/enforcer/limiter"
 )
 
 // The outcomes of one descriptor, the outcome label of
@@ -18,17 +23,38 @@ const (
 	outcomeNoRule          = "no_rule"
 )
 
+// nearLimitPercent is the share of a limit past which admitted hits are
+// near the limit: envoyproxy/ratelimit's NEAR_LIMIT_RATIO default (0.8).
+const nearLimitPercent = 80
+
 // Metrics are the service's counters. Labels hold only configured
-// domains and rule names: a domain no policy has is counted as "".
+// domains, rule names and descriptor keys of the configuration: a domain
+// no policy has is counted as "", and a request's values are never a
+// label.
 type Metrics struct {
 	calls       *prometheus.CounterVec
 	descriptors *prometheus.CounterVec
 	degradedN   prometheus.Counter
 	refunds     prometheus.Counter
+
+	// The per-key statistics of envoyproxy/ratelimit
+	// (ratelimit.service.rate_limit.DOMAIN.KEY.*), counted in hits as it
+	// counts them, by domain and key: the descriptor path of the
+	// configuration ("tenant_acme.plan"), which is the rule's name.
+	totalHits, overLimit, nearLimit, withinLimit, shadowMode *prometheus.CounterVec
+
+	reg prometheus.Registerer
+	// peeks are the Redis calls of hits_addend 0 checks, by domain: they
+	// read Redis without the guard, which counts the others.
+	peeks sync.Map // domain name -> *atomic.Int64
 }
 
-// NewMetrics registers the service's counters with reg.
+// NewMetrics registers the service's counters with reg; NewService adds
+// the Redis calls and local decisions of its guard.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
+	byKey := func(name, help string) *prometheus.CounterVec {
+		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, []string{"domain", "key"})
+	}
 	m := &Metrics{
 		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_ratelimit_calls_total",
@@ -46,8 +72,20 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "sluice_ratelimit_refund_errors_total",
 			Help: "Refused calls whose admitted descriptors could not be given back to Redis.",
 		}),
+		totalHits: byKey("sluice_ratelimit_total_hits_total",
+			"Hits asked of a limit (envoyproxy/ratelimit's total_hits), by domain and descriptor key of the configuration; unlimited, replaced and unmatched descriptors are not counted."),
+		overLimit: byKey("sluice_ratelimit_over_limit_total",
+			"Hits refused by a limit (envoyproxy/ratelimit's over_limit), shadow_mode refusals included, by domain and descriptor key."),
+		nearLimit: byKey("sluice_ratelimit_near_limit_total",
+			"Admitted hits past 80% of their limit (envoyproxy/ratelimit's near_limit, NEAR_LIMIT_RATIO 0.8), by domain and descriptor key."),
+		withinLimit: byKey("sluice_ratelimit_within_limit_total",
+			"Hits admitted by a limit (envoyproxy/ratelimit's within_limit), by domain and descriptor key."),
+		shadowMode: byKey("sluice_ratelimit_shadow_mode_total",
+			"Hits a shadow_mode limit (or a DryRun domain) would have refused and answered OK (envoyproxy/ratelimit's shadow_mode), by domain and descriptor key."),
+		reg: reg,
 	}
-	reg.MustRegister(m.calls, m.descriptors, m.degradedN, m.refunds)
+	reg.MustRegister(m.calls, m.descriptors, m.degradedN, m.refunds,
+		m.totalHits, m.overLimit, m.nearLimit, m.withinLimit, m.shadowMode)
 	return m
 }
 
@@ -70,6 +108,32 @@ func (m *Metrics) descriptor(domain string, r *Rule, outcome string) {
 	m.descriptors.WithLabelValues(domain, rule, outcome).Inc()
 }
 
+// hits counts what a limited descriptor asked, hits of them (0 for a
+// check that counts nothing), as envoyproxy/ratelimit's per-key
+// statistics do. d is the descriptor's own decision, before a refused
+// call gives its hits back: they were within their limit. A refused
+// descriptor counts nothing in Redis, so all its hits are over the limit.
+func (m *Metrics) hits(r *Rule, d limiter.Decision, hits int64, shadow bool) {
+	if m == nil {
+		return
+	}
+	domain, key := r.domain.name, r.Name
+	n := float64(hits)
+	m.totalHits.WithLabelValues(domain, key).Add(n)
+	if !d.Allowed {
+		m.overLimit.WithLabelValues(domain, key).Add(n)
+		if shadow {
+			m.shadowMode.WithLabelValues(domain, key).Add(n)
+		}
+		return
+	}
+	m.withinLimit.WithLabelValues(domain, key).Add(n)
+	used := d.Limit - d.Remaining
+	if near := used - max(d.Limit*nearLimitPercent/100, used-hits); near > 0 {
+		m.nearLimit.WithLabelValues(domain, key).Add(float64(near))
+	}
+}
+
 func (m *Metrics) degraded() {
 	if m != nil {
 		m.degradedN.Inc()
@@ -79,5 +143,65 @@ func (m *Metrics) degraded() {
 func (m *Metrics) refundFailed() {
 	if m != nil {
 		m.refunds.Inc()
+	}
+}
+
+func (m *Metrics) peeked(domain string) {
+	if m == nil {
+		return
+	}
+	n, _ := m.peeks.LoadOrStore(domain, new(atomic.Int64))
+	n.(*atomic.Int64).Add(1)
+}
+
+func (m *Metrics) peekCount(domain string) int64 {
+	if n, ok := m.peeks.Load(domain); ok {
+		return n.(*atomic.Int64).Load()
+	}
+	return 0
+}
+
+// The guard's counters, read at each scrape for the domains in service.
+var (
+	redisCalls = prometheus.NewDesc("sluice_ratelimit_redis_calls_total",
+		"Redis script calls by domain: decisions, leases, lease returns and refunds. Divided by the domain's sluice_ratelimit_descriptors_total, the Redis calls per decision.",
+		[]string{"domain"}, nil)
+	localDecisions = prometheus.NewDesc("sluice_ratelimit_local_decisions_total",
+		"Descriptors decided without a Redis call, by domain: admitted from a lease, or refused by the denial cache until the time Redis gave.",
+		[]string{"domain", "decision"}, nil)
+)
+
+// watch registers the counters of s's guard.
+func (m *Metrics) watch(s *Service) {
+	if m != nil {
+		m.reg.MustRegister(guardCollector{s})
+	}
+}
+
+type guardCollector struct{ s *Service }
+
+func (c guardCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- redisCalls
+	ch <- localDecisions
+}
+
+func (c guardCollector) Collect(ch chan<- prometheus.Metric) {
+	t := c.s.table.Load()
+	if t == nil {
+		return
+	}
+	counter := func(d *prometheus.Desc, v int64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
+	}
+	for name, d := range t.domains {
+		calls := c.s.metrics.peekCount(name)
+		var admits, refusals int64
+		if lc := c.s.guard.LeaseCounts(d.policy); lc != nil {
+			calls += lc.RedisCalls.Load()
+			admits, refusals = lc.LeaseAdmits.Load(), lc.CachedRefusals.Load()
+		}
+		counter(redisCalls, calls, name)
+		counter(localDecisions, admits, name, "admitted")
+		counter(localDecisions, refusals, name, "refused")
 	}
 }

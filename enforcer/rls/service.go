@@ -34,9 +34,12 @@ type Service struct {
 }
 
 // NewService answers from the table Apply puts in service; until then,
-// every descriptor is admitted. metrics may be nil.
+// every descriptor is admitted. metrics may be nil; a Metrics counts for
+// one Service, which registers its guard's counters with it.
 func NewService(guard *limiter.Guard, redis *limiter.Redis, metrics *Metrics) *Service {
-	return &Service{guard: guard, redis: redis, metrics: metrics}
+	s := &Service{guard: guard, redis: redis, metrics: metrics}
+	metrics.watch(s)
+	return s
 }
 
 // Apply compiles cfg and puts it in service; calls in flight finish with
@@ -138,7 +141,7 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *ratelimitv3.RateLimi
 	if len(checks) > 0 {
 		outs = s.guard.AllowAll(ctx, checks, nil)
 	}
-	peeked := s.peek(ctx, peeks)
+	peeked := s.peek(ctx, req.Domain, peeks)
 	for _, o := range outs {
 		if o.Err != nil && !o.Decision.Degraded {
 			// a request the limiter could not take: a bug, never a client's
@@ -176,6 +179,8 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *ratelimitv3.RateLimi
 			continue
 		}
 		d, cost := decisionOf(c)
+		shadow := c.rule.Shadow || c.rule.domain.dryRun
+		s.metrics.hits(c.rule, d, cost, shadow) // as decided, before a refund
 		if refunded && d.Allowed && !d.Degraded {
 			d.Remaining += cost
 		}
@@ -186,7 +191,7 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *ratelimitv3.RateLimi
 			outcome, st.Code = outcomeGivenBack, ratelimitv3.RateLimitResponse_OK
 		case !d.Allowed:
 			outcome = outcomeOverLimit
-			if c.rule.Shadow || c.rule.domain.dryRun {
+			if shadow {
 				outcome = outcomeShadowOverLimit
 				st.Code = ratelimitv3.RateLimitResponse_OK
 			}
@@ -217,8 +222,8 @@ func hitsOf(req *ratelimitv3.RateLimitRequest, desc *ratelimitv3common.RateLimit
 // peek decides reqs as one more request would be, counting nothing: a
 // descriptor whose hits_addend is 0 is refused when its bucket has no room
 // left. When Redis fails, the policy's failure mode answers: Closed
-// refuses, the others admit.
-func (s *Service) peek(ctx context.Context, reqs []limiter.Request) []limiter.Decision {
+// refuses, the others admit. domain is the call's, which has a policy.
+func (s *Service) peek(ctx context.Context, domain string, reqs []limiter.Request) []limiter.Decision {
 	out := make([]limiter.Decision, len(reqs))
 	for i, r := range reqs {
 		timeout := r.Failure.Timeout
@@ -226,6 +231,7 @@ func (s *Service) peek(ctx context.Context, reqs []limiter.Request) []limiter.De
 			timeout = limiter.DefaultTimeout
 		}
 		pctx, cancel := context.WithTimeout(ctx, timeout)
+		s.metrics.peeked(domain)
 		d, err := s.redis.Peek(pctx, r)
 		cancel()
 		if err != nil {

@@ -30,7 +30,10 @@ type Table struct {
 }
 
 type domain struct {
-	name   string
+	name string
+	// policy is the domain's policy, which names its buckets and the
+	// guard's counters.
+	policy string
 	dryRun bool
 	root   node
 	// bucket (its Rule and Tenant unset), salt and failure are the
@@ -92,7 +95,7 @@ func NewTable(cfg *config.Config) (*Table, error) {
 			continue
 		}
 		failure := limiter.FailurePolicy{Mode: p.FailureMode, Timeout: p.Timeout.Duration, Replicas: max(1, int(p.Replicas))}
-		d := &domain{name: p.Domain, dryRun: p.Mode == config.ModeDryRun, salt: p.Salt, failure: failure,
+		d := &domain{name: p.Domain, policy: p.Name, dryRun: p.Mode == config.ModeDryRun, salt: p.Salt, failure: failure,
 			bucket: limiter.Bucket{Namespace: cfg.Namespace, Policy: p.Name}}
 		for j := range p.Rules {
 			r, err := compileRule(cfg.Namespace, p, &p.Rules[j], failure)

@@ -14,9 +14,9 @@ import (
 // a Redis must use the same one.
 const DefaultNamespace = "ratelimit"
 
-// defaultTimeout is a domain's Redis budget per call when its file sets
-// none.
-const defaultTimeout = 50 * time.Millisecond
+// DefaultTimeout is a domain's Redis budget per call when neither its file
+// nor Options sets one.
+const DefaultTimeout = 50 * time.Millisecond
 
 // Options say how files compile.
 type Options struct {
@@ -26,6 +26,12 @@ type Options struct {
 	// descriptors merged (envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG);
 	// otherwise a domain in two files is refused.
 	MergeDomains bool
+	// FailureMode decides for the domains whose file sets none
+	// (sluice.failureMode) while Redis does not answer; empty is Open.
+	FailureMode config.FailureMode
+	// Timeout is the Redis budget per call of the domains whose file sets
+	// none (sluice.timeout); zero is DefaultTimeout.
+	Timeout time.Duration
 }
 
 // Compile turns files into one configuration, a policy per domain in the
@@ -58,7 +64,7 @@ func Compile(files []*File, o Options) (*config.Config, error) {
 		p := &c.Policies[i]
 		if !seen || (f.Settings != (DomainSettings{}) && settingsFrom[f.Domain] == nil) {
 			rules := p.Rules
-			*p = newPolicy(f)
+			*p = newPolicy(f, o)
 			p.Rules = rules
 		}
 		if f.Settings != (DomainSettings{}) {
@@ -77,7 +83,7 @@ func Compile(files []*File, o Options) (*config.Config, error) {
 	return c, nil
 }
 
-func newPolicy(f *File) config.Policy {
+func newPolicy(f *File, o Options) config.Policy {
 	s := f.Settings
 	p := config.Policy{
 		Name:            escape(f.Domain),
@@ -86,13 +92,19 @@ func newPolicy(f *File) config.Policy {
 		Replicas:        max(1, s.Replicas),
 		Mode:            config.ModeEnforce,
 		FailureMode:     config.FailOpen,
-		Timeout:         config.Duration{Duration: defaultTimeout},
+		Timeout:         config.Duration{Duration: DefaultTimeout},
 		ResponseHeaders: config.HeadersNone,
 		// The same for every instance, so that they share buckets.
 		Salt: "erl:" + f.Domain,
 	}
+	if o.FailureMode != "" {
+		p.FailureMode = o.FailureMode
+	}
 	if s.FailureMode != "" {
 		p.FailureMode = s.FailureMode
+	}
+	if o.Timeout != 0 {
+		p.Timeout.Duration = o.Timeout
 	}
 	if s.Timeout != 0 {
 		p.Timeout.Duration = s.Timeout

@@ -86,6 +86,24 @@ func TestCompileFollowsTheFile(t *testing.T) {
 	g.Expect(quiet.Exempt).To(BeTrue(), "a node with no limit at or below it still ends the walk that reaches it")
 }
 
+func TestTheServicesFailureModeAndTimeoutAreTheDefaults(t *testing.T) {
+	g := NewWithT(t)
+	plain, err := Parse("plain.yaml", []byte("domain: plain\ndescriptors: [{key: k, rate_limit: {unit: second, requests_per_unit: 3}}]"))
+	g.Expect(err).NotTo(HaveOccurred())
+	own, err := Parse("shop.yaml", []byte(shop))
+	g.Expect(err).NotTo(HaveOccurred())
+	c, err := Compile([]*File{plain}, Options{})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(c.Policies[0].FailureMode).To(Equal(config.FailOpen), "without either, Open")
+	g.Expect(c.Policies[0].Timeout.Duration).To(Equal(DefaultTimeout))
+	c, err = Compile([]*File{plain, own}, Options{FailureMode: config.FailLocal, Timeout: time.Second})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(c.Policies[0].FailureMode).To(Equal(config.FailLocal), "the service's default")
+	g.Expect(c.Policies[0].Timeout.Duration).To(Equal(time.Second))
+	g.Expect(c.Policies[1].FailureMode).To(Equal(config.FailClosed), "a file's own setting wins")
+	g.Expect(c.Policies[1].Timeout.Duration).To(Equal(20*time.Millisecond), "a file's own setting wins")
+}
+
 func TestUnitsAreEnvoyRatelimits(t *testing.T) {
 	g := NewWithT(t)
 	for unit, want := range map[string]time.Duration{
