@@ -81,20 +81,23 @@ type IdentitySource struct {
 	// together.
 	// +optional
 	Shared *SharedSource `json:"shared,omitempty"`
-	// Descriptor takes the tenant from an entry of the descriptor a rule
-	// of a rateLimitService policy matched, such as user_id: the entry's
-	// value names the tenant, as overrides name it. rateLimitService
-	// policies only.
+	// Descriptor takes the tenant from the descriptor a rule of a
+	// rateLimitService policy matched: the value of its entry key, such as
+	// user_id, which overrides name; or, without key, all its entries, each
+	// distinct set of values counting apart (the default of these
+	// policies). rateLimitService policies only.
 	// +optional
 	Descriptor *DescriptorSource `json:"descriptor,omitempty"`
 }
 
-// DescriptorSource reads an entry of the descriptor Envoy sent.
+// DescriptorSource reads the descriptor Envoy sent.
 type DescriptorSource struct {
-	// Key of the entry, such as user_id.
+	// Key of the entry to read, such as user_id. Omitted, all the entries
+	// are read.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
-	Key string `json:"key"`
+	// +optional
+	Key string `json:"key,omitempty"`
 }
 
 // HeaderSource reads a request header.
@@ -169,6 +172,7 @@ type Tiers struct {
 
 // TierSource is where a request's tier is read. Set exactly one member.
 // +kubebuilder:validation:XValidation:rule="(has(self.header) ? 1 : 0) + (has(self.jwtClaim) ? 1 : 0) + (has(self.descriptor) ? 1 : 0) == 1",message="a tier source sets exactly one of header, jwtClaim or descriptor"
+// +kubebuilder:validation:XValidation:rule="!has(self.descriptor) || has(self.descriptor.key)",message="a tier is the value of one descriptor entry: set descriptor.key to the key of the entry that holds the tier, such as plan"
 type TierSource struct {
 	// Header takes the tier from a request header.
 	// +optional
@@ -178,8 +182,8 @@ type TierSource struct {
 	// verified).
 	// +optional
 	JWTClaim *JWTClaimSource `json:"jwtClaim,omitempty"`
-	// Descriptor takes the tier from an entry of the descriptor a rule of
-	// a rateLimitService policy matched. rateLimitService policies only,
+	// Descriptor takes the tier from the entry key of the descriptor a rule
+	// of a rateLimitService policy matched. rateLimitService policies only,
 	// and their only tier source.
 	// +optional
 	Descriptor *DescriptorSource `json:"descriptor,omitempty"`
