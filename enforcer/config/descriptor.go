@@ -127,12 +127,17 @@ func (r *Rule) validateDescriptor(path string, add addFunc) {
 	}
 	named := false
 	for i, s := range id.Sources {
+		at := fmt.Sprintf("%s.identity.sources[%d]", path, i)
 		switch s.Kind() {
 		case SourceDescriptor:
+			// The descriptors a rule decides have the keys of its path, no other.
+			if key := s.Descriptor.Key; key != "" && !slices.ContainsFunc(m.Descriptor, func(e DescriptorEntry) bool { return e.Key == key }) {
+				add(at+".descriptor.key", "%q is no key of the rule's descriptor path, so it never names a tenant: add an entry with that key to the path, or give the rule an identity of its own", key)
+			}
 			named = named || s.Descriptor.Key != ""
 		case SourceShared:
 		default:
-			add(fmt.Sprintf("%s.identity.sources[%d]", path, i), "a rule of a policy with a domain is named by descriptor or shared sources")
+			add(at, "a rule of a policy with a domain is named by descriptor or shared sources")
 		}
 	}
 	if len(r.Overrides) > 0 && !named {

@@ -62,6 +62,9 @@ func TestDomainPoliciesAreValidated(t *testing.T) {
 		"overrides without a named tenant": {func(c *Config) {
 			c.Policies[0].Rules[0].Overrides = []Override{{Tenant: "acme", Limits: []Limit{{Requests: 50, Period: Duration{time.Minute}}}}}
 		}, "rules[0](user).overrides: an override names a tenant, and no identity source of the rule names one"},
+		"identity key outside the path": {func(c *Config) {
+			c.Policies[0].Rules[0].Identity = Identity{Sources: []Source{{Descriptor: &DescriptorSource{Key: "tenant"}}}}
+		}, `rules[0](user).identity.sources[0].descriptor.key: "tenant" is no key of the rule's descriptor path`},
 		"delay": {func(c *Config) {
 			c.Policies[0].Rules[0].OnLimit = &OnLimit{Delay: &Delay{Max: Duration{time.Second}, MaxQueued: 1}}
 		}, "rules[0](user): a rule of a policy with a domain has no onLimit or adaptive"},
@@ -101,6 +104,7 @@ func TestDomainPoliciesHaveTiersOverridesAndBans(t *testing.T) {
 	p.Tiers = &Tiers{Source: Source{Descriptor: &DescriptorSource{Key: "plan"}}, Default: "free"}
 	r := &p.Rules[0]
 	r.Identity = Identity{Sources: []Source{{Descriptor: &DescriptorSource{Key: "user"}}, {Shared: &struct{}{}}}}
+	r.Match.Descriptor = append(r.Match.Descriptor, DescriptorEntry{Key: "plan"})
 	r.TierLimits = map[string][]Limit{"free": r.Limits, "gold": {{Requests: 50, Period: Duration{time.Minute}}}}
 	r.Overrides = []Override{{Tenant: "acme", Limits: []Limit{{Requests: 500, Period: Duration{time.Minute}}}}}
 	r.Ban = &Ban{Denials: 3, Within: Duration{time.Minute}, Durations: []Duration{{time.Hour}}, ForgetAfter: Duration{24 * time.Hour}}

@@ -69,8 +69,9 @@ type Rule struct {
 
 	domain *domain
 	path   []config.DescriptorEntry
-	// sources are the rule's identity, tried in order (config/descriptor.go).
-	sources []config.DescriptorSource
+	// sources are the rule's identity, descriptor and shared sources tried
+	// in order (config/descriptor.go).
+	sources []config.Source
 	salt    string
 	// tierKey is the entry that names the tier, "" without tiers.
 	tierKey string
@@ -80,12 +81,8 @@ type Rule struct {
 	overrides map[string]limiter.Rule
 }
 
-// sharedSource stands for identity source shared among a rule's sources:
-// no descriptor entry has an empty key.
-var sharedSource = config.DescriptorSource{Key: "\x00shared"}
-
-// Tenants no entry named: they start with a NUL byte, which no value
-// Envoy sends for a tenant holds in practice, and no override names.
+// The buckets of the tenants no entry names: every descriptor of a shared
+// source, and those none of the rule's sources finds a value in.
 const (
 	sharedTenant    = "shared"
 	anonymousTenant = "\x00anonymous"
@@ -124,13 +121,7 @@ func compileRule(namespace string, p *config.Policy, cr *config.Rule, failure li
 	if r.Unlimited {
 		return r, nil
 	}
-	for _, s := range cr.Identity.Sources {
-		if s.Descriptor != nil {
-			r.sources = append(r.sources, *s.Descriptor)
-		} else {
-			r.sources = append(r.sources, sharedSource)
-		}
-	}
+	r.sources = cr.Identity.Sources
 	if p.Tiers != nil {
 		r.tierKey = p.Tiers.Source.Descriptor.Key
 	}
@@ -274,17 +265,19 @@ func (r *Rule) Tenant(entries []*ratelimitv3common.RateLimitDescriptor_Entry) li
 }
 
 // tenant is the tenant of a descriptor as overrides name it ("" when no
-// entry names it) and as its bucket is hashed.
+// entry names it) and what its bucket is hashed from. An entry's value is
+// hashed with its key, after a NUL byte: it never names the bucket of
+// another key's value, of the shared source or of all the entries.
 func (r *Rule) tenant(entries []*ratelimitv3common.RateLimitDescriptor_Entry) (name, key string) {
 	for _, s := range r.sources {
-		switch s {
-		case sharedSource:
+		switch {
+		case s.Descriptor == nil:
 			return "", sharedTenant
-		case config.DescriptorSource{}:
+		case s.Descriptor.Key == "":
 			return "", r.entriesKey(entries)
 		}
-		if v := entryValue(entries, s.Key); v != "" {
-			return v, v
+		if v := entryValue(entries, s.Descriptor.Key); v != "" {
+			return v, "\x00" + strconv.Itoa(len(s.Descriptor.Key)) + ":" + s.Descriptor.Key + v
 		}
 	}
 	return "", anonymousTenant

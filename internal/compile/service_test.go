@@ -45,7 +45,7 @@ rules:
       - {tier: gold, requests: 100, period: 1m}
     ban: {after: {denials: 5, within: 1m}, durations: [10m]}
   - name: files
-    match: {descriptors: [{key: path, value: "/files/*"}]}
+    match: {descriptors: [{key: path, value: "/files/*"}, {key: user_id}]}
     limits: [{requests: 5, period: 1s}]
   - name: per-ip
     match: {descriptors: [{key: remote_address}]}
@@ -105,7 +105,7 @@ func TestServicePolicyCompilesToADomainPolicy(t *testing.T) {
 	g.Expect(checkout.Ban.Durations).To(Equal([]config.Duration{{Duration: 10 * time.Minute}}))
 
 	files := compiledRule(g, p, "files")
-	g.Expect(files.Match.Descriptor).To(Equal([]config.DescriptorEntry{{Key: "path", Value: "/files/*"}}), "a wildcard as written")
+	g.Expect(files.Match.Descriptor).To(Equal([]config.DescriptorEntry{{Key: "path", Value: "/files/*"}, {Key: "user_id"}}), "a wildcard as written")
 	g.Expect(files.Identity.Sources).To(Equal([]config.Source{{Descriptor: &config.DescriptorSource{Key: "user_id"}}}), "the policy's identity")
 
 	perIP := compiledRule(g, p, "per-ip")
@@ -235,6 +235,9 @@ func TestServicePolicyProblems(t *testing.T) {
 			{name: a, match: {descriptors: [{key: k}]}, limits: [{requests: 5, period: 1s}]},
 			{name: b, match: {descriptors: [{key: k}]}, limits: [{requests: 9, period: 1s}]}]}`,
 			"spec.rules[1](b).match.descriptor: the same path as rules[0](a)"},
+		"an identity key the rule's descriptors do not have": {`{rateLimitService: {domain: edge}, identity: {sources: [{descriptor: {key: user_id}}]},
+			rules: [{name: a, match: {descriptors: [{key: k}]}, limits: [{requests: 5, period: 1s}]}]}`,
+			`spec.rules[0](a).identity.sources[0].descriptor.key: "user_id" is no key of the rule's descriptor path, so it never names a tenant`},
 		"an override of a tenant no source names": {`{rateLimitService: {domain: edge},
 			rules: [{name: a, match: {descriptors: [{key: k}]}, limits: [{requests: 5, period: 1s}]}],
 			overrides: [{tenant: acme, rule: a, limits: [{requests: 50, period: 1s}]}]}`,
