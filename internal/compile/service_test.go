@@ -185,7 +185,7 @@ func TestADomainBelongsToTheOldestPolicy(t *testing.T) {
 			}
 			g.Expect(res.Errors).To(HaveLen(1))
 			pe := res.Errors[other]
-			g.Expect(pe).NotTo(BeNil())
+			g.Expect(pe).To(HaveOccurred())
 			g.Expect(pe.Reason).To(Equal(v1alpha1.ReasonConflictingDomains))
 			g.Expect(pe.Message).To(ContainSubstring("policy " + tc.holder + ", created before, holds rateLimitService.domain edge"))
 			g.Expect(DomainConflicts(tc.policies, tc.previous)).To(Equal(res.Errors), "the controller reads the same conflicts")
