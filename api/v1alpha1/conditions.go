@@ -52,6 +52,9 @@ const (
 	// upstreamPort but another upstreamProtocol can select the same pods,
 	// whose one enforcer speaks one protocol to the application.
 	ReasonConflictingUpstreamProtocols = "ConflictingUpstreamProtocols"
+	// ReasonConflictingDomains: an older policy of the namespace names the
+	// same rateLimitService.domain, and one policy answers a domain's calls.
+	ReasonConflictingDomains = "ConflictingDomains"
 )
 
 // Reasons of the Ready condition.

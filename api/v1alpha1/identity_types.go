@@ -23,7 +23,9 @@ type Identity struct {
 	// Sources are tried in order; the first that finds a value in the request
 	// names the tenant. A request for which none finds a value is limited as
 	// the tenant "anonymous". End the list with clientIP or shared to
-	// choose a fallback.
+	// choose a fallback. In a rateLimitService policy the sources are
+	// descriptor and shared; without identity, each distinct descriptor
+	// (its entries' values) is a tenant, as envoyproxy/ratelimit counts.
 	// +listType=atomic
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=8
@@ -54,7 +56,7 @@ const (
 
 // IdentitySource is one way to find the tenant of a request. Set exactly one
 // member.
-// +kubebuilder:validation:XValidation:rule="(has(self.header) ? 1 : 0) + (has(self.apiKey) ? 1 : 0) + (has(self.jwtClaim) ? 1 : 0) + (has(self.clientIP) ? 1 : 0) + (has(self.shared) ? 1 : 0) == 1",message="an identity source sets exactly one of header, apiKey, jwtClaim, clientIP or shared; use one list item per source"
+// +kubebuilder:validation:XValidation:rule="(has(self.header) ? 1 : 0) + (has(self.apiKey) ? 1 : 0) + (has(self.jwtClaim) ? 1 : 0) + (has(self.clientIP) ? 1 : 0) + (has(self.shared) ? 1 : 0) + (has(self.descriptor) ? 1 : 0) == 1",message="an identity source sets exactly one of header, apiKey, jwtClaim, clientIP, shared or descriptor; use one list item per source"
 type IdentitySource struct {
 	// Header takes the tenant from a request header, such as X-Tenant-ID set
 	// by an authenticating gateway.
@@ -79,6 +81,23 @@ type IdentitySource struct {
 	// together.
 	// +optional
 	Shared *SharedSource `json:"shared,omitempty"`
+	// Descriptor takes the tenant from the descriptor a rule of a
+	// rateLimitService policy matched: the value of its entry key, such as
+	// user_id, which overrides name; or, without key, all its entries, each
+	// distinct set of values counting apart (the default of these
+	// policies). rateLimitService policies only.
+	// +optional
+	Descriptor *DescriptorSource `json:"descriptor,omitempty"`
+}
+
+// DescriptorSource reads the descriptor Envoy sent.
+type DescriptorSource struct {
+	// Key of the entry to read, such as user_id. Omitted, all the entries
+	// are read.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	Key string `json:"key,omitempty"`
 }
 
 // HeaderSource reads a request header.
@@ -152,7 +171,8 @@ type Tiers struct {
 }
 
 // TierSource is where a request's tier is read. Set exactly one member.
-// +kubebuilder:validation:XValidation:rule="(has(self.header) ? 1 : 0) + (has(self.jwtClaim) ? 1 : 0) == 1",message="a tier source sets exactly one of header or jwtClaim"
+// +kubebuilder:validation:XValidation:rule="(has(self.header) ? 1 : 0) + (has(self.jwtClaim) ? 1 : 0) + (has(self.descriptor) ? 1 : 0) == 1",message="a tier source sets exactly one of header, jwtClaim or descriptor"
+// +kubebuilder:validation:XValidation:rule="!has(self.descriptor) || has(self.descriptor.key)",message="a tier is the value of one descriptor entry: set descriptor.key to the key of the entry that holds the tier, such as plan"
 type TierSource struct {
 	// Header takes the tier from a request header.
 	// +optional
@@ -162,4 +182,9 @@ type TierSource struct {
 	// verified).
 	// +optional
 	JWTClaim *JWTClaimSource `json:"jwtClaim,omitempty"`
+	// Descriptor takes the tier from the entry key of the descriptor a rule
+	// of a rateLimitService policy matched. rateLimitService policies only,
+	// and their only tier source.
+	// +optional
+	Descriptor *DescriptorSource `json:"descriptor,omitempty"`
 }

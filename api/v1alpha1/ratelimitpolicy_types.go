@@ -85,13 +85,37 @@ const (
 // +kubebuilder:validation:XValidation:rule="!has(self.overrides) || self.overrides.all(o, !o.limits.exists(l, has(l.burst)) || !self.rules.exists(r, r.name == o.rule && !(r.algorithm in ['TokenBucket', 'GCRA'])))",message="burst only applies to TokenBucket and GCRA rules: remove burst from the limits of overrides whose rule uses another algorithm",messageExpression="'an override of rule ' + self.overrides.map(o, o.limits.exists(l, has(l.burst)) && self.rules.exists(r, r.name == o.rule && !(r.algorithm in ['TokenBucket', 'GCRA'])) ? o.rule : '-').filter(n, n != '-')[0] + ' sets burst, which only applies to TokenBucket and GCRA rules: remove burst from its limits'",fieldPath=".overrides"
 // +kubebuilder:validation:XValidation:rule="!has(self.overrides) || self.overrides.all(o, !self.rules.exists(r, r.name == o.rule && r.algorithm == 'SlidingWindowLog') || o.limits.all(l, l.requests <= 100000))",message="SlidingWindowLog stores one entry per request: override limits of SlidingWindowLog rules allow at most 100000 requests per period; use SlidingWindowCounter on the rule for larger limits",messageExpression="'an override of rule ' + self.overrides.map(o, self.rules.exists(r, r.name == o.rule && r.algorithm == 'SlidingWindowLog') && o.limits.exists(l, l.requests > 100000) ? o.rule : '-').filter(n, n != '-')[0] + ' allows more than 100000 requests per period, but the rule uses SlidingWindowLog, which stores one entry per request: lower the limit, or use SlidingWindowCounter on the rule'",fieldPath=".overrides"
 // +kubebuilder:validation:XValidation:rule="!has(self.overrides) || self.overrides.all(o, !self.rules.exists(r, r.name == o.rule) || o.limits.exists(l, l.requests < 1 || (has(l.burst) && l.burst < 1)) || self.rules.filter(r, r.name == o.rule).map(r, r.cost).max() <= o.limits.map(l, has(l.burst) ? l.burst : l.requests).min())",message="an override limit allows fewer requests per period (burst, or requests when burst is unset) than its rule's cost, so no request of that tenant could ever pass: raise the limit or lower the rule's cost",messageExpression="'an override of rule ' + self.overrides.map(o, self.rules.exists(r, r.name == o.rule) && !o.limits.exists(l, l.requests < 1 || (has(l.burst) && l.burst < 1)) && self.rules.filter(r, r.name == o.rule).map(r, r.cost).max() > o.limits.map(l, has(l.burst) ? l.burst : l.requests).min() ? o.rule : '-').filter(n, n != '-')[0] + ' has a limit that allows fewer requests per period (burst, or requests when burst is unset) than the cost of the rule, so no request of that tenant could ever pass: raise the limit or lower the cost'",fieldPath=".overrides"
+// +kubebuilder:validation:XValidation:rule="!(has(self.selector) && has(self.rateLimitService))",message="selector and rateLimitService are both set, but a policy is applied either by the enforcer sidecar of the pods its selector selects or by the rate limit service that Envoy calls for rateLimitService.domain: remove one of them, or write one policy for each"
+// +kubebuilder:validation:XValidation:rule="has(self.selector) || has(self.rateLimitService)",message="neither selector nor rateLimitService is set: set selector and upstreamPort to limit the requests that reach the selected pods through the enforcer sidecar, or rateLimitService.domain to answer the rate limit calls Envoy makes for that domain"
+// +kubebuilder:validation:XValidation:rule="!has(self.selector) || has(self.upstreamPort)",message="upstreamPort is required with selector: set the port your application listens on, which the enforcer forwards allowed requests to"
+// +kubebuilder:validation:XValidation:rule="!has(self.rateLimitService) || has(self.selector) || !has(self.upstreamPort)",message="upstreamPort is for the enforcer sidecar, which forwards requests to the application; with rateLimitService, Envoy forwards them: remove upstreamPort"
+// +kubebuilder:validation:XValidation:rule="!has(self.rateLimitService) || !has(self.trustedProxies)",message="trustedProxies are for the enforcer sidecar, which reads forwarding headers; a rateLimitService policy sees only the descriptors Envoy sends: remove trustedProxies (Envoy's remote_address action sends the client address as Envoy trusts it)"
+// +kubebuilder:validation:XValidation:rule="!has(self.rateLimitService) || self.rules.all(r, has(r.match) && has(r.match.descriptors))",message="a rule of a rateLimitService policy has no match.descriptors: add the descriptor entries it matches, such as descriptors: [{key: generic_key, value: checkout}]",messageExpression="'rule ' + self.rules.map(r, !(has(r.match) && has(r.match.descriptors)) ? r.name : '-').filter(n, n != '-')[0] + ' has no match.descriptors, but a rateLimitService policy matches the descriptors of the calls Envoy makes: add the entries the rule matches, such as descriptors: [{key: generic_key, value: checkout}]'",fieldPath=".rules"
+// +kubebuilder:validation:XValidation:rule="!has(self.rateLimitService) || self.rules.all(r, !has(r.match) || (!has(r.match.hosts) && !has(r.match.methods) && !has(r.match.paths) && !has(r.match.grpc)))",message="a rule of a rateLimitService policy matches hosts, methods, paths or grpc, but the rate limit service sees only the descriptors Envoy sends, not the request: have Envoy's rate limit actions put what you match on into descriptor entries (request_headers, header_value_match) and match those in match.descriptors",messageExpression="'rule ' + self.rules.map(r, has(r.match) && (has(r.match.hosts) || has(r.match.methods) || has(r.match.paths) || has(r.match.grpc)) ? r.name : '-').filter(n, n != '-')[0] + ' of a rateLimitService policy matches hosts, methods, paths or grpc, but the rate limit service sees only the descriptors Envoy sends, not the request: have the rate limit actions of Envoy put what you match on into descriptor entries (request_headers, header_value_match) and match those in match.descriptors'",fieldPath=".rules"
+// +kubebuilder:validation:XValidation:rule="has(self.rateLimitService) || self.rules.all(r, !has(r.match) || !has(r.match.descriptors))",message="a rule matches descriptors, which only the rate limit service receives from Envoy: set spec.rateLimitService instead of selector, or match requests with hosts, methods, paths or grpc",messageExpression="'rule ' + self.rules.map(r, has(r.match) && has(r.match.descriptors) ? r.name : '-').filter(n, n != '-')[0] + ' matches descriptors, which only the rate limit service receives from Envoy: set spec.rateLimitService instead of selector and upstreamPort, or match requests with hosts, methods, paths or grpc'",fieldPath=".rules"
+// +kubebuilder:validation:XValidation:rule="!has(self.rateLimitService) || self.rules.all(r, !has(r.onLimit) || !has(r.onLimit.delay))",message="a rule of a rateLimitService policy has onLimit.delay, but Envoy waits only a short timeout for the answer of the rate limit service and cannot hold a call until capacity comes: remove onLimit.delay, so that calls over the limit are refused at once, or limit these requests with an enforcer sidecar policy (selector)",messageExpression="'rule ' + self.rules.map(r, has(r.onLimit) && has(r.onLimit.delay) ? r.name : '-').filter(n, n != '-')[0] + ' of a rateLimitService policy has onLimit.delay, but Envoy waits only a short timeout for the answer of the rate limit service and cannot hold a call until capacity comes: remove onLimit.delay, so that calls over the limit are refused at once, or limit these requests with an enforcer sidecar policy (selector)'",fieldPath=".rules"
+// +kubebuilder:validation:XValidation:rule="!has(self.rateLimitService) || self.rules.all(r, !has(r.adaptive))",message="a rule of a rateLimitService policy is adaptive, but the rate limit service never sees the responses of the application, so it cannot follow their latency and error rate: remove adaptive, or limit these requests with an enforcer sidecar policy (selector)",messageExpression="'rule ' + self.rules.map(r, has(r.adaptive) ? r.name : '-').filter(n, n != '-')[0] + ' of a rateLimitService policy is adaptive, but the rate limit service never sees the responses of the application, so it cannot follow their latency and error rate: remove adaptive, or limit these requests with an enforcer sidecar policy (selector)'",fieldPath=".rules"
+// +kubebuilder:validation:XValidation:rule="!has(self.rateLimitService) || ((!has(self.identity) || self.identity.sources.all(s, has(s.descriptor) || has(s.shared))) && self.rules.all(r, !has(r.identity) || r.identity.sources.all(s, has(s.descriptor) || has(s.shared))))",message="a rateLimitService policy finds tenants in the entries of the descriptors Envoy sends: use the identity sources descriptor (with the key of the entry that names the tenant) and shared; header, apiKey, jwtClaim and clientIP read the request, which the service does not see, so have Envoy send them as descriptor entries"
+// +kubebuilder:validation:XValidation:rule="!has(self.rateLimitService) || ((!has(self.identity) || !has(self.identity.partitionBy)) && self.rules.all(r, !has(r.identity) || !has(r.identity.partitionBy)))",message="partitionBy splits budgets by the method, path or host of the request, which a rateLimitService policy does not see: remove partitionBy, and add the entries to split by to the rule's match.descriptors (an entry without a value counts each of its values apart)"
+// +kubebuilder:validation:XValidation:rule="has(self.rateLimitService) || ((!has(self.identity) || !self.identity.sources.exists(s, has(s.descriptor))) && self.rules.all(r, !has(r.identity) || !r.identity.sources.exists(s, has(s.descriptor))))",message="the identity source descriptor reads the descriptors Envoy sends to the rate limit service, which an enforcer sidecar policy never receives: use header, apiKey, jwtClaim, clientIP or shared, or set spec.rateLimitService instead of selector and upstreamPort"
+// +kubebuilder:validation:XValidation:rule="!has(self.tiers) || !has(self.rateLimitService) || has(self.tiers.source.descriptor)",message="a rateLimitService policy reads the tier from an entry of the descriptors Envoy sends: set tiers.source.descriptor.key to the key of that entry",fieldPath=".tiers.source"
+// +kubebuilder:validation:XValidation:rule="!has(self.tiers) || has(self.rateLimitService) || !has(self.tiers.source.descriptor)",message="tiers.source.descriptor reads the descriptors Envoy sends to the rate limit service, which an enforcer sidecar policy never receives: read the tier from a header or a jwtClaim, or set spec.rateLimitService instead of selector and upstreamPort",fieldPath=".tiers.source"
 type RateLimitPolicySpec struct {
 	// Selector selects the pods of this policy's namespace whose traffic is
 	// limited. The enforcer sidecar is injected into every selected pod of a
 	// namespace labelled sluice.dev/injection=enabled. It must not be empty:
-	// an empty selector would select every pod of the namespace.
+	// an empty selector would select every pod of the namespace. Set
+	// exactly one of selector (with upstreamPort) and rateLimitService.
 	// +kubebuilder:validation:XValidation:rule="(has(self.matchLabels) && size(self.matchLabels) > 0) || (has(self.matchExpressions) && size(self.matchExpressions) > 0)",message="selector is empty and would select every pod of the namespace: add matchLabels or matchExpressions"
-	Selector metav1.LabelSelector `json:"selector"`
+	// +optional
+	Selector metav1.LabelSelector `json:"selector,omitzero"`
+
+	// RateLimitService makes this a policy of the rate limit service that
+	// Envoy calls (envoy.service.ratelimit.v3), not of an enforcer sidecar:
+	// its rules match the descriptors of Envoy's calls for the domain, and
+	// it selects no pods. Set exactly one of selector and rateLimitService.
+	// +optional
+	RateLimitService *RateLimitService `json:"rateLimitService,omitempty"`
 
 	// UpstreamPort is the port of the application container that the enforcer
 	// forwards allowed requests to, on 127.0.0.1. Point your Service's
@@ -100,12 +124,14 @@ type RateLimitPolicySpec struct {
 	// enforcer would forward to itself. An enforcer takes the port when its
 	// pod starts: after a change, Ready is False (RestartRequired) until
 	// the selected pods are restarted.
+	// Required with selector; a rateLimitService policy has none.
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=65535
 	// +kubebuilder:validation:XValidation:rule="self != 15080",message="upstreamPort 15080 is the enforcer proxy port (sluice-http), so it would forward every request to itself: set the port your application listens on"
 	// +kubebuilder:validation:XValidation:rule="self != 15081",message="upstreamPort 15081 is the enforcer admin port (sluice-admin), so it would forward every request to itself: set the port your application listens on"
 	// +kubebuilder:validation:XValidation:rule="self != 9902",message="upstreamPort 9902 is the enforcer debug port, so it would forward every request to itself: set the port your application listens on"
-	UpstreamPort int32 `json:"upstreamPort"`
+	// +optional
+	UpstreamPort int32 `json:"upstreamPort,omitempty"`
 
 	// UpstreamProtocol is how the enforcer forwards to upstreamPort: HTTP1
 	// (HTTP/1.1) or H2C (cleartext HTTP/2 with prior knowledge, what gRPC
@@ -170,7 +196,9 @@ type RateLimitPolicySpec struct {
 
 	// Identity says who is limited: each tenant gets its own budget. When
 	// omitted, every client IP address is a tenant (the TCP peer address; no
-	// proxy is trusted) and requests are not partitioned.
+	// proxy is trusted) and requests are not partitioned; in a
+	// rateLimitService policy, each distinct descriptor (the values of its
+	// entries) is a tenant.
 	// +optional
 	Identity *Identity `json:"identity,omitempty"`
 
@@ -197,6 +225,20 @@ type RateLimitPolicySpec struct {
 	// +kubebuilder:validation:MaxItems=256
 	// +optional
 	Overrides []Override `json:"overrides,omitempty"`
+}
+
+// RateLimitService makes a policy one of the rate limit service, which
+// answers Envoy's rate limit calls (envoy.service.ratelimit.v3) for one
+// domain.
+type RateLimitService struct {
+	// Domain is the domain of the calls this policy answers: the domain of
+	// Envoy's rate limit filter (envoy.filters.http.ratelimit) or of its
+	// rate limit actions. One policy of a namespace holds a domain: of two
+	// naming the same, the one created later is not accepted.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[^\s]+$`
+	Domain string `json:"domain"`
 }
 
 // Storage says where an enforcer keeps its counters.

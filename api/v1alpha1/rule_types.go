@@ -197,6 +197,7 @@ type Limit struct {
 // RequestMatch selects requests by host, method and path. A request matches
 // when it matches every list that is set, and one entry of each; paths and
 // grpc count as one list: the request's path matches an entry of either.
+// The rules of a rateLimitService policy match descriptors instead.
 // +kubebuilder:validation:XValidation:rule="!has(self.grpc) || size(self.grpc) == 0 || !has(self.methods) || size(self.methods) == 0 || 'POST' in self.methods",message="gRPC calls are POST requests, so the grpc entries of a match whose methods leave out POST match nothing: add POST to methods, remove methods, or put the gRPC calls in a rule of their own"
 type RequestMatch struct {
 	// Hosts the request is for (the Host header without its port, compared
@@ -232,6 +233,36 @@ type RequestMatch struct {
 	// +kubebuilder:validation:MaxItems=16
 	// +optional
 	GRPC []GRPCMatch `json:"grpc,omitempty"`
+
+	// Descriptors is, in a rateLimitService policy and only there, the
+	// descriptor this rule matches: its entries, in the order Envoy's rate
+	// limit actions write them. Matching is envoyproxy/ratelimit's: a
+	// descriptor walks the rules of its domain entry by entry, taking at
+	// each level the rule entry with its key and value, else the first
+	// (in rule order) whose value is a wildcard that matches, else the one
+	// with its key and no value; the rule whose entries the walk ends on
+	// decides the descriptor, and a descriptor no rule decides is admitted.
+	// +listType=atomic
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=16
+	// +optional
+	Descriptors []DescriptorEntryMatch `json:"descriptors,omitempty"`
+}
+
+// DescriptorEntryMatch matches one entry of a descriptor.
+type DescriptorEntryMatch struct {
+	// Key of the entry, such as generic_key, remote_address or a key of
+	// Envoy's request_headers action.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Key string `json:"key"`
+	// Value the entry must have. Omitted, any value matches. A * in it
+	// matches any run of characters: files* matches files and files/a.pdf,
+	// *.pdf matches a.pdf.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	Value string `json:"value,omitempty"`
 }
 
 // GRPCMatch names the calls of one gRPC service, or of one of its methods,

@@ -145,10 +145,17 @@ type Source struct {
 	ClientIP *ClientIPSource `json:"clientIP,omitempty"`
 	// Shared puts every request in one bucket.
 	Shared *struct{} `json:"shared,omitempty"`
-	// Descriptor names the tenant by the entries of the descriptor the
-	// rule matched: each distinct set of values counts apart. Rules of a
-	// policy with a domain only (descriptor.go).
-	Descriptor *struct{} `json:"descriptor,omitempty"`
+	// Descriptor names the tenant (or, as a tier source, the tier) by the
+	// entries of the descriptor the rule matched (descriptor.go). Policies
+	// with a domain only.
+	Descriptor *DescriptorSource `json:"descriptor,omitempty"`
+}
+
+// DescriptorSource reads the descriptor a rule matched: the value of its
+// entry Key, or, when Key is empty, all its entries, each distinct set of
+// values counting apart (envoyproxy/ratelimit's way).
+type DescriptorSource struct {
+	Key string `json:"key,omitempty"`
 }
 
 // HeaderSource names a request header.

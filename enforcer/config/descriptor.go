@@ -20,10 +20,16 @@ import (
 // decides the descriptor; a descriptor no rule decides is admitted. This is
 // envoyproxy/ratelimit's "most specific" match.
 //
-// A limited rule's identity is exactly one source: descriptor (each
-// distinct set of entry values counts apart) or shared (one bucket).
-// Within a call, a rule whose LimitName another matched rule Replaces is
-// dropped; a Shadow rule counts what it would refuse and refuses nothing.
+// A limited rule's identity sources are descriptor and shared, tried in
+// order as the proxy tries its own: a descriptor source with a key names
+// the tenant by that entry's value when the descriptor has the entry, one
+// without a key by all the entries (each distinct set of values counts
+// apart), shared puts every descriptor in one bucket; when none finds a
+// value, the tenant is anonymous. The tier, when the policy has tiers, is
+// the value of one entry (Tiers.Source.Descriptor.Key). Overrides name a
+// tenant as a keyed descriptor source finds it. Within a call, a rule
+// whose LimitName another matched rule Replaces is dropped; a Shadow rule
+// counts what it would refuse and refuses nothing.
 
 // DescriptorEntry is one level of a rule's descriptor path.
 type DescriptorEntry struct {
@@ -61,8 +67,8 @@ func (p *Policy) validateDomain(path string, add addFunc) {
 		}
 		return
 	}
-	if p.Tiers != nil {
-		add(path+".tiers", "a policy with a domain has no tiers")
+	if t := p.Tiers; t != nil && (t.Source.Kind() != SourceDescriptor || t.Source.Descriptor.Key == "") {
+		add(path+".tiers.source", "a policy with a domain reads the tier from a descriptor entry: descriptor with a key")
 	}
 	var paths [][]DescriptorEntry
 	for j := range p.Rules {
@@ -110,15 +116,32 @@ func (r *Rule) validateDescriptor(path string, add addFunc) {
 	if r.Exempt {
 		return
 	}
-	if len(r.TierLimits) > 0 || len(r.Overrides) > 0 || r.OnLimit != nil || r.Ban != nil || r.Adaptive != nil {
-		add(path, "a rule of a policy with a domain has no tierLimits, overrides, onLimit, ban or adaptive")
+	// The service answers before the request goes on and never sees the
+	// response: it cannot hold a call, nor follow the application's health.
+	if r.OnLimit != nil || r.Adaptive != nil {
+		add(path, "a rule of a policy with a domain has no onLimit or adaptive")
 	}
 	id := &r.Identity
 	if len(id.PartitionBy) > 0 {
 		add(path+".identity.partitionBy", "a rule of a policy with a domain has no partitions")
 	}
-	if len(id.Sources) != 1 || (id.Sources[0].Kind() != SourceDescriptor && id.Sources[0].Kind() != SourceShared) {
-		add(path+".identity.sources", "a rule of a policy with a domain has one source: descriptor or shared")
+	named := false
+	for i, s := range id.Sources {
+		at := fmt.Sprintf("%s.identity.sources[%d]", path, i)
+		switch s.Kind() {
+		case SourceDescriptor:
+			// The descriptors a rule decides have the keys of its path, no other.
+			if key := s.Descriptor.Key; key != "" && !slices.ContainsFunc(m.Descriptor, func(e DescriptorEntry) bool { return e.Key == key }) {
+				add(at+".descriptor.key", "%q is no key of the rule's descriptor path, so it never names a tenant: add an entry with that key to the path, or give the rule an identity of its own", key)
+			}
+			named = named || s.Descriptor.Key != ""
+		case SourceShared:
+		default:
+			add(at, "a rule of a policy with a domain is named by descriptor or shared sources")
+		}
+	}
+	if len(r.Overrides) > 0 && !named {
+		add(path+".overrides", "an override names a tenant, and no identity source of the rule names one: add a descriptor source with a key")
 	}
 }
 

@@ -139,7 +139,7 @@ func (p *Policy) validate(path string, add addFunc) {
 		if p.Tiers.Default == "" {
 			add(path+".tiers.default", "must not be empty")
 		}
-		if k := p.Tiers.Source.Kind(); k != SourceHeader && k != SourceJWTClaim {
+		if k := p.Tiers.Source.Kind(); p.Domain == "" && k != SourceHeader && k != SourceJWTClaim {
 			add(path+".tiers.source", "must be exactly one of header or jwtClaim")
 		}
 	}

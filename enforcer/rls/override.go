@@ -45,11 +45,13 @@ func (t *Table) Override(domain string, matched *Rule, o *ratelimitv3common.Rate
 	if !ok {
 		return nil, fmt.Errorf("unit %s is not a unit of time", o.GetUnit())
 	}
-	r := &Rule{Name: overrideRule, domain: d, salt: d.salt}
+	// A descriptor's bucket is named by its entries, as envoyproxy/ratelimit
+	// keys a counter.
+	r := &Rule{Name: overrideRule, domain: d, salt: d.salt, sources: []config.Source{{Descriptor: &config.DescriptorSource{}}}}
 	if matched != nil {
 		// the rule's own bucket: its fixed window of the same period is
 		// the same Redis key, as envoyproxy/ratelimit's is
-		r.Name = matched.Name
+		r.Name, r.sources = matched.Name, matched.sources
 	}
 	if o.GetRequestsPerUnit() == 0 {
 		r.zero = []limiter.Window{{Period: period}}

@@ -159,6 +159,15 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *ratelimitv3.RateLimi
 		}
 		return outs[c.check].Decision, checks[c.check].Cost
 	}
+	windowsOf := func(c *descriptorCall) []limiter.Window {
+		if c.zero {
+			return c.rule.Windows()
+		}
+		if c.peek {
+			return peeks[c.check].Windows
+		}
+		return checks[c.check].Windows
+	}
 	for i := range calls {
 		c := &calls[i]
 		if c.check < 0 {
@@ -184,7 +193,7 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *ratelimitv3.RateLimi
 		if refunded && d.Allowed && !d.Degraded {
 			d.Remaining += cost
 		}
-		st := descriptorStatus(c.rule, d)
+		st := descriptorStatus(c.rule, windowsOf(c), d)
 		outcome := outcomeAllowed
 		switch {
 		case c.negative:
@@ -278,15 +287,16 @@ func noLimitStatus(outcome string) *ratelimitv3.RateLimitResponse_DescriptorStat
 	return st
 }
 
-// status_ reports a decision: the deciding window as current_limit, what
+// descriptorStatus reports a decision under windows (the rule's, its
+// tier's or its override's): the deciding window as current_limit, what
 // it has left, and how long until the descriptor is admitted again
 // (refused) or its window is whole again (admitted).
-func descriptorStatus(r *Rule, d limiter.Decision) *ratelimitv3.RateLimitResponse_DescriptorStatus {
+func descriptorStatus(r *Rule, windows []limiter.Window, d limiter.Decision) *ratelimitv3.RateLimitResponse_DescriptorStatus {
 	st := &ratelimitv3.RateLimitResponse_DescriptorStatus{Code: ratelimitv3.RateLimitResponse_OK}
 	if !d.Allowed {
 		st.Code = ratelimitv3.RateLimitResponse_OVER_LIMIT
 	}
-	w := r.Windows()[min(d.Window, len(r.Windows())-1)]
+	w := windows[min(d.Window, len(windows)-1)]
 	st.CurrentLimit = currentLimit(r.LimitName, w)
 	st.LimitRemaining = uint32(min(max(d.Remaining, 0), math.MaxUint32))
 	until := d.Reset.Sub(d.Now)

@@ -7,9 +7,12 @@
 // Matching follows envoyproxy/ratelimit: a descriptor walks its domain's
 // tree of rules (config/descriptor.go) and is decided by the rule at the
 // node its last entry reaches, if any; a descriptor no rule decides is
-// admitted. The bucket of a rule is the descriptor's entries: a rule whose
-// entry has no value (or a wildcard one) counts each value apart, unless
-// the wildcard is shared.
+// admitted. The bucket of a rule is its tenant: by default the
+// descriptor's entries, so that a rule whose entry has no value (or a
+// wildcard one) counts each value apart, unless the wildcard is shared; a
+// rule's identity may instead name the tenant by one entry's value
+// (descriptor sources with a key), which its overrides name. A policy
+// with tiers reads the tier from one entry.
 package rls
 
 import (
@@ -74,13 +77,27 @@ type Rule struct {
 
 	domain *domain
 	path   []config.DescriptorEntry
-	shared bool // one bucket for every descriptor (identity: shared)
-	salt   string
-	limits limiter.Rule
+	// sources are the rule's identity, descriptor and shared sources tried
+	// in order (config/descriptor.go).
+	sources []config.Source
+	salt    string
+	// tierKey is the entry that names the tier, "" without tiers.
+	tierKey string
+	// The limiter's rules: the untiered limits, per tier, per tenant.
+	limits    limiter.Rule
+	perTier   map[string]limiter.Rule
+	overrides map[string]limiter.Rule
 	// zero is the one window of a limit override of 0 requests per unit
 	// (override.go), which refuses every hit without asking Redis.
 	zero []limiter.Window
 }
+
+// The buckets of the tenants no entry names: every descriptor of a shared
+// source, and those none of the rule's sources finds a value in.
+const (
+	sharedTenant    = "shared"
+	anonymousTenant = "\x00anonymous"
+)
 
 // NewTable compiles the policies with a domain of cfg, which passed
 // config.Validate; policies without a domain are the proxy's.
@@ -116,16 +133,37 @@ func compileRule(namespace string, p *config.Policy, cr *config.Rule, failure li
 	if r.Unlimited {
 		return r, nil
 	}
-	r.shared = cr.Identity.Sources[0].Kind() == config.SourceShared
+	r.sources = cr.Identity.Sources
+	if p.Tiers != nil {
+		r.tierKey = p.Tiers.Source.Descriptor.Key
+	}
 	if cr.Cost < 1 {
 		c := *cr
 		c.Cost = 1 // a call's own weight is its hits_addend; 1 is the rule's
 		cr = &c
 	}
-	var err error
 	b := limiter.Bucket{Namespace: namespace, Policy: p.Name, Rule: cr.Name}
-	r.limits, err = limiter.NewRule(b, cr, limiter.WindowsOf(cr.Limits), failure)
-	return r, err
+	var err error
+	if r.limits, err = limiter.NewRule(b, cr, limiter.WindowsOf(cr.Limits), failure); err != nil {
+		return nil, err
+	}
+	if len(cr.TierLimits) > 0 {
+		r.perTier = make(map[string]limiter.Rule, len(cr.TierLimits))
+		for tier, limits := range cr.TierLimits {
+			if r.perTier[tier], err = limiter.NewRule(b, cr, limiter.WindowsOf(limits), failure); err != nil {
+				return nil, fmt.Errorf("tier %s: %w", tier, err)
+			}
+		}
+	}
+	if len(cr.Overrides) > 0 {
+		r.overrides = make(map[string]limiter.Rule, len(cr.Overrides))
+		for _, o := range cr.Overrides {
+			if r.overrides[o.Tenant], err = limiter.NewRule(b, cr, limiter.WindowsOf(o.Limits), failure); err != nil {
+				return nil, fmt.Errorf("override %s: %w", o.Tenant, err)
+			}
+		}
+	}
+	return r, nil
 }
 
 // add puts r at the node of its path, making the nodes on the way.
@@ -229,12 +267,46 @@ func wildcardMatch(parts []string, value string) bool {
 	return strings.HasSuffix(value, last)
 }
 
-// Tenant is the bucket of a descriptor r matched: a hash of its entries,
-// with a shared wildcard's pattern in place of its value.
+// Tenant is the bucket of a descriptor r matched, named by the first of
+// the rule's identity sources that finds a value: an entry's value, the
+// descriptor's entries (a shared wildcard's pattern in place of its
+// value), or one bucket for all (shared).
 func (r *Rule) Tenant(entries []*ratelimitv3common.RateLimitDescriptor_Entry) limiter.Tenant {
-	if r.shared {
-		return limiter.HashTenant(r.salt, "shared")
+	_, key := r.tenant(entries)
+	return limiter.HashTenant(r.salt, key)
+}
+
+// tenant is the tenant of a descriptor as overrides name it ("" when no
+// entry names it) and what its bucket is hashed from. An entry's value is
+// hashed with its key, after a NUL byte: it never names the bucket of
+// another key's value, of the shared source or of all the entries.
+func (r *Rule) tenant(entries []*ratelimitv3common.RateLimitDescriptor_Entry) (name, key string) {
+	for _, s := range r.sources {
+		switch {
+		case s.Descriptor == nil:
+			return "", sharedTenant
+		case s.Descriptor.Key == "":
+			return "", r.entriesKey(entries)
+		}
+		if v := entryValue(entries, s.Descriptor.Key); v != "" {
+			return v, "\x00" + strconv.Itoa(len(s.Descriptor.Key)) + ":" + s.Descriptor.Key + v
+		}
 	}
+	return "", anonymousTenant
+}
+
+// entryValue is the value of the first entry with key, "" when none has.
+func entryValue(entries []*ratelimitv3common.RateLimitDescriptor_Entry, key string) string {
+	for _, e := range entries {
+		if e.GetKey() == key {
+			return e.GetValue()
+		}
+	}
+	return ""
+}
+
+// entriesKey names the bucket of a descriptor by all its entries.
+func (r *Rule) entriesKey(entries []*ratelimitv3common.RateLimitDescriptor_Entry) string {
 	var b strings.Builder
 	for i, e := range entries {
 		v := e.GetValue()
@@ -249,21 +321,29 @@ func (r *Rule) Tenant(entries []*ratelimitv3common.RateLimitDescriptor_Entry) li
 		b.WriteByte(':')
 		b.WriteString(v)
 	}
-	return limiter.HashTenant(r.salt, b.String())
+	return b.String()
 }
 
 // Request is what to ask the limiter for a descriptor r matched, counting
-// hits requests. Leases and the denial cache hold a bucket's answer for
-// the rule's own cost: a call of another weight asks Redis.
+// hits requests, under the windows of its tenant's override, else of its
+// tier, else the rule's own. Leases and the denial cache hold a bucket's
+// answer for the rule's own cost: a call of another weight asks Redis.
 func (r *Rule) Request(entries []*ratelimitv3common.RateLimitDescriptor_Entry, hits int64) limiter.Request {
-	req := r.limits.Request(r.Tenant(entries))
+	name, key := r.tenant(entries)
+	limits := r.limits
+	if w, ok := r.overrides[name]; ok && name != "" {
+		limits = w
+	} else if w, ok := r.perTier[entryValue(entries, r.tierKey)]; ok && r.tierKey != "" {
+		limits = w
+	}
+	req := limits.Request(limiter.HashTenant(r.salt, key))
 	if hits != req.Cost {
 		req.Cost, req.Lease = hits, false
 	}
 	return req
 }
 
-// Windows are the rule's windows: do not modify them.
+// Windows are the rule's untiered windows: do not modify them.
 func (r *Rule) Windows() []limiter.Window {
 	if r.zero != nil {
 		return r.zero

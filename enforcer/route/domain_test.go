@@ -22,7 +22,7 @@ func TestPoliciesWithADomainAreNotTheProxys(t *testing.T) {
 		Name: "edge", Domain: "edge", Mode: config.ModeEnforce, FailureMode: config.FailOpen, ResponseHeaders: config.HeadersNone,
 		Timeout: config.Duration{Duration: 50 * time.Millisecond}, Salt: "s", TrustedProxies: []string{"192.0.2.0/24"},
 		Rules: []config.Rule{{Name: "user", Match: config.Match{Descriptor: []config.DescriptorEntry{{Key: "user"}}},
-			Algorithm: config.FixedWindow, Cost: 1, Identity: config.Identity{Sources: []config.Source{{Descriptor: &struct{}{}}}},
+			Algorithm: config.FixedWindow, Cost: 1, Identity: config.Identity{Sources: []config.Source{{Descriptor: &config.DescriptorSource{}}}},
 			Limits: []config.Limit{{Requests: 1, Period: config.Duration{Duration: time.Second}}}}},
 	}}, c.Policies...)
 	table, err := New(c)

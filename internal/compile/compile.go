@@ -39,8 +39,9 @@ const MaxConfigBytes = 1 << 20
 
 // Options are the facts about the cluster that compiling a namespace needs.
 type Options struct {
-	// Replicas is how many running pods each policy selects, by policy name.
-	// Under LocalFallback every enforcer admits its share of each limit.
+	// Replicas is how many running pods each policy selects, by policy name
+	// (for a rateLimitService policy, how many pods the rate limit service
+	// runs). Under LocalFallback every one admits its share of each limit.
 	Replicas map[string]int32
 	// Secrets lists the data keys of every existing Secret of the namespace
 	// that a policy's spec.storage names, by Secret name.
@@ -92,11 +93,28 @@ func (e *TooLargeError) Error() string {
 		"move some policies to other namespaces, or use fewer rules and overrides", e.Namespace, e.Size, MaxConfigBytes)
 }
 
-// Namespace compiles the policies of one namespace. Policies that cannot be
-// compiled are reported in Result.Errors and do not stop the others. The
-// error is a *TooLargeError when the result does not fit a ConfigMap; the
-// Result is complete all the same.
+// Namespace compiles the enforcer sidecar policies of one namespace (those
+// with a selector) into the configuration of ConfigMap
+// sluice-enforcer-config; the rateLimitService policies are Service's.
+// Policies that cannot be compiled are reported in Result.Errors and do
+// not stop the others. The error is a *TooLargeError when the result does
+// not fit a ConfigMap; the Result is complete all the same.
 func Namespace(namespace string, policies []v1alpha1.RateLimitPolicy, opts Options) (*Result, error) {
+	sidecar := slices.DeleteFunc(slices.Clone(policies), IsRateLimitService)
+	return compileSet(namespace, sidecar, opts, nil, func(prev *config.Policy, _ *v1alpha1.RateLimitPolicy) bool {
+		return prev.Domain == ""
+	})
+}
+
+// IsRateLimitService reports whether p is a policy of the rate limit
+// service (spec.rateLimitService), not of enforcer sidecars.
+func IsRateLimitService(p v1alpha1.RateLimitPolicy) bool { return p.Spec.RateLimitService != nil }
+
+// compileSet compiles policies into one configuration. A policy refused
+// has its error and no entry; a policy that does not compile keeps its
+// previous entry when keep allows it.
+func compileSet(namespace string, policies []v1alpha1.RateLimitPolicy, opts Options,
+	refused map[string]*PolicyError, keep func(prev *config.Policy, p *v1alpha1.RateLimitPolicy) bool) (*Result, error) {
 	sorted := slices.Clone(policies)
 	slices.SortFunc(sorted, func(a, b v1alpha1.RateLimitPolicy) int { return strings.Compare(a.Name, b.Name) })
 
@@ -107,6 +125,10 @@ func Namespace(namespace string, policies []v1alpha1.RateLimitPolicy, opts Optio
 	redisEnvs := map[string]string{} // env var -> policy using it
 	for i := range sorted {
 		p := &sorted[i]
+		if pe := refused[p.Name]; pe != nil {
+			res.Errors[p.Name] = pe
+			continue
+		}
 		compiled, err := Policy(p, opts)
 		if err == nil && compiled.RedisURLEnv != "" {
 			if other, taken := redisEnvs[compiled.RedisURLEnv]; taken {
@@ -116,7 +138,7 @@ func Namespace(namespace string, policies []v1alpha1.RateLimitPolicy, opts Optio
 		}
 		if err != nil {
 			res.Errors[p.Name] = asPolicyError(p.Name, err)
-			if prev, ok := opts.Previous.Entry(p.Name, string(p.UID)); ok {
+			if prev, ok := opts.Previous.Entry(p.Name, string(p.UID)); ok && keep(prev, p) {
 				kept := *prev // a copy: the previous configuration stays as it was
 				kept.Replicas = opts.Replicas[p.Name]
 				res.Config.Policies = append(res.Config.Policies, kept)

@@ -59,22 +59,29 @@ func isAlnum(r rune) bool {
 // policy converts a defaulted spec; it resolves every inheritance so the
 // enforcer only looks values up.
 func policy(p *v1alpha1.RateLimitPolicy, spec *v1alpha1.RateLimitPolicySpec, replicas int32) config.Policy {
-	// UpstreamProtocol is written even when HTTP1, which empty also means,
-	// so that the configuration says how its enforcers forward.
 	out := config.Policy{
-		Name:             p.Name,
-		UID:              string(p.UID),
-		Generation:       p.Generation,
-		Selector:         *spec.Selector.DeepCopy(),
-		Replicas:         replicas,
-		UpstreamPort:     spec.UpstreamPort,
-		UpstreamProtocol: config.UpstreamProtocol(spec.UpstreamProtocol),
-		TrustedProxies:   slices.Clone(spec.TrustedProxies),
-		Mode:             config.Mode(spec.Mode),
-		FailureMode:      config.FailureMode(spec.FailureMode),
-		Timeout:          config.Duration{Duration: spec.Timeout.Duration},
-		ResponseHeaders:  config.ResponseHeaders(spec.ResponseHeaders),
-		Salt:             string(p.UID),
+		Name:            p.Name,
+		UID:             string(p.UID),
+		Generation:      p.Generation,
+		Replicas:        replicas,
+		Mode:            config.Mode(spec.Mode),
+		FailureMode:     config.FailureMode(spec.FailureMode),
+		Timeout:         config.Duration{Duration: spec.Timeout.Duration},
+		ResponseHeaders: config.ResponseHeaders(spec.ResponseHeaders),
+		Salt:            string(p.UID),
+	}
+	if rls := spec.RateLimitService; rls != nil {
+		// The service has no upstream and writes no response headers:
+		// Envoy does, from the statuses it answers.
+		out.Domain = rls.Domain
+		out.ResponseHeaders = config.HeadersNone
+	} else {
+		// UpstreamProtocol is written even when HTTP1, which empty also
+		// means, so that the configuration says how its enforcers forward.
+		out.Selector = *spec.Selector.DeepCopy()
+		out.UpstreamPort = spec.UpstreamPort
+		out.UpstreamProtocol = config.UpstreamProtocol(spec.UpstreamProtocol)
+		out.TrustedProxies = slices.Clone(spec.TrustedProxies)
 	}
 	if out.Salt == "" {
 		// Policies read from a file have no UID; their name is stable too.
@@ -104,7 +111,7 @@ func rule(spec *v1alpha1.RateLimitPolicySpec, r *v1alpha1.Rule, tiers []string, 
 	out := config.Rule{
 		Name:     r.Name,
 		Match:    match(r.Match),
-		Identity: identity(spec.IdentityFor(r)),
+		Identity: ruleIdentity(spec, r),
 	}
 	if r.Exempt {
 		out.Exempt = true
@@ -151,6 +158,9 @@ func match(m *v1alpha1.RequestMatch) config.Match {
 	for _, call := range m.GRPC {
 		out.Paths = append(out.Paths, grpcPath(call))
 	}
+	for _, e := range m.Descriptors {
+		out.Descriptor = append(out.Descriptor, config.DescriptorEntry{Key: e.Key, Value: e.Value})
+	}
 	return out
 }
 
@@ -162,6 +172,17 @@ func grpcPath(call v1alpha1.GRPCMatch) config.PathMatch {
 		return config.PathMatch{Prefix: "/" + call.Service + "/"}
 	}
 	return config.PathMatch{Exact: "/" + call.Service + "/" + call.Method}
+}
+
+// ruleIdentity is the identity of rule (spec.IdentityFor), but for a
+// rule of a rateLimitService policy where neither it nor the policy sets
+// one: then the whole descriptor names the tenant, each distinct set of
+// values counting apart, as envoyproxy/ratelimit counts.
+func ruleIdentity(spec *v1alpha1.RateLimitPolicySpec, rule *v1alpha1.Rule) config.Identity {
+	if spec.RateLimitService != nil && rule.Identity == nil && spec.Identity == nil {
+		return config.Identity{Sources: []config.Source{{Descriptor: &config.DescriptorSource{}}}}
+	}
+	return identity(spec.IdentityFor(rule))
 }
 
 func identity(id v1alpha1.Identity) config.Identity {
@@ -188,6 +209,8 @@ func source(s v1alpha1.IdentitySource) config.Source {
 		out.ClientIP = &config.ClientIPSource{TrustedProxies: slices.Clone(s.ClientIP.TrustedProxies)}
 	case s.Shared != nil:
 		out.Shared = &struct{}{}
+	case s.Descriptor != nil:
+		out.Descriptor = &config.DescriptorSource{Key: s.Descriptor.Key}
 	}
 	return out
 }
@@ -199,6 +222,8 @@ func tierSource(s v1alpha1.TierSource) config.Source {
 		out.Header = &config.HeaderSource{Name: s.Header.Name}
 	case s.JWTClaim != nil:
 		out.JWTClaim = &config.JWTClaimSource{Claim: s.JWTClaim.Claim, Header: s.JWTClaim.Header}
+	case s.Descriptor != nil:
+		out.Descriptor = &config.DescriptorSource{Key: s.Descriptor.Key}
 	}
 	return out
 }

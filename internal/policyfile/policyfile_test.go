@@ -124,6 +124,12 @@ var refused = map[string][]string{
 		`spec.rules[0].match.grpc[0].method: Invalid value: "Create/Bulk": method must be the name of a gRPC method such as Create: letters, digits and _, not starting with a digit, without the service or a /`},
 	"grpc-without-post": {
 		`spec.rules[0].match: Invalid value: gRPC calls are POST requests, so the grpc entries of a match whose methods leave out POST match nothing: add POST to methods, remove methods, or put the gRPC calls in a rule of their own`},
+	"selector-and-service": {
+		`spec: Invalid value: selector and rateLimitService are both set, but a policy is applied either by the enforcer sidecar of the pods its selector selects or by the rate limit service that Envoy calls for rateLimitService.domain: remove one of them, or write one policy for each`},
+	"service-delay": {
+		`spec.rules: Invalid value: rule api of a rateLimitService policy has onLimit.delay, but Envoy waits only a short timeout for the answer of the rate limit service and cannot hold a call until capacity comes: remove onLimit.delay, so that calls over the limit are refused at once, or limit these requests with an enforcer sidecar policy (selector)`},
+	"sidecar-descriptors": {
+		`spec.rules: Invalid value: rule api matches descriptors, which only the rate limit service receives from Envoy: set spec.rateLimitService instead of selector and upstreamPort, or match requests with hosts, methods, paths or grpc`},
 	"Bad_Name": {
 		`metadata.name: Invalid value: "Bad_Name": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')`},
 }
@@ -219,4 +225,19 @@ func TestLoadNamespace(t *testing.T) {
 	ns, _, err = Load("team", b)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(ns).To(Equal("web"))
+}
+
+func TestParseAcceptsARateLimitServicePolicy(t *testing.T) {
+	g := NewWithT(t)
+	ps, err := Parse([]byte(policy("edge", `{rateLimitService: {domain: edge}, identity: {sources: [{descriptor: {key: user_id}}]},
+		tiers: {source: {descriptor: {key: plan}}, default: free},
+		rules: [{name: checkout, match: {descriptors: [{key: generic_key, value: checkout}, {key: user_id}, {key: plan}]},
+			limits: [{tier: free, requests: 10, period: 1m}, {tier: gold, requests: 100, period: 1m}]}]}`)))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(ps).To(HaveLen(1))
+	spec := ps[0].Spec
+	g.Expect(spec.RateLimitService).To(Equal(&v1alpha1.RateLimitService{Domain: "edge"}))
+	g.Expect(spec.Rules[0].Match.Descriptors).To(Equal([]v1alpha1.DescriptorEntryMatch{
+		{Key: "generic_key", Value: "checkout"}, {Key: "user_id"}, {Key: "plan"}}))
+	g.Expect(spec.Rules[0].Algorithm).To(Equal(v1alpha1.AlgorithmTokenBucket), "the CRD's defaults apply as to any policy")
 }

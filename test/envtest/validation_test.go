@@ -119,10 +119,10 @@ var _ = Describe("RateLimitPolicy validation", func() {
 		// Identity.
 		Entry("identity source with two members",
 			`{identity: {sources: [{header: {name: X-Tenant-ID}, clientIP: {}}]}, rules: [`+apiRule+`]}`,
-			"an identity source sets exactly one of header, apiKey, jwtClaim, clientIP or shared"),
+			"an identity source sets exactly one of header, apiKey, jwtClaim, clientIP, shared or descriptor"),
 		Entry("identity source with no member",
 			`{identity: {sources: [{}]}, rules: [`+apiRule+`]}`,
-			"an identity source sets exactly one of header, apiKey, jwtClaim, clientIP or shared"),
+			"an identity source sets exactly one of header, apiKey, jwtClaim, clientIP, shared or descriptor"),
 		Entry("source after clientIP",
 			`{identity: {sources: [{clientIP: {}}, {header: {name: X-Tenant-ID}}]}, rules: [`+apiRule+`]}`,
 			"clientIP and shared always find a tenant, so sources after them are never used"),
@@ -134,12 +134,12 @@ var _ = Describe("RateLimitPolicy validation", func() {
 			"trustedProxies must be CIDRs such as 10.0.0.0/8 or fd00::/8 (use /32 or /128 for one address), not 10.1.2.3"),
 		Entry("rule identity with two members",
 			`{rules: [{name: api, limits: [{requests: 1, period: 1s}], identity: {sources: [{shared: {}, apiKey: {}}]}}]}`,
-			"an identity source sets exactly one of header, apiKey, jwtClaim, clientIP or shared"),
+			"an identity source sets exactly one of header, apiKey, jwtClaim, clientIP, shared or descriptor"),
 
 		// Tiers.
 		Entry("tier source with two members",
 			`{tiers: {source: {header: {name: X-Plan}, jwtClaim: {claim: plan}}, default: free}, rules: [`+apiRule+`]}`,
-			"a tier source sets exactly one of header or jwtClaim"),
+			"a tier source sets exactly one of header, jwtClaim or descriptor"),
 		Entry("tiered limits without spec.tiers",
 			`{rules: [`+apiRule+`, {name: plans, limits: [{tier: free, requests: 100, period: 1h}]}]}`,
 			"limits of rule plans name a tier but spec.tiers is not set: add spec.tiers to say where the tier of a request comes from, or remove tier from the limits"),

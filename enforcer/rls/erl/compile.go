@@ -185,7 +185,7 @@ func rule(name string, path []config.DescriptorEntry, d *Descriptor) config.Rule
 	}
 	r.Cost = 1
 	r.Leasing = s.Leasing
-	r.Identity = config.Identity{Sources: []config.Source{{Descriptor: &struct{}{}}}}
+	r.Identity = config.Identity{Sources: []config.Source{{Descriptor: &config.DescriptorSource{}}}}
 	r.Limits = append([]config.Limit{{Requests: rl.RequestsPerUnit, Period: config.Duration{Duration: rl.period()}, Burst: s.Burst}}, s.Limits...)
 	return r
 }
