@@ -168,17 +168,25 @@ func BenchmarkGuardCachedRefusal(b *testing.B) {
 			b.SetParallelism(max(1, 64/runtime.GOMAXPROCS(0)))
 			b.ReportAllocs()
 			b.ResetTimer()
+			// The cache asks Redis again at its entry's recheck time, so a
+			// slow run sees a few answers that are not local: they are
+			// reported, not failed.
+			var remote atomic.Int64
 			b.RunParallel(func(pb *testing.PB) {
 				var out []Outcome
 				for pb.Next() {
 					out = g.AllowAll(context.Background(), []Request{req}, out)
-					if out[0].Err != nil || out[0].Decision.Allowed || !out[0].Decision.Local {
+					if out[0].Err != nil || out[0].Decision.Allowed {
 						b.Errorf("%+v", out[0])
 						return
+					}
+					if !out[0].Decision.Local {
+						remote.Add(1)
 					}
 				}
 			})
 			b.ReportMetric(float64(g.LeaseCounts(policy).RedisCalls.Load())/float64(b.N), "redis-calls/decision")
+			b.ReportMetric(float64(remote.Load())/float64(b.N), "remote/decision")
 		})
 	}
 }
