@@ -247,3 +247,45 @@ func TestEnforcerMaxProcs(t *testing.T) {
 	g.Expect(enforcerContainerFor(pod, Decision{Inject: true, UpstreamPort: 8080}, &sidecar).Env).NotTo(
 		ContainElement(HaveField("Name", "GOMAXPROCS")))
 }
+
+// TestDecideInNamespace: in a namespace without the injection label the
+// webhook never sees a pod, so a selected pod without an enforcer is
+// explained by the namespace, unless it opts out or already runs one.
+func TestDecideInNamespace(t *testing.T) {
+	p := v1alpha1.RateLimitPolicy{}
+	p.Name = "login"
+	p.Spec.Selector.MatchLabels = map[string]string{"app": "api"}
+	p.Spec.UpstreamPort = 8080
+	sidecar := testSidecar()
+	pod := func(mutate func(*corev1.Pod)) *corev1.Pod {
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "api-0", Namespace: "shop", Labels: map[string]string{"app": "api"}}}
+		if mutate != nil {
+			mutate(pod)
+		}
+		return pod
+	}
+	tests := []struct {
+		name    string
+		pod     *corev1.Pod
+		enabled bool
+		want    string
+	}{
+		{"enabled namespace", pod(nil), true, ReasonInjected},
+		{"namespace not enabled", pod(nil), false, ReasonNamespaceNotEnabled},
+		{"opted out", pod(func(p *corev1.Pod) { p.Annotations = map[string]string{wellknown.InjectAnnotation: "false"} }), false, ReasonOptedOut},
+		{"already injected", pod(func(p *corev1.Pod) {
+			p.Spec.InitContainers = []corev1.Container{{Name: wellknown.EnforcerContainerName}}
+		}), false, ReasonAlreadyInjected},
+		{"not selected", pod(func(p *corev1.Pod) { p.Labels = nil }), false, ReasonNotSelected},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			d := DecideInNamespace(tt.pod, []v1alpha1.RateLimitPolicy{p}, &sidecar, tt.enabled)
+			g.Expect(d.Reason).To(Equal(tt.want))
+			if tt.want != ReasonNotSelected {
+				g.Expect(d.Selected).To(HaveExactElements(HaveField("Name", "login")))
+			}
+		})
+	}
+}
