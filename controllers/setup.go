@@ -14,19 +14,31 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
+// Package controllers registers the Sluice controllers and the injection
+// webhook with a manager: the policy controller (controllers/policy), the
+// status controller (controllers/enforcerstatus) and the webhook
+// (controllers/webhook). Only cmd/manager, and the envtest suites that run
+// the controllers, import it and its packages.
 package controllers
 
 import (
 	"context"
 	"fmt"
+	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/controllers/enforcerstatus"
+	"github.com/sluice-dev/sluice/controllers/policy"
+	"github.com/sluice-dev/sluice/controllers/webhook"
+	"github.com/sluice-dev/sluice/internal/inject"
 	"github.com/sluice-dev/sluice/internal/wellknown"
 )
 
@@ -99,4 +111,91 @@ type Defaults struct {
 	EnforcerImage string
 	// FailureMode applies to policies stored without spec.failureMode.
 	FailureMode v1alpha1.FailureMode
+}
+
+// Options are the settings of the controllers and the webhook, from the
+// manager's flags.
+type Options struct {
+	// Namespaces are the namespaces the manager watches; all when empty.
+	Namespaces []string
+	// Concurrency is how many namespaces the policy controller compiles at
+	// once.
+	Concurrency int
+	// DefaultFailureMode applies to policies stored without spec.failureMode.
+	DefaultFailureMode v1alpha1.FailureMode
+	// NetworkPolicy, when set, is kept in each namespace with policies to
+	// fence the enforcers' admin port.
+	NetworkPolicy *policy.EnforcerNetworkPolicy
+	// Sidecar is what the webhook injects, and what the status controller
+	// explains pods without an enforcer with. Without an image, the webhook
+	// is not served.
+	Sidecar inject.EnforcerSidecar
+	// StatusInterval is how often the enforcers are polled, StatusTimeout
+	// how long one /status may take (0: the defaults of enforcerstatus).
+	StatusInterval, StatusTimeout time.Duration
+	// Webhook is how the injection webhook is served.
+	Webhook WebhookOptions
+}
+
+// WebhookOptions are the injection webhook's settings.
+type WebhookOptions struct {
+	// ConfigurationName is the MutatingWebhookConfiguration whose
+	// failurePolicy and timeoutSeconds the manager keeps.
+	ConfigurationName string
+	FailurePolicy     admissionregistrationv1.FailurePolicyType
+	TimeoutSeconds    int32
+	Certificates      webhook.Certificates
+}
+
+// Setup registers with mgr the policy controller, the status controller
+// and, when there is an enforcer image to inject, the injection webhook
+// and the controller of its settings. It returns the webhook's readiness
+// check, nil when the webhook is not served.
+func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) (healthz.Checker, error) {
+	secrets, err := NewManagedSecretCache(ctx, mgr, opts.Namespaces)
+	if err != nil {
+		return nil, err
+	}
+	policies := &policy.Reconciler{
+		Client:             mgr.GetClient(),
+		APIReader:          mgr.GetAPIReader(),
+		Secrets:            secrets,
+		Recorder:           mgr.GetEventRecorder("sluice-policy-controller"),
+		NetworkPolicy:      opts.NetworkPolicy,
+		DefaultFailureMode: opts.DefaultFailureMode,
+	}
+	if err := policies.SetupWithManager(ctx, mgr, opts.Concurrency); err != nil {
+		return nil, fmt.Errorf("set up the policy controller: %w", err)
+	}
+	status := &enforcerstatus.Reconciler{
+		Client:      mgr.GetClient(),
+		Secrets:     secrets,
+		Recorder:    mgr.GetEventRecorder("sluice-status-controller"),
+		Interval:    opts.StatusInterval,
+		PollTimeout: opts.StatusTimeout,
+		Sidecar:     opts.Sidecar,
+	}
+	if err := status.SetupWithManager(mgr); err != nil {
+		return nil, fmt.Errorf("set up the status controller: %w", err)
+	}
+	if opts.Sidecar.Image == "" {
+		ctrl.Log.WithName("setup").Info("no --enforcer-image: the injection webhook is not served, and pods are created without the enforcer")
+		return nil, nil
+	}
+	settings := &webhook.ConfigurationReconciler{
+		Client:            mgr.GetClient(),
+		ConfigurationName: opts.Webhook.ConfigurationName,
+		FailurePolicy:     opts.Webhook.FailurePolicy,
+		TimeoutSeconds:    opts.Webhook.TimeoutSeconds,
+	}
+	if err := settings.SetupWithManager(mgr); err != nil {
+		return nil, fmt.Errorf("set up the webhook settings: %w", err)
+	}
+	injector := &webhook.PodInjector{
+		Reader:     mgr.GetClient(),
+		Recorder:   mgr.GetEventRecorder("sluice-injector"),
+		Sidecar:    opts.Sidecar,
+		FailClosed: opts.Webhook.FailurePolicy == admissionregistrationv1.Fail,
+	}
+	return webhook.SetupInjector(mgr, injector, opts.Webhook.Certificates)
 }

@@ -66,9 +66,9 @@ const (
 	// that is not ready.
 	ReasonEnforcersNotReady = "EnforcersNotReady"
 	// ReasonEnforcersNotReported: pods are selected but no enforcer status
-	// has been collected for them yet. The policy controller sets it when
-	// no status controller runs; otherwise the status controller, which
-	// polls the enforcers, is Ready's one writer.
+	// has been collected for them yet. The status controller, Ready's one
+	// writer, waits for its poller's first answers instead of setting it;
+	// it stays part of the API for clients that match on it.
 	ReasonEnforcersNotReported = "EnforcersNotReported"
 	// ReasonEnforcersStale: some enforcers still run an older generation.
 	ReasonEnforcersStale = "EnforcersStale"

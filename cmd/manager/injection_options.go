@@ -30,6 +30,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/sluice-dev/sluice/controllers"
+	"github.com/sluice-dev/sluice/controllers/enforcerstatus"
+	"github.com/sluice-dev/sluice/controllers/webhook"
+	"github.com/sluice-dev/sluice/internal/inject"
 	"github.com/sluice-dev/sluice/internal/wellknown"
 )
 
@@ -79,7 +82,7 @@ func (o *injectionOptions) bindFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.adminPort, "enforcer-admin-port", 15081, "port of the enforcer's probes, metrics and /status (named sluice-admin) in injected pods")
 	fs.Int64Var(&o.runAsUser, "enforcer-run-as-user", 65532, "non-root user and group the enforcer runs as")
 	fs.StringVar(&o.pullPolicy, "enforcer-image-pull-policy", "", "Always, IfNotPresent or Never (default: the cluster's default for the image's tag)")
-	fs.IntVar(&o.maxProcs, "enforcer-max-procs", controllers.DefaultEnforcerMaxProcs,
+	fs.IntVar(&o.maxProcs, "enforcer-max-procs", inject.DefaultEnforcerMaxProcs,
 		"GOMAXPROCS of the injected enforcer: how many threads run its Go code at once (0: Go's default, every CPU of the node, or the container's CPU limit rounded up, at least 2)")
 	fs.StringVar(&o.cpuRequest, "enforcer-cpu-request", "50m", "CPU request of the enforcer container (empty: none)")
 	fs.StringVar(&o.cpuLimit, "enforcer-cpu-limit", "", "CPU limit of the enforcer container (empty: none)")
@@ -99,8 +102,8 @@ func (o *injectionOptions) bindFlags(fs *flag.FlagSet) {
 		"name of the MutatingWebhookConfiguration whose caBundle, failurePolicy and timeout the manager keeps")
 	fs.Var(&o.enforcerArgs, "enforcer-arg", "a flag of the injected enforcer, --NAME=VALUE (repeatable): one of --"+
 		strings.Join(tunableEnforcerFlags, ", --"))
-	fs.DurationVar(&o.statusInterval, "status-interval", controllers.DefaultStatusInterval, "how often the enforcers' /status is polled")
-	fs.DurationVar(&o.statusTimeout, "status-timeout", controllers.DefaultStatusTimeout, "how long one enforcer's /status may take")
+	fs.DurationVar(&o.statusInterval, "status-interval", enforcerstatus.DefaultInterval, "how often the enforcers' /status is polled")
+	fs.DurationVar(&o.statusTimeout, "status-timeout", enforcerstatus.DefaultTimeout, "how long one enforcer's /status may take")
 }
 
 func (o *injectionOptions) validate(defaultRedisURL string) []error {
@@ -116,8 +119,8 @@ func (o *injectionOptions) validate(defaultRedisURL string) []error {
 	if o.httpPort == o.adminPort {
 		errs = append(errs, fmt.Errorf("--enforcer-http-port and --enforcer-admin-port are both %d", o.httpPort))
 	}
-	if o.maxProcs < 0 || o.maxProcs > controllers.MaxEnforcerMaxProcs {
-		errs = append(errs, fmt.Errorf("--enforcer-max-procs %d: use 0 (Go's default) to %d", o.maxProcs, controllers.MaxEnforcerMaxProcs))
+	if o.maxProcs < 0 || o.maxProcs > inject.MaxEnforcerMaxProcs {
+		errs = append(errs, fmt.Errorf("--enforcer-max-procs %d: use 0 (Go's default) to %d", o.maxProcs, inject.MaxEnforcerMaxProcs))
 	}
 	switch corev1.PullPolicy(o.pullPolicy) {
 	case "", corev1.PullAlways, corev1.PullIfNotPresent, corev1.PullNever:
@@ -169,15 +172,15 @@ func (o *injectionOptions) validate(defaultRedisURL string) []error {
 			errs = append(errs, fmt.Errorf("--enforcer-arg %q: write --NAME=VALUE with NAME one of %s", arg, strings.Join(tunableEnforcerFlags, ", ")))
 		}
 	}
-	if err := controllers.ValidateDefaultRedisURL(defaultRedisURL); err != nil {
+	if err := inject.ValidateDefaultRedisURL(defaultRedisURL); err != nil {
 		errs = append(errs, fmt.Errorf("--default-redis-url: %w", err))
 	}
 	return errs
 }
 
 // sidecar is the enforcer the webhook injects.
-func (o *injectionOptions) sidecar(defaults controllers.Defaults) controllers.EnforcerSidecar {
-	return controllers.EnforcerSidecar{
+func (o *injectionOptions) sidecar(defaults controllers.Defaults) inject.EnforcerSidecar {
+	return inject.EnforcerSidecar{
 		Image:              defaults.EnforcerImage,
 		ImagePullPolicy:    corev1.PullPolicy(o.pullPolicy),
 		HTTPPort:           int32(o.httpPort),
@@ -192,8 +195,8 @@ func (o *injectionOptions) sidecar(defaults controllers.Defaults) controllers.En
 }
 
 // certificates is where the webhook's certificate comes from.
-func (o *injectionOptions) certificates() controllers.WebhookCertificates {
-	return controllers.WebhookCertificates{
+func (o *injectionOptions) certificates() webhook.Certificates {
+	return webhook.Certificates{
 		SelfManaged:              o.certSelfManaged,
 		CertDir:                  o.webhookCertDir,
 		Secret:                   o.certSecret,

@@ -23,12 +23,10 @@ import (
 	"os"
 	"runtime/debug"
 
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -94,24 +92,28 @@ func run(ctx context.Context, opts *options) error {
 		return fmt.Errorf("create manager: %w", err)
 	}
 
-	secrets, err := controllers.NewManagedSecretCache(ctx, mgr, opts.watchNamespaces)
+	serving, err := controllers.Setup(ctx, mgr, controllers.Options{
+		Namespaces:         opts.watchNamespaces,
+		Concurrency:        opts.concurrency,
+		DefaultFailureMode: opts.defaults.FailureMode,
+		NetworkPolicy:      opts.networkPolicy,
+		Sidecar:            opts.injection.sidecar(opts.defaults),
+		StatusInterval:     opts.injection.statusInterval,
+		StatusTimeout:      opts.injection.statusTimeout,
+		Webhook: controllers.WebhookOptions{
+			ConfigurationName: opts.injection.webhookConfiguration,
+			FailurePolicy:     opts.injection.webhookFailurePolicy,
+			TimeoutSeconds:    opts.injection.webhookTimeoutSeconds,
+			Certificates:      opts.injection.certificates(),
+		},
+	})
 	if err != nil {
 		return err
 	}
-	policies := &controllers.PolicyReconciler{
-		Client:             mgr.GetClient(),
-		APIReader:          mgr.GetAPIReader(),
-		Secrets:            secrets,
-		Recorder:           mgr.GetEventRecorder("sluice-policy-controller"),
-		NetworkPolicy:      opts.networkPolicy,
-		DefaultFailureMode: opts.defaults.FailureMode,
-		ReadyFromEnforcers: true,
-	}
-	if err := policies.SetupWithManager(ctx, mgr, opts.concurrency); err != nil {
-		return fmt.Errorf("set up the policy controller: %w", err)
-	}
-	if err := setupInjection(mgr, opts, secrets); err != nil {
-		return err
+	if serving != nil {
+		if err := mgr.AddReadyzCheck("webhook", serving); err != nil {
+			return err
+		}
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return err
@@ -125,48 +127,6 @@ func run(ctx context.Context, opts *options) error {
 		"defaultFailureMode", opts.defaults.FailureMode, "defaultRedisURL", opts.defaults.RedisURL, "defaultRedisSecret", opts.defaults.RedisSecret,
 		"enforcerImage", opts.defaults.EnforcerImage, "enforcerNetworkPolicy", opts.networkPolicy != nil)
 	return mgr.Start(ctx)
-}
-
-// setupInjection wires the status controller, and the injection webhook
-// with its certificate and settings when there is an enforcer image to
-// inject.
-func setupInjection(mgr ctrl.Manager, opts *options, secrets client.Reader) error {
-	sidecar := opts.injection.sidecar(opts.defaults)
-	status := &controllers.EnforcerStatusReconciler{
-		Client:      mgr.GetClient(),
-		Secrets:     secrets,
-		Recorder:    mgr.GetEventRecorder("sluice-status-controller"),
-		Interval:    opts.injection.statusInterval,
-		PollTimeout: opts.injection.statusTimeout,
-		Sidecar:     sidecar,
-	}
-	if err := status.SetupWithManager(mgr); err != nil {
-		return fmt.Errorf("set up the status controller: %w", err)
-	}
-	if sidecar.Image == "" {
-		ctrl.Log.WithName("setup").Info("no --enforcer-image: the injection webhook is not served, and pods are created without the enforcer")
-		return nil
-	}
-	settings := &controllers.InjectionWebhookReconciler{
-		Client:            mgr.GetClient(),
-		ConfigurationName: opts.injection.webhookConfiguration,
-		FailurePolicy:     opts.injection.webhookFailurePolicy,
-		TimeoutSeconds:    opts.injection.webhookTimeoutSeconds,
-	}
-	if err := settings.SetupWithManager(mgr); err != nil {
-		return fmt.Errorf("set up the webhook settings: %w", err)
-	}
-	injector := &controllers.PodInjector{
-		Reader:     mgr.GetClient(),
-		Recorder:   mgr.GetEventRecorder("sluice-injector"),
-		Sidecar:    sidecar,
-		FailClosed: opts.injection.webhookFailurePolicy == admissionregistrationv1.Fail,
-	}
-	serving, err := controllers.SetupInjectionWebhook(mgr, injector, opts.injection.certificates())
-	if err != nil {
-		return err
-	}
-	return mgr.AddReadyzCheck("webhook", serving)
 }
 
 // buildVersion is the -ldflags version, else the module version go install

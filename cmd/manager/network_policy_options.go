@@ -25,7 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
 
-	"github.com/sluice-dev/sluice/controllers"
+	"github.com/sluice-dev/sluice/controllers/policy"
 )
 
 // networkPolicyOptions are the flags of the NetworkPolicy fencing the
@@ -49,7 +49,7 @@ func (o *networkPolicyOptions) bindFlags(fs *flag.FlagSet) {
 }
 
 // policy is the NetworkPolicy to keep, nil when it is off.
-func (o *networkPolicyOptions) policy(adminPort int) (*controllers.EnforcerNetworkPolicy, []error) {
+func (o *networkPolicyOptions) policy(adminPort int) (*policy.EnforcerNetworkPolicy, []error) {
 	if !o.enabled {
 		return nil, nil
 	}
@@ -61,7 +61,7 @@ func (o *networkPolicyOptions) policy(adminPort int) (*controllers.EnforcerNetwo
 	if err != nil || len(manager) == 0 {
 		errs = append(errs, errors.New("--enforcer-network-policy-manager-labels: write the manager pods' labels as k=v,k2=v2"))
 	}
-	np := &controllers.EnforcerNetworkPolicy{AdminPort: int32(adminPort), ManagerNamespace: o.managerNamespace, ManagerPodLabels: manager}
+	np := &policy.EnforcerNetworkPolicy{AdminPort: int32(adminPort), ManagerNamespace: o.managerNamespace, ManagerPodLabels: manager}
 	if o.metricsLabels != "" {
 		metrics, err := labels.ConvertSelectorToLabelsMap(o.metricsLabels)
 		if err != nil {

@@ -32,6 +32,7 @@ import (
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/controllers"
+	"github.com/sluice-dev/sluice/controllers/policy"
 	"github.com/sluice-dev/sluice/internal/wellknown"
 )
 
@@ -55,7 +56,7 @@ type options struct {
 	injection            injectionOptions
 	networkPolicyFlags   networkPolicyOptions
 	// networkPolicy is nil unless --enforcer-network-policy.
-	networkPolicy *controllers.EnforcerNetworkPolicy
+	networkPolicy *policy.EnforcerNetworkPolicy
 }
 
 func parseOptions(args []string, output io.Writer) (*options, error) {

@@ -26,7 +26,7 @@ func (f fakeValues) ConfigMapKey(name, key string) (string, bool, error) {
 // with the pod's own addresses, files and identity.
 func TestContainerCommandOfInjectedPod(t *testing.T) {
 	g := NewWithT(t)
-	data, err := os.ReadFile(filepath.Join("..", "..", "..", "controllers", "testdata", "inject", "injected.golden.yaml"))
+	data, err := os.ReadFile(filepath.Join("..", "..", "inject", "testdata", "injected.golden.yaml"))
 	g.Expect(err).NotTo(HaveOccurred())
 	var golden struct{ Pod corev1.Pod }
 	g.Expect(yaml.Unmarshal(data, &golden)).To(Succeed())

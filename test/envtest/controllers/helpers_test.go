@@ -109,13 +109,15 @@ func kstatusOf(ctx context.Context, p *v1alpha1.RateLimitPolicy) kstatus.Status 
 	return res.Status
 }
 
-// eventReasons lists the reasons of the Events about the policy, oldest first.
+// eventReasons lists the reasons of the policy controller's Events about
+// the policy, oldest first (the status controller's, of Ready
+// transitions, are the injection suite's).
 func eventReasons(ctx context.Context, p *v1alpha1.RateLimitPolicy) []string {
 	var events eventsv1.EventList
 	Expect(k8sClient.List(ctx, &events, client.InNamespace(p.Namespace))).To(Succeed())
 	var reasons []string
 	for _, e := range events.Items {
-		if e.Regarding.Kind == "RateLimitPolicy" && e.Regarding.Name == p.Name {
+		if e.Regarding.Kind == "RateLimitPolicy" && e.Regarding.Name == p.Name && e.ReportingController == "sluice-policy-controller" {
 			reasons = append(reasons, e.Reason)
 		}
 	}

@@ -150,7 +150,7 @@ var _ = Describe("The policy controller", func() {
 			And(HaveLen(1), HaveKey("exports")))
 	})
 
-	It("counts the pods a policy selects, and Ready says whether it knows their enforcers", func(ctx SpecContext) {
+	It("counts the pods a policy selects, and Ready says why they run no enforcer", func(ctx SpecContext) {
 		policy := samplePolicy("ratelimitpolicy_login_protection.yaml", ns)
 		Expect(k8sClient.Create(ctx, policy)).To(Succeed())
 		Eventually(func() *metav1.Condition { return condition(ctx, policy, v1alpha1.ConditionReady) }).
@@ -163,8 +163,9 @@ var _ = Describe("The policy controller", func() {
 		Eventually(func() int32 { return publishedPolicies(ctx, ns)["login"].Replicas }).Should(BeEquivalentTo(2),
 			"LocalFallback gives each enforcer half of every limit")
 		Eventually(func() *metav1.Condition { return condition(ctx, policy, v1alpha1.ConditionReady) }).
-			Should(haveCondition(metav1.ConditionUnknown, v1alpha1.ReasonEnforcersNotReported, 1))
-		Expect(kstatusOf(ctx, policy)).To(Equal(kstatus.InProgressStatus), "not Current before an enforcer reports")
+			Should(haveCondition(metav1.ConditionFalse, v1alpha1.ReasonEnforcersNotReady, 1))
+		Expect(condition(ctx, policy, v1alpha1.ConditionReady).Message).To(ContainSubstring("is not labelled sluice.dev/injection=enabled"))
+		Expect(kstatusOf(ctx, policy)).To(Equal(kstatus.InProgressStatus), "not Current while no enforcer runs")
 
 		By("relabelling and deleting pods")
 		pod := &corev1.Pod{}
@@ -189,7 +190,8 @@ var _ = Describe("The policy controller", func() {
 		Expect(accepted.Message).To(ContainSubstring("Secret redis named in spec.storage.secretRef does not exist in namespace " + ns))
 		Expect(accepted.Message).To(ContainSubstring("under key url"))
 		Expect(condition(ctx, policy, v1alpha1.ConditionStalled)).To(haveCondition(metav1.ConditionTrue, v1alpha1.ReasonStorageSecretMissing, 1))
-		Expect(condition(ctx, policy, v1alpha1.ConditionReady)).To(haveCondition(metav1.ConditionFalse, v1alpha1.ReasonNotAccepted, 1))
+		Eventually(func() *metav1.Condition { return condition(ctx, policy, v1alpha1.ConditionReady) }).
+			Should(haveCondition(metav1.ConditionFalse, v1alpha1.ReasonNotAccepted, 1), "the status controller's Ready follows Accepted")
 		Expect(kstatusOf(ctx, policy)).To(Equal(kstatus.FailedStatus), "GitOps tools stop waiting: the user must act")
 		Expect(publishedPolicies(ctx, ns)).NotTo(HaveKey("login"), "nothing to enforce without its Redis")
 		Eventually(func() []string { return eventReasons(ctx, policy) }).Should(Equal([]string{v1alpha1.ReasonStorageSecretMissing}))
@@ -268,8 +270,9 @@ var _ = Describe("The policy controller", func() {
 		// controller's verdict first, then ask kstatus.
 		Eventually(func() *metav1.Condition { return condition(ctx, policy, v1alpha1.ConditionAccepted) }).
 			Should(haveCondition(metav1.ConditionTrue, v1alpha1.ReasonCompiled, 1))
+		Eventually(func() *metav1.Condition { return condition(ctx, policy, v1alpha1.ConditionReady) }).
+			Should(haveCondition(metav1.ConditionTrue, v1alpha1.ReasonNoPodsSelected, 1))
 		Eventually(func() kstatus.Status { return kstatusOf(ctx, policy) }).Should(Equal(kstatus.CurrentStatus))
-		Expect(condition(ctx, policy, v1alpha1.ConditionReady)).To(haveCondition(metav1.ConditionTrue, v1alpha1.ReasonNoPodsSelected, 1))
 		Expect(k8sClient.Get(ctx, key(policy), policy)).To(Succeed())
 		Expect(policy.Status.Algorithms).To(Equal("SlidingWindowCounter"))
 		// Settled: no pass of the controller is pending.

@@ -14,9 +14,11 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Package controllers runs the policy controller in-process against a real
-// kube-apiserver and etcd, with the RBAC that config/rbac grants it: what
-// users see of it (ConfigMaps, conditions, Events) is what these specs check.
+// Package controllers runs the policy controller, with the status
+// controller as cmd/manager runs them, in-process against a real
+// kube-apiserver and etcd, with the RBAC that config/rbac grants them: what
+// users see of the policy controller (ConfigMaps, conditions, Events) is
+// what these specs check.
 package controllers
 
 import (
@@ -96,8 +98,9 @@ func managerConfig(ctx context.Context, cfg *rest.Config) *rest.Config {
 	return user
 }
 
-// startManager runs the policy controller as cmd/manager wires it, with
-// leader election through a Lease in sluice-system.
+// startManager runs the controllers as cmd/manager wires them, with leader
+// election through a Lease in sluice-system; without an enforcer image,
+// the webhook is not served.
 func startManager(cfg *rest.Config) {
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme: scheme,
@@ -113,12 +116,8 @@ func startManager(cfg *rest.Config) {
 	})
 	Expect(err).NotTo(HaveOccurred())
 	ctx, cancel := context.WithCancel(context.Background())
-	reconciler := &controllers.PolicyReconciler{
-		Client:    mgr.GetClient(),
-		APIReader: mgr.GetAPIReader(),
-		Recorder:  mgr.GetEventRecorder("sluice-policy-controller"),
-	}
-	Expect(reconciler.SetupWithManager(ctx, mgr, 2)).To(Succeed())
+	_, err = controllers.Setup(ctx, mgr, controllers.Options{Concurrency: 2})
+	Expect(err).NotTo(HaveOccurred())
 	done := make(chan struct{})
 	go func() {
 		defer GinkgoRecover()

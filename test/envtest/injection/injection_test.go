@@ -26,7 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
-	"github.com/sluice-dev/sluice/controllers"
+	"github.com/sluice-dev/sluice/internal/inject"
 	"github.com/sluice-dev/sluice/internal/wellknown"
 )
 
@@ -61,7 +61,7 @@ var _ = Describe("The injection webhook", func() {
 		Expect(pod.Annotations).To(HaveKeyWithValue(wellknown.InjectedAnnotation, sidecar.Image))
 		Expect(pod.Spec.Containers).To(HaveLen(1), "the application's containers are left as they are")
 
-		Eventually(func() []string { return eventNotes(ctx, policy, controllers.ReasonInjected) }).Should(
+		Eventually(func() []string { return eventNotes(ctx, policy, inject.ReasonInjected) }).Should(
 			ConsistOf(ContainSubstring("pod api-*: injected the enforcer for policy public-api, forwarding to port 8080")))
 
 		By("admitting a copy of the injected pod")
@@ -72,7 +72,7 @@ var _ = Describe("The injection webhook", func() {
 		Expect(k8sClient.Create(ctx, again)).To(Succeed())
 		Expect(again.Spec.InitContainers).To(HaveLen(1), "re-admission does not inject twice")
 		Expect(again.Spec.Volumes).To(HaveLen(len(pod.Spec.Volumes)))
-		Eventually(func() []string { return eventNotes(ctx, policy, controllers.ReasonAlreadyInjected) }).Should(
+		Eventually(func() []string { return eventNotes(ctx, policy, inject.ReasonAlreadyInjected) }).Should(
 			ConsistOf("pod api-copy: the pod already has a container named sluice-enforcer"))
 	})
 
@@ -84,9 +84,9 @@ var _ = Describe("The injection webhook", func() {
 		Expect(enforcerOf(pod)).NotTo(BeNil())
 
 		Expect(k8sClient.Create(ctx, newPod(ns, "api-0", map[string]string{"app": "api"}))).To(Succeed())
-		Eventually(func() []string { return eventNotes(ctx, policy, controllers.ReasonInjected) }).Should(
+		Eventually(func() []string { return eventNotes(ctx, policy, inject.ReasonInjected) }).Should(
 			ConsistOf(ContainSubstring("pod api-0:")), "only the real creation is reported")
-		Consistently(func() []string { return eventNotes(ctx, policy, controllers.ReasonInjected) }).Should(HaveLen(1))
+		Consistently(func() []string { return eventNotes(ctx, policy, inject.ReasonInjected) }).Should(HaveLen(1))
 	})
 
 	It("records one Event per pod when pods are injected at once", func(ctx SpecContext) {
@@ -95,7 +95,7 @@ var _ = Describe("The injection webhook", func() {
 		for _, name := range []string{"api-0", "api-1", "api-2"} {
 			Expect(k8sClient.Create(ctx, newPod(ns, name, map[string]string{"app": "api"}))).To(Succeed())
 		}
-		Eventually(func() []string { return eventNotes(ctx, policy, controllers.ReasonInjected) }).Should(ConsistOf(
+		Eventually(func() []string { return eventNotes(ctx, policy, inject.ReasonInjected) }).Should(ConsistOf(
 			HavePrefix("pod api-0: injected"), HavePrefix("pod api-1: injected"), HavePrefix("pod api-2: injected")))
 	})
 
@@ -132,9 +132,9 @@ var _ = Describe("The injection webhook", func() {
 		createPolicy(ctx, newPolicy(disabled, "public-api", "api", 8080))
 		untouched(newPod(disabled, "api-0", map[string]string{"app": "api"}))
 
-		Eventually(func() []string { return eventNotes(ctx, policy, controllers.ReasonOptedOut) }).Should(ConsistOf(
+		Eventually(func() []string { return eventNotes(ctx, policy, inject.ReasonOptedOut) }).Should(ConsistOf(
 			`pod api-debug: the pod opts out with sluice.dev/inject: "false", so policy public-api is not enforced on it`))
-		Eventually(func() []string { return eventNotes(ctx, policy, controllers.ReasonHostNetwork) }).Should(ConsistOf(
+		Eventually(func() []string { return eventNotes(ctx, policy, inject.ReasonHostNetwork) }).Should(ConsistOf(
 			ContainSubstring("pod api-host: the pod uses the host network")))
 		Consistently(func() int { return len(injectionEvents(ctx, policy)) }).Should(Equal(2),
 			"nothing about the unselected pod or the label opt-out")

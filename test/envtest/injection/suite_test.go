@@ -46,10 +46,12 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
-	"sigs.k8s.io/controller-runtime/pkg/webhook"
+	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/controllers"
+	"github.com/sluice-dev/sluice/controllers/webhook"
+	"github.com/sluice-dev/sluice/internal/inject"
 	"github.com/sluice-dev/sluice/internal/testing/envtestutil"
 	"github.com/sluice-dev/sluice/internal/testing/freeport"
 	"github.com/sluice-dev/sluice/internal/testing/redistest"
@@ -76,7 +78,7 @@ var (
 	redis *redistest.Server
 	// sidecar is what the webhook injects; its ports are free on the
 	// loopback addresses the enforcers listen on.
-	sidecar controllers.EnforcerSidecar
+	sidecar inject.EnforcerSidecar
 	// enforcerBin is sluice-enforcer built from ./cmd/enforcer; empty when
 	// that does not exist.
 	enforcerBin string
@@ -106,7 +108,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	for adminPort == httpPort {
 		adminPort = freePort(enforcerIPs)
 	}
-	sidecar = controllers.EnforcerSidecar{
+	sidecar = inject.EnforcerSidecar{
 		Image:           "sluice-enforcer:test",
 		ImagePullPolicy: corev1.PullIfNotPresent,
 		HTTPPort:        httpPort,
@@ -156,41 +158,22 @@ func startManager(ctx context.Context, cfg *rest.Config) {
 			DefaultTransform: cache.TransformStripManagedFields(),
 		},
 		Metrics: metricsserver.Options{BindAddress: "0"},
-		WebhookServer: webhook.NewServer(webhook.Options{
+		WebhookServer: ctrlwebhook.NewServer(ctrlwebhook.Options{
 			Host: wio.LocalServingHost, Port: wio.LocalServingPort, CertDir: wio.LocalServingCertDir,
 		}),
 	})
 	Expect(err).NotTo(HaveOccurred())
 	mgrCtx, cancel := context.WithCancel(context.Background())
-	secrets, err := controllers.NewManagedSecretCache(mgrCtx, mgr, nil)
-	Expect(err).NotTo(HaveOccurred())
-	policies := &controllers.PolicyReconciler{
-		Client:             mgr.GetClient(),
-		APIReader:          mgr.GetAPIReader(),
-		Secrets:            secrets,
-		Recorder:           mgr.GetEventRecorder("sluice-policy-controller"),
-		ReadyFromEnforcers: true,
-	}
-	Expect(policies.SetupWithManager(mgrCtx, mgr, 2)).To(Succeed())
-	status := &controllers.EnforcerStatusReconciler{
-		Client:   mgr.GetClient(),
-		Secrets:  secrets,
-		Recorder: mgr.GetEventRecorder("sluice-status-controller"),
-		Interval: 500 * time.Millisecond,
-		Sidecar:  sidecar,
-	}
-	Expect(status.SetupWithManager(mgr)).To(Succeed())
-	settings := &controllers.InjectionWebhookReconciler{
-		Client:         mgr.GetClient(),
-		FailurePolicy:  webhookFailurePolicy,
-		TimeoutSeconds: webhookTimeoutSeconds,
-	}
-	Expect(settings.SetupWithManager(mgr)).To(Succeed())
-	webhookReady, err := controllers.SetupInjectionWebhook(mgr, &controllers.PodInjector{
-		Reader:   mgr.GetClient(),
-		Recorder: mgr.GetEventRecorder("sluice-injector"),
-		Sidecar:  sidecar,
-	}, controllers.WebhookCertificates{SelfManaged: false})
+	webhookReady, err := controllers.Setup(mgrCtx, mgr, controllers.Options{
+		Concurrency:    2,
+		Sidecar:        sidecar,
+		StatusInterval: 500 * time.Millisecond,
+		Webhook: controllers.WebhookOptions{
+			FailurePolicy:  webhookFailurePolicy,
+			TimeoutSeconds: webhookTimeoutSeconds,
+			Certificates:   webhook.Certificates{SelfManaged: false},
+		},
+	})
 	Expect(err).NotTo(HaveOccurred())
 
 	done := make(chan struct{})

@@ -1,0 +1,114 @@
+/*
+Copyright 2026 The Sluice Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package policy
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/internal/wellknown"
+)
+
+const (
+	// adminTokenBytes is the token's entropy.
+	adminTokenBytes = 32
+)
+
+// reconcileAdminSecret keeps the namespace's admin Secret: created once
+// with a random token, which later passes keep, and owned by every policy
+// like the ConfigMap. A Secret of that name the controller did not create
+// is taken over with a new token: whoever made it may know the old one.
+func (r *Reconciler) reconcileAdminSecret(ctx context.Context, namespace string, policies []*v1alpha1.RateLimitPolicy) error {
+	key := types.NamespacedName{Namespace: namespace, Name: wellknown.AdminSecretName}
+	secret := &corev1.Secret{}
+	err := r.secrets().Get(ctx, key, secret)
+	switch {
+	case apierrors.IsNotFound(err):
+		secret = &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: wellknown.AdminSecretName, Namespace: namespace}}
+		if err = setAdminSecret(secret, policies, true); err == nil {
+			err = r.Create(ctx, secret)
+		}
+		if !apierrors.IsAlreadyExists(err) {
+			break
+		}
+		// It exists without our label, so the cache cannot see it.
+		if err = r.APIReader.Get(ctx, key, secret); err == nil {
+			if err = setAdminSecret(secret, policies, true); err == nil {
+				err = r.Update(ctx, secret)
+			}
+		}
+	case err == nil:
+		before := secret.DeepCopy()
+		if err = setAdminSecret(secret, policies, len(secret.Data[wellknown.AdminTokenKey]) < adminTokenBytes); err == nil &&
+			!equality.Semantic.DeepEqual(before, secret) {
+			err = r.Update(ctx, secret)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("write Secret %s/%s: %w", namespace, wellknown.AdminSecretName, err)
+	}
+	return nil
+}
+
+// setAdminSecret labels and owns secret, and gives it a new token when
+// newToken is set or it has none.
+func setAdminSecret(secret *corev1.Secret, policies []*v1alpha1.RateLimitPolicy, newToken bool) error {
+	if secret.Labels == nil {
+		secret.Labels = map[string]string{}
+	}
+	secret.Labels[wellknown.ManagedByLabel] = wellknown.ManagedByValue
+	secret.OwnerReferences = ownerReferences(policies)
+	secret.Type = corev1.SecretTypeOpaque
+	if !newToken && len(secret.Data[wellknown.AdminTokenKey]) > 0 {
+		return nil
+	}
+	b := make([]byte, adminTokenBytes)
+	if _, err := rand.Read(b); err != nil {
+		return err
+	}
+	secret.Data = map[string][]byte{wellknown.AdminTokenKey: []byte(base64.RawURLEncoding.EncodeToString(b))}
+	secret.StringData = nil
+	return nil
+}
+
+// deleteAdminSecret removes the admin Secret of a namespace without
+// policies, as deleteConfig does the ConfigMap.
+func (r *Reconciler) deleteAdminSecret(ctx context.Context, namespace string) error {
+	secret := &corev1.Secret{}
+	err := r.secrets().Get(ctx, types.NamespacedName{Namespace: namespace, Name: wellknown.AdminSecretName}, secret)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read Secret %s/%s: %w", namespace, wellknown.AdminSecretName, err)
+	}
+	err = r.Delete(ctx, secret, client.Preconditions{UID: &secret.UID})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete Secret %s/%s: %w", namespace, wellknown.AdminSecretName, err)
+	}
+	return nil
+}

@@ -1,0 +1,233 @@
+/*
+Copyright 2026 The Sluice Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package policy
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/controllers/conditions"
+	"github.com/sluice-dev/sluice/enforcer/config"
+	"github.com/sluice-dev/sluice/internal/compile"
+	"github.com/sluice-dev/sluice/internal/inject"
+	"github.com/sluice-dev/sluice/internal/wellknown"
+)
+
+// reconcileConfig writes the compiled configuration to the namespace's
+// ConfigMap. A nil compiled leaves the ConfigMap as it is.
+//
+// The ConfigMap has no owner: were it owned by the policies, the garbage
+// collector would delete it with the last of them, and the enforcers, which
+// keep their last good configuration when its file goes, would go on
+// enforcing the deleted policies. The manager deletes it itself once the
+// namespace has neither policies nor injected pods (reconcileWithoutPolicies).
+func (r *Reconciler) reconcileConfig(ctx context.Context, namespace string, policies []*v1alpha1.RateLimitPolicy, compiled *compile.Result) error {
+	if compiled == nil {
+		return nil
+	}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: wellknown.ConfigMapName, Namespace: namespace}}
+	mutate := func() error {
+		setConfigMap(cm, compiled)
+		return nil
+	}
+	op, err := controllerutil.CreateOrUpdate(ctx, r.Client, cm, mutate)
+	if op == controllerutil.OperationResultCreated {
+		r.announceRecreated(policies)
+	}
+	if apierrors.IsAlreadyExists(err) {
+		// It exists without our label, so the cache cannot see it: take it over.
+		if err = r.APIReader.Get(ctx, client.ObjectKeyFromObject(cm), cm); err == nil {
+			setConfigMap(cm, compiled)
+			err = r.Update(ctx, cm)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("write ConfigMap %s/%s: %w", namespace, wellknown.ConfigMapName, err)
+	}
+	return nil
+}
+
+// announceRecreated warns on every policy that was published before, when
+// the ConfigMap had to be created again: someone deleted it, and the
+// enforcers kept their last good configuration in the meantime.
+func (r *Reconciler) announceRecreated(policies []*v1alpha1.RateLimitPolicy) {
+	for _, p := range policies {
+		if !apimeta.IsStatusConditionTrue(p.Status.Conditions, v1alpha1.ConditionAccepted) || r.Recorder == nil {
+			continue
+		}
+		conditions.RecordEvent(r.Recorder, p, corev1.EventTypeWarning, v1alpha1.ReasonConfigMapRecreated, conditions.Policy.EventAction, fmt.Sprintf(
+			"ConfigMap %s was deleted and has been written again: until the kubelet updates their volume, enforcers keep the last configuration they loaded "+
+				"and take no change (their /status says config.fileMissing); the manager owns this ConfigMap, do not delete it", wellknown.ConfigMapName))
+	}
+}
+
+// setConfigMap makes cm hold compiled, keeping labels and annotations that
+// others added.
+func setConfigMap(cm *corev1.ConfigMap, compiled *compile.Result) {
+	if cm.Labels == nil {
+		cm.Labels = map[string]string{}
+	}
+	cm.Labels[wellknown.ManagedByLabel] = wellknown.ManagedByValue
+	if cm.Annotations == nil {
+		cm.Annotations = map[string]string{}
+	}
+	cm.Annotations[wellknown.ConfigHashAnnotation] = compiled.Hash
+	cm.Data = map[string]string{wellknown.ConfigKey: string(compiled.JSON)}
+	cm.BinaryData = nil
+	// Owned by no one (reconcileConfig); earlier releases made every
+	// policy an owner, which an upgrade takes off here.
+	cm.OwnerReferences = withoutPolicyOwners(cm.OwnerReferences)
+}
+
+// withoutPolicyOwners drops the RateLimitPolicy owners of refs, keeping
+// any other owner someone added.
+func withoutPolicyOwners(refs []metav1.OwnerReference) []metav1.OwnerReference {
+	out := slices.DeleteFunc(slices.Clone(refs), func(ref metav1.OwnerReference) bool {
+		return ref.Kind == "RateLimitPolicy" && strings.HasPrefix(ref.APIVersion, v1alpha1.GroupVersion.Group+"/")
+	})
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+// ownerReferences lists every policy as an owner, sorted by name, for the
+// objects that go with the last policy (the admin Secret, the
+// NetworkPolicy). None is the controller: they belong to them all.
+func ownerReferences(policies []*v1alpha1.RateLimitPolicy) []metav1.OwnerReference {
+	refs := make([]metav1.OwnerReference, 0, len(policies))
+	for _, p := range policies {
+		refs = append(refs, metav1.OwnerReference{
+			APIVersion: v1alpha1.GroupVersion.String(),
+			Kind:       "RateLimitPolicy",
+			Name:       p.Name,
+			UID:        p.UID,
+		})
+	}
+	slices.SortFunc(refs, func(a, b metav1.OwnerReference) int { return strings.Compare(a.Name, b.Name) })
+	return refs
+}
+
+// reconcileWithoutPolicies publishes a configuration without policies for
+// as long as the namespace has injected pods, whose enforcers then pass
+// traffic through, and deletes the ConfigMap once none is left. Deleting it
+// while enforcers run would leave them enforcing the last configuration
+// they loaded, the deleted policies included.
+func (r *Reconciler) reconcileWithoutPolicies(ctx context.Context, namespace string) error {
+	injected, err := r.injectedPods(ctx, namespace)
+	if err != nil {
+		return err
+	}
+	if injected == 0 {
+		return r.deleteConfig(ctx, namespace)
+	}
+	empty, err := compile.Namespace(namespace, nil, compile.Options{})
+	if err != nil {
+		return err
+	}
+	return r.reconcileConfig(ctx, namespace, nil, empty)
+}
+
+// injectedPods counts the pods of the namespace that run an enforcer, or
+// will: every one reads the namespace's ConfigMap.
+func (r *Reconciler) injectedPods(ctx context.Context, namespace string) (int, error) {
+	var pods corev1.PodList
+	if err := r.List(ctx, &pods, client.InNamespace(namespace)); err != nil {
+		return 0, fmt.Errorf("list pods in %s: %w", namespace, err)
+	}
+	n := 0
+	for i := range pods.Items {
+		if pod := &pods.Items[i]; inject.HasEnforcer(pod) && pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// deleteConfig removes the ConfigMap of a namespace with neither policies
+// nor injected pods.
+func (r *Reconciler) deleteConfig(ctx context.Context, namespace string) error {
+	cm := &corev1.ConfigMap{}
+	err := r.Get(ctx, types.NamespacedName{Namespace: namespace, Name: wellknown.ConfigMapName}, cm)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read ConfigMap %s/%s: %w", namespace, wellknown.ConfigMapName, err)
+	}
+	err = r.Delete(ctx, cm, client.Preconditions{UID: &cm.UID})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete ConfigMap %s/%s: %w", namespace, wellknown.ConfigMapName, err)
+	}
+	return nil
+}
+
+// publishedConfig reads the configuration the namespace's ConfigMap holds,
+// nil when there is none or it cannot be read (it is then rewritten whole).
+func (r *Reconciler) publishedConfig(ctx context.Context, namespace string) (*config.Config, error) {
+	cm := &corev1.ConfigMap{}
+	err := r.Get(ctx, types.NamespacedName{Namespace: namespace, Name: wellknown.ConfigMapName}, cm)
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read ConfigMap %s/%s: %w", namespace, wellknown.ConfigMapName, err)
+	}
+	published, err := config.Parse([]byte(cm.Data[wellknown.ConfigKey]))
+	if err != nil {
+		return nil, nil //nolint:nilerr // an unreadable ConfigMap is replaced, not an error of this pass
+	}
+	return published, nil
+}
+
+// publishedGeneration is the generation of p in the published configuration.
+func publishedGeneration(published *config.Config, p *v1alpha1.RateLimitPolicy) (int64, bool) {
+	if entry, ok := published.Entry(p.Name, string(p.UID)); ok {
+		return entry.Generation, true
+	}
+	return 0, false
+}
+
+// secretKeys returns the data keys of a Secret, nil when it does not exist.
+// It reads the API server: the cache holds Secrets' metadata only.
+func (r *Reconciler) secretKeys(ctx context.Context, namespace, name string) ([]string, error) {
+	secret := &corev1.Secret{}
+	err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, secret)
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read Secret %s/%s: %w", namespace, name, err)
+	}
+	keys := slices.Sorted(maps.Keys(secret.Data))
+	if keys == nil {
+		keys = []string{} // exists, without keys
+	}
+	return keys, nil
+}
