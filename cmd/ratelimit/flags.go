@@ -33,6 +33,7 @@ type options struct {
 	shutdownTimeout                 time.Duration
 	logLevel                        slog.Level
 	headers                         headerOptions
+	admin                           adminOptions
 	version, help                   bool
 }
 
@@ -50,13 +51,14 @@ func newFlagSet(o *options, logLevel *string) *pflag.FlagSet {
 	fs.SortFlags = false
 	fs.StringVar(&o.listen, "listen", ":8081", "gRPC address of the rate limit service (env GRPC_HOST, GRPC_PORT)")
 	fs.StringVar(&o.httpListen, "http-listen", ":8080", "HTTP address of /healthcheck, as envoyproxy/ratelimit's (env HOST, PORT); empty turns it off")
-	fs.StringVar(&o.adminListen, "admin-listen", ":6070", "admin address: /metrics /healthz /readyz /healthcheck (env DEBUG_HOST, DEBUG_PORT)")
+	fs.StringVar(&o.adminListen, "admin-listen", ":6070", "admin address: /metrics /healthz /readyz /healthcheck /status (env DEBUG_HOST, DEBUG_PORT)")
 	fs.StringVar(&o.tls.certFile, "tls-cert-file", "", "serve gRPC over TLS with this PEM certificate chain, re-read when it changes (env GRPC_SERVER_TLS_CERT with GRPC_SERVER_USE_TLS)")
 	fs.StringVar(&o.tls.keyFile, "tls-key-file", "", "the PEM private key of --tls-cert-file (env GRPC_SERVER_TLS_KEY)")
 	fs.StringVar(&o.tls.clientCAFile, "tls-client-ca-file", "", "require client certificates signed by a CA of this PEM file (env GRPC_CLIENT_TLS_CACERT)")
 	fs.StringVar(&o.tls.clientSAN, "tls-client-san", "", "require a client certificate naming this DNS name, IP, URI or email (env GRPC_CLIENT_TLS_SAN)")
 	fs.StringVar(&o.redisURL, "redis-url", "", "Redis: redis://, rediss://, redis+sentinel:// or redis+cluster:// URL (env REDIS_URL with REDIS_TYPE, REDIS_SOCKET_TYPE, REDIS_AUTH, REDIS_TLS; default "+defaultRedisURL+")")
 	fs.StringVar(&o.configDir, "config-dir", "", "folder of envoyproxy/ratelimit configuration files (default RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/RUNTIME_APPDIRECTORY, "+erl.RuntimeDir(defaultRuntimeRoot, "", "")+")")
+	addAdminFlags(fs, &o.admin)
 	fs.StringVar(&o.namespace, "namespace", erl.DefaultNamespace, "namespace of the Redis keys: every instance sharing a Redis must use the same one")
 	fs.StringVar(&o.failureMode, "failure-mode", string(config.FailOpen), "what a domain decides while Redis does not answer, unless its file sets sluice.failureMode: Open (admit), Closed (refuse: OVER_LIMIT) or LocalFallback (limit in this process at limit / sluice.replicas) (env SLUICE_FAILURE_MODE)")
 	fs.DurationVar(&o.redisTimeout, "redis-timeout", erl.DefaultTimeout, "how long a call waits for Redis before the failure mode decides, 1ms to 1s, unless the domain's file sets sluice.timeout (env SLUICE_REDIS_TIMEOUT)")
@@ -125,7 +127,10 @@ func fromEnv(fs *pflag.FlagSet, o *options, logLevel *string, env func(string) s
 		}
 		o.redisURL = u
 	}
-	if !fs.Changed("config-dir") {
+	if err := adminFromEnv(fs, env); err != nil {
+		return err
+	}
+	if !fs.Changed("config-dir") && (o.admin.policyConfig == "" || runtimeEnvSet(env)) {
 		root := env("RUNTIME_ROOT")
 		if root == "" {
 			root = defaultRuntimeRoot
@@ -256,8 +261,8 @@ func (o *options) validate(logLevel string) error {
 		return errors.New("--listen and --admin-listen must not be empty")
 	case o.listen == o.adminListen || (o.httpListen != "" && (o.listen == o.httpListen || o.adminListen == o.httpListen)):
 		return fmt.Errorf("--listen %s, --http-listen %s and --admin-listen %s must differ", o.listen, o.httpListen, o.adminListen)
-	case o.configDir == "":
-		return errors.New("--config-dir must not be empty")
+	case o.configDir == "" && o.admin.policyConfig == "":
+		return errors.New("one of --config-dir and --policy-config is required")
 	case o.namespace == "" || strings.ContainsAny(o.namespace, "{}/"):
 		return fmt.Errorf("--namespace %q must be non-empty without '{', '}' or '/'", o.namespace)
 	case o.shutdownTimeout < 0:
@@ -292,14 +297,17 @@ drop-in for envoyproxy/ratelimit: it reads the same configuration files and
 environment, and decides with Sluice's limiter in Redis.
 
 Usage:
-  sluice-ratelimit [--config-dir DIR] [--redis-url URL] [flags]
+  sluice-ratelimit [--config-dir DIR] [--policy-config FILE] [--redis-url URL] [flags]
 
 Flags (a flag not given is read from envoyproxy/ratelimit's environment
 variable named with it; the command line wins):
 ` + fs.FlagUsages() + `
 The folder is watched: a changed file is loaded without dropping calls, and
 a file that does not load keeps the last good configuration (logged, and
-counted in sluice_ratelimit_config_reload_errors_total).
+counted in sluice_ratelimit_config_reload_errors_total). So is the
+--policy-config file (a ConfigMap's symlink swap included); a domain that
+both define is refused the same way. GET /status on the admin address is
+the enforcer's status document (docs/ratelimit-admin.md).
 
 Exit status: 0 after a clean shutdown, 1 on a runtime failure, 2 on a
 command line error, 3 when the configuration cannot be loaded at start.

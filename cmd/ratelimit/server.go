@@ -14,18 +14,18 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"github.com/redis/go-redis/v9"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
 
-	"github.com/sluice-dev/sluice/enforcer/config"
+	"github.com/sluice-dev/sluice/enforcer/admin"
 	"github.com/sluice-dev/sluice/enforcer/limiter"
 	"github.com/sluice-dev/sluice/enforcer/reload"
 	"github.com/sluice-dev/sluice/enforcer/rls"
-	"github.com/sluice-dev/sluice/enforcer/rls/erl"
+	"github.com/sluice-dev/sluice/enforcer/runtime"
+	"github.com/sluice-dev/sluice/enforcer/status"
 )
 
 // configError is a configuration that cannot be loaded at start (exit 3).
@@ -40,15 +40,18 @@ const (
 )
 
 // service is the wired program: Redis, the guard, the rate limit service,
-// the configuration reloader and the listeners.
+// the configuration sources and reloader, the admin server and the
+// listeners.
 type service struct {
 	o        *options
 	log      *slog.Logger
-	client   redis.UniversalClient
-	redis    *limiter.Redis
+	backends *runtime.Backends
 	guard    *limiter.Guard
 	rls      *rls.Service
+	sources  *sources
 	reloader *reload.Reloader
+	snaps    snapshots
+	admin    *admin.Server
 	registry *prometheus.Registry
 	health   *health.Server
 	// tls is the gRPC listener's, nil for plain gRPC.
@@ -67,29 +70,25 @@ func newService(o *options, log *slog.Logger) (*service, error) {
 		s.tls = cfg
 	}
 	s.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	var err error
-	if s.client, err = limiter.NewClient(o.redisURL, limiter.ClientOptions{}); err != nil {
+	// Every domain decides with --redis-url (sources.go refuses a policy
+	// naming another), so no policy's variable is ever looked up.
+	s.backends = runtime.NewBackends(o.redisURL, func(string) (string, bool) { return "", false }, limiter.ClientOptions{})
+	be, err := s.backends.Default()
+	if err != nil {
 		return nil, err
 	}
-	if s.redis, err = limiter.NewRedis(s.client); err != nil {
-		_ = s.client.Close()
-		return nil, err
-	}
-	s.guard = limiter.NewGuard(s.redis)
-	s.rls = rls.NewService(s.guard, s.redis, rls.NewMetrics(s.registry))
+	s.guard = be.Guard
+	s.rls = rls.NewService(s.guard, be.Redis(), rls.NewMetrics(s.registry))
 	s.rls.SetResponseHeaders(o.headers.parsed)
-	loadOpts := erl.LoadOptions{Options: erl.Options{Namespace: o.namespace, MergeDomains: o.mergeDomains, FailureMode: config.FailureMode(o.failureMode), Timeout: o.redisTimeout}, IgnoreDotFiles: o.ignoreDotFiles}
-	source := &reload.Source{
-		Load: func() (*config.Config, error) { return erl.LoadDir(o.configDir, loadOpts) },
-		Dirs: []string{o.configDir},
-	}
-	s.reloader = reload.NewReloader(source, func(l *reload.Loaded) error {
-		return s.rls.Apply(context.Background(), l.Config)
-	}, newReloadMetrics(s.registry), log)
-	if err := s.reloader.Start(); err != nil {
+	s.sources = newSources(o)
+	s.reloader = reload.NewReloader(s.sources.source(), s.apply, newReloadMetrics(s.registry), log)
+	if err := s.reloader.Start(); errors.Is(err, errWaiting) {
+		log.Warn("no policy configuration yet; waiting for it", "error", err)
+	} else if err != nil {
 		s.close()
 		return nil, &configError{err}
 	}
+	s.admin = s.newAdmin()
 	for _, l := range []struct {
 		addr string
 		ln   *net.Listener
@@ -115,10 +114,25 @@ func (s *service) closeListeners() {
 }
 
 // close gives back the guard's leases and closes Redis.
-func (s *service) close() {
-	s.guard.Close()
-	_ = s.redis.Close()
-	_ = s.client.Close()
+func (s *service) close() { s.backends.Close() }
+
+// apply puts a reading of the sources into service: the domains of both
+// parts, and the snapshot /status reports on.
+func (s *service) apply(l *reload.Loaded) error {
+	p, err := s.sources.take(l.Config)
+	if err != nil {
+		return err
+	}
+	snap, err := runtime.NewDomainSnapshot(l.Config, s.backends)
+	if err != nil {
+		return err
+	}
+	if err := s.rls.ApplyAll(context.Background(), p.configs()...); err != nil {
+		return err
+	}
+	s.snaps.Store(snap)
+	s.sources.serve(p)
+	return nil
 }
 
 // serve runs until ctx ends (SIGTERM), then reports NOT_SERVING, stops
@@ -157,7 +171,7 @@ func (s *service) serve(ctx context.Context) error {
 		httpAddr = s.httpLn.Addr().String()
 	}
 	s.log.Info("serving", "grpc", s.grpcLn.Addr().String(), "http", httpAddr, "admin", s.adminLn.Addr().String(),
-		"tls", s.tls != nil, "configDir", s.o.configDir, "version", buildVersion())
+		"tls", s.tls != nil, "configDir", s.o.configDir, "policyConfig", s.o.admin.policyConfig, "statusToken", s.o.admin.statusTokenFile != "", "version", buildVersion())
 
 	var failed error
 	select {
@@ -204,8 +218,9 @@ func (s *service) monitor(ctx context.Context) {
 }
 
 // adminMux serves /metrics, /healthz (the process runs), /readyz (a
-// configuration is loaded and Redis answers) and /healthcheck
-// (envoyproxy/ratelimit's: a configuration is loaded).
+// configuration is loaded and Redis answers), /healthcheck
+// (envoyproxy/ratelimit's: a configuration is loaded) and the enforcer's
+// /status (admin.go).
 func (s *service) adminMux() *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{}))
@@ -218,16 +233,14 @@ func (s *service) adminMux() *http.ServeMux {
 		_, _ = w.Write([]byte("OK"))
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
-		st := s.reloader.State()
-		switch h := s.guard.Health(); {
-		case s.rls.Table() == nil:
-			http.Error(w, "no configuration loaded: "+st.LastError, http.StatusServiceUnavailable)
-		case !h.Reachable:
-			http.Error(w, "redis unreachable: "+h.LastError, http.StatusServiceUnavailable)
-		default:
-			fmt.Fprintf(w, "ok: config %s\n", st.Hash)
+		ok, why := s.readiness()
+		if !ok {
+			http.Error(w, why, http.StatusServiceUnavailable)
+			return
 		}
+		fmt.Fprintln(w, why)
 	})
+	mux.Handle("GET "+status.Path, s.admin)
 	return mux
 }
 

@@ -47,7 +47,15 @@ type Options struct {
 	// waiting.
 	Waiting WaitingSource
 	Reloads ReloadSource
+	// Metrics serve /metrics and count the decisions /status reports; nil
+	// (a program with metrics of its own) serves no /metrics.
 	Metrics *Metrics
+	// Decisions, when set, are the decisions /status reports instead of
+	// Metrics' (a rate limit service counts its own).
+	Decisions DecisionSource
+	// Readiness, when set, is what /readyz and /status say of readiness
+	// instead of the enforcer's rule (service.go).
+	Readiness func() (bool, string)
 	// StatusToken is the bearer token /status requires of every caller.
 	// Nil: /status is served to loopback peers only.
 	StatusToken TokenSource
@@ -74,10 +82,12 @@ func New(opts Options) *Server {
 		_, _ = w.Write([]byte("ok\n"))
 	})
 	s.mux.HandleFunc("GET /readyz", s.readyz)
-	s.mux.Handle("GET /metrics", promhttp.HandlerFor(opts.Metrics.Registry, promhttp.HandlerOpts{
-		Registry:          opts.Metrics.Registry,
-		EnableOpenMetrics: true,
-	}))
+	if opts.Metrics != nil {
+		s.mux.Handle("GET /metrics", promhttp.HandlerFor(opts.Metrics.Registry, promhttp.HandlerOpts{
+			Registry:          opts.Metrics.Registry,
+			EnableOpenMetrics: true,
+		}))
+	}
 	s.mux.HandleFunc("GET "+status.Path, s.status)
 	s.mux.HandleFunc("GET /bans", s.listBans)
 	s.mux.HandleFunc("DELETE /bans", s.liftBan)
@@ -103,7 +113,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.Serve
 func (s *Server) Debug() http.Handler { return s.debug }
 
 func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
-	ok, why := readiness(s.opts.Snapshots.Snapshot())
+	ok, why := s.readiness(s.opts.Snapshots.Snapshot())
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	if !ok {
 		w.WriteHeader(http.StatusServiceUnavailable)
@@ -124,9 +134,9 @@ func (s *Server) Status() status.Document {
 			Reloads: st.Reloads, ReloadErrors: st.Errors, LastReloadError: st.LastError},
 		Policies:  []status.Policy{},
 		Redis:     []status.Redis{},
-		Decisions: s.opts.Metrics.Decisions(),
+		Decisions: s.decisions(),
 	}
-	out.Ready, _ = readiness(snap)
+	out.Ready, _ = s.readiness(snap)
 	out.Overload = overloadStatus(s.opts.Overload)
 	if st.LastError != "" {
 		at := st.LastErrorAt
@@ -137,7 +147,7 @@ func (s *Server) Status() status.Document {
 	}
 	out.Config.Namespace = snap.Config.Namespace
 	byBackend := map[*runtime.Backend][]string{}
-	for _, p := range snap.Table.Policies() {
+	for _, p := range snap.Policies() {
 		be := snap.BackendOf(p)
 		mode := config.ModeEnforce
 		if p.DryRun {

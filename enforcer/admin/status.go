@@ -32,7 +32,7 @@ func readiness(snap *runtime.Snapshot) (bool, string) {
 		if be.Guard.Health().Reachable {
 			continue
 		}
-		for _, p := range snap.Table.Policies() {
+		for _, p := range snap.Policies() {
 			if snap.BackendOf(p) == be && p.Failure.Mode == config.FailClosed {
 				return false, "a Redis that a fail-closed policy needs is unreachable (/status names them)"
 			}

@@ -31,6 +31,8 @@ type Service struct {
 	metrics *Metrics
 	table   atomic.Pointer[Table]
 	headers atomic.Pointer[ResponseHeaders]
+	// decisions are per policy, for /status (decisions.go).
+	decisions decisions
 }
 
 // NewService answers from the table Apply puts in service; until then,
@@ -180,6 +182,7 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *ratelimitv3.RateLimi
 	refunded := resp.OverallCode == ratelimitv3.RateLimitResponse_OVER_LIMIT && s.refund(ctx, checks, outs)
 	headers := s.headers.Load()
 	var reports []report
+	var tally callTally
 	for i := range calls {
 		c := &calls[i]
 		if c.check < 0 {
@@ -212,8 +215,10 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *ratelimitv3.RateLimi
 			s.metrics.degraded()
 		}
 		s.metrics.descriptor(domainLabel, c.rule, outcome)
+		tally.add(outcome, d.Degraded)
 		resp.Statuses[i] = st
 	}
+	s.record(t, req.Domain, resp.OverallCode, tally)
 	resp.ResponseHeadersToAdd = headers.render(reports, resp.OverallCode)
 	s.metrics.call(resp.OverallCode)
 	return resp, nil

@@ -25,6 +25,9 @@ type Snapshot struct {
 	single    *Backend
 	backendOf map[*route.Policy]*Backend
 	policies  map[string]*route.Policy
+	// domains are the policies with a domain of a rate limit service's
+	// snapshot (domains.go); the route table leaves them out.
+	domains []*route.Policy
 }
 
 // NewSnapshot compiles cfg (already reduced to this pod's policies) and

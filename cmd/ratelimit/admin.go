@@ -1,0 +1,89 @@
+package main
+
+import (
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/sluice-dev/sluice/enforcer/admin"
+	"github.com/sluice-dev/sluice/enforcer/runtime"
+	"github.com/sluice-dev/sluice/enforcer/status"
+)
+
+// adminOptions are what the service needs to load the operator's policies
+// and report on them as an enforcer does.
+type adminOptions struct {
+	policyConfig    string
+	statusTokenFile string
+	podName, podNS  string
+}
+
+func addAdminFlags(fs *pflag.FlagSet, a *adminOptions) {
+	fs.StringVar(&a.policyConfig, "policy-config", "", "compiled RateLimitPolicies with a rateLimitService domain (JSON, schema sluice.dev/enforcer-config/v1), as the operator writes them into a ConfigMap: their domains are served beside --config-dir's, and reloaded when the file changes (env SLUICE_POLICY_CONFIG); with it, --config-dir is read only when given or set by RUNTIME_*")
+	fs.StringVar(&a.statusTokenFile, "status-token-file", "", "file holding the bearer token GET /status on the admin address requires (the operator's Secret volume); unset: /status serves loopback peers only (env SLUICE_STATUS_TOKEN_FILE)")
+	fs.StringVar(&a.podName, "pod-name", "", "pod name, reported on /status (env POD_NAME, the downward API)")
+	fs.StringVar(&a.podNS, "pod-namespace", "", "pod namespace, reported on /status (env POD_NAMESPACE, the downward API)")
+}
+
+// adminFromEnv fills the admin flags not given from the environment: the
+// enforcer's names for its own flags, the downward API's for the pod.
+func adminFromEnv(fs *pflag.FlagSet, env func(string) string) error {
+	for flag, name := range map[string]string{"policy-config": "SLUICE_POLICY_CONFIG", "status-token-file": "SLUICE_STATUS_TOKEN_FILE",
+		"pod-name": "POD_NAME", "pod-namespace": "POD_NAMESPACE"} {
+		if v := env(name); v != "" && !fs.Changed(flag) {
+			if err := fs.Set(flag, v); err != nil {
+				return fmt.Errorf("%s=%q: %w", name, v, err)
+			}
+		}
+	}
+	return nil
+}
+
+// runtimeEnvSet says whether envoyproxy/ratelimit's variables name a
+// folder: with --policy-config, the ERL folder is read only then or with
+// --config-dir.
+func runtimeEnvSet(env func(string) string) bool {
+	return env("RUNTIME_ROOT") != "" || env("RUNTIME_SUBDIRECTORY") != "" || env("RUNTIME_APPDIRECTORY") != ""
+}
+
+// snapshots hold the snapshot in service, for the admin server.
+type snapshots struct {
+	atomic.Pointer[runtime.Snapshot]
+}
+
+func (s *snapshots) Snapshot() *runtime.Snapshot { return s.Load() }
+
+// newAdmin is the enforcer's admin server over the service: /status
+// reports the domains' policies, their Redis and decisions in the
+// enforcer's document (enforcer/status), behind the same bearer token.
+func (s *service) newAdmin() *admin.Server {
+	opts := admin.Options{
+		Pod:       status.Pod{Name: s.o.admin.podName, Namespace: s.o.admin.podNS},
+		Version:   buildVersion(),
+		StartedAt: time.Now().UTC(),
+		Snapshots: &s.snaps,
+		Reloads:   reloads{r: s.reloader, src: s.sources},
+		Decisions: s.rls,
+		Readiness: s.readiness,
+	}
+	if s.o.admin.statusTokenFile != "" {
+		opts.StatusToken = &admin.TokenFile{Path: s.o.admin.statusTokenFile}
+	}
+	return admin.New(opts)
+}
+
+// readiness is what /readyz answers: a configuration is loaded and Redis
+// answers.
+func (s *service) readiness() (bool, string) {
+	st := s.reloader.State()
+	switch h := s.guard.Health(); {
+	case s.rls.Table() == nil:
+		return false, "no configuration loaded: " + reloads{r: s.reloader, src: s.sources}.State().LastError
+	case !h.Reachable:
+		return false, "redis unreachable: " + h.LastError
+	default:
+		return true, "ok: config " + st.Hash
+	}
+}
