@@ -24,6 +24,7 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	kstatus "sigs.k8s.io/cli-utils/pkg/kstatus/status"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -57,9 +58,15 @@ var _ = Describe("The policy controller", func() {
 			Should(haveCondition(metav1.ConditionTrue, v1alpha1.ReasonCompiled, 1))
 
 		By("editing the limit")
-		Expect(k8sClient.Get(ctx, key(policy), policy)).To(Succeed())
-		policy.Spec.Rules[0].Limits[0].Requests = 120
-		Expect(k8sClient.Update(ctx, policy)).To(Succeed())
+		// Read again on a conflict: the status controller may patch Ready
+		// between the read and the update.
+		Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			if err := k8sClient.Get(ctx, key(policy), policy); err != nil {
+				return err
+			}
+			policy.Spec.Rules[0].Limits[0].Requests = 120
+			return k8sClient.Update(ctx, policy)
+		})).To(Succeed())
 		Eventually(func(g Gomega) {
 			entry := publishedPolicies(ctx, ns)["public-api"]
 			g.Expect(entry.Generation).To(BeEquivalentTo(2))
