@@ -51,15 +51,22 @@ func (r *Reconciler) reconcileConfig(ctx context.Context, namespace string, poli
 	if compiled == nil {
 		return nil
 	}
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: wellknown.ConfigMapName, Namespace: namespace}}
+	op, err := r.writeConfigMap(ctx, namespace, wellknown.ConfigMapName, compiled)
+	if op == controllerutil.OperationResultCreated {
+		r.announceRecreated(policies)
+	}
+	return err
+}
+
+// writeConfigMap writes compiled to the namespace's ConfigMap name, taking
+// it over when it exists without the manager's label.
+func (r *Reconciler) writeConfigMap(ctx context.Context, namespace, name string, compiled *compile.Result) (controllerutil.OperationResult, error) {
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace}}
 	mutate := func() error {
 		setConfigMap(cm, compiled)
 		return nil
 	}
 	op, err := controllerutil.CreateOrUpdate(ctx, r.Client, cm, mutate)
-	if op == controllerutil.OperationResultCreated {
-		r.announceRecreated(policies)
-	}
 	if apierrors.IsAlreadyExists(err) {
 		// It exists without our label, so the cache cannot see it: take it over.
 		if err = r.APIReader.Get(ctx, client.ObjectKeyFromObject(cm), cm); err == nil {
@@ -68,9 +75,78 @@ func (r *Reconciler) reconcileConfig(ctx context.Context, namespace string, poli
 		}
 	}
 	if err != nil {
-		return fmt.Errorf("write ConfigMap %s/%s: %w", namespace, wellknown.ConfigMapName, err)
+		return op, fmt.Errorf("write ConfigMap %s/%s: %w", namespace, name, err)
 	}
-	return nil
+	return op, nil
+}
+
+// reconcileServiceConfig writes the compiled configuration of the
+// namespace's rateLimitService policies to ConfigMap sluice-ratelimit-policies,
+// which the rate limit service's pods mount. A nil compiled leaves it as it
+// is. Like the enforcers' ConfigMap it has no owner: the service keeps the
+// last policy file it loaded when the file goes, so the manager itself
+// empties or deletes it once the namespace has no such policy
+// (reconcileServiceWithoutPolicies).
+func (r *Reconciler) reconcileServiceConfig(ctx context.Context, namespace string, policies []*v1alpha1.RateLimitPolicy, compiled *compile.Result) error {
+	if !slices.ContainsFunc(policies, func(p *v1alpha1.RateLimitPolicy) bool { return compile.IsRateLimitService(*p) }) {
+		return r.reconcileServiceWithoutPolicies(ctx, namespace)
+	}
+	if compiled == nil {
+		return nil
+	}
+	_, err := r.writeConfigMap(ctx, namespace, wellknown.ServiceConfigMapName, compiled)
+	return err
+}
+
+// reconcileServiceWithoutPolicies deletes the service's ConfigMap of a
+// namespace without rateLimitService policies once no pod mounts it. While
+// pods mount it, an existing one is emptied instead: deleting it would
+// leave the service answering with the deleted policies.
+func (r *Reconciler) reconcileServiceWithoutPolicies(ctx context.Context, namespace string) error {
+	mounting, err := r.podsMounting(ctx, namespace, wellknown.ServiceConfigMapName)
+	if err != nil {
+		return err
+	}
+	if mounting == 0 {
+		return r.deleteConfigMap(ctx, namespace, wellknown.ServiceConfigMapName)
+	}
+	cm := &corev1.ConfigMap{}
+	err = r.Get(ctx, types.NamespacedName{Namespace: namespace, Name: wellknown.ServiceConfigMapName}, cm)
+	if apierrors.IsNotFound(err) {
+		return nil // the service reads a missing file as no policies
+	}
+	if err != nil {
+		return fmt.Errorf("read ConfigMap %s/%s: %w", namespace, wellknown.ServiceConfigMapName, err)
+	}
+	empty, err := compile.Service(namespace, nil, compile.Options{})
+	if err != nil {
+		return err
+	}
+	_, err = r.writeConfigMap(ctx, namespace, wellknown.ServiceConfigMapName, empty)
+	return err
+}
+
+// podsMounting counts the pods of the namespace, running or about to, that
+// mount the ConfigMap name as a volume.
+func (r *Reconciler) podsMounting(ctx context.Context, namespace, name string) (int, error) {
+	var pods corev1.PodList
+	if err := r.List(ctx, &pods, client.InNamespace(namespace)); err != nil {
+		return 0, fmt.Errorf("list pods in %s: %w", namespace, err)
+	}
+	n := 0
+	for i := range pods.Items {
+		if pod := &pods.Items[i]; mountsConfigMap(pod, name) && pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// mountsConfigMap says whether one of the pod's volumes is the ConfigMap name.
+func mountsConfigMap(pod *corev1.Pod, name string) bool {
+	return slices.ContainsFunc(pod.Spec.Volumes, func(v corev1.Volume) bool {
+		return v.ConfigMap != nil && v.ConfigMap.Name == name
+	})
 }
 
 // announceRecreated warns on every policy that was published before, when
@@ -145,7 +221,7 @@ func (r *Reconciler) reconcileWithoutPolicies(ctx context.Context, namespace str
 		return err
 	}
 	if injected == 0 {
-		return r.deleteConfig(ctx, namespace)
+		return r.deleteConfigMap(ctx, namespace, wellknown.ConfigMapName)
 	}
 	empty, err := compile.Namespace(namespace, nil, compile.Options{})
 	if err != nil {
@@ -170,34 +246,35 @@ func (r *Reconciler) injectedPods(ctx context.Context, namespace string) (int, e
 	return n, nil
 }
 
-// deleteConfig removes the ConfigMap of a namespace with neither policies
-// nor injected pods.
-func (r *Reconciler) deleteConfig(ctx context.Context, namespace string) error {
+// deleteConfigMap removes the namespace's ConfigMap name, once nothing
+// reads it.
+func (r *Reconciler) deleteConfigMap(ctx context.Context, namespace, name string) error {
 	cm := &corev1.ConfigMap{}
-	err := r.Get(ctx, types.NamespacedName{Namespace: namespace, Name: wellknown.ConfigMapName}, cm)
+	err := r.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, cm)
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("read ConfigMap %s/%s: %w", namespace, wellknown.ConfigMapName, err)
+		return fmt.Errorf("read ConfigMap %s/%s: %w", namespace, name, err)
 	}
 	err = r.Delete(ctx, cm, client.Preconditions{UID: &cm.UID})
 	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("delete ConfigMap %s/%s: %w", namespace, wellknown.ConfigMapName, err)
+		return fmt.Errorf("delete ConfigMap %s/%s: %w", namespace, name, err)
 	}
 	return nil
 }
 
-// publishedConfig reads the configuration the namespace's ConfigMap holds,
-// nil when there is none or it cannot be read (it is then rewritten whole).
-func (r *Reconciler) publishedConfig(ctx context.Context, namespace string) (*config.Config, error) {
+// publishedConfig reads the configuration the namespace's ConfigMap name
+// holds, nil when there is none or it cannot be read (it is then rewritten
+// whole).
+func (r *Reconciler) publishedConfig(ctx context.Context, namespace, name string) (*config.Config, error) {
 	cm := &corev1.ConfigMap{}
-	err := r.Get(ctx, types.NamespacedName{Namespace: namespace, Name: wellknown.ConfigMapName}, cm)
+	err := r.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, cm)
 	if apierrors.IsNotFound(err) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("read ConfigMap %s/%s: %w", namespace, wellknown.ConfigMapName, err)
+		return nil, fmt.Errorf("read ConfigMap %s/%s: %w", namespace, name, err)
 	}
 	published, err := config.Parse([]byte(cm.Data[wellknown.ConfigKey]))
 	if err != nil {

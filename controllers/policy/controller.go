@@ -15,7 +15,9 @@ limitations under the License.
 */
 
 // Package policy is the policy controller: it compiles every
-// RateLimitPolicy of a namespace into the enforcer ConfigMap, keeps the
+// RateLimitPolicy of a namespace into the enforcer ConfigMap (sidecar
+// policies) and the rate limit service's ConfigMap (rateLimitService
+// policies), keeps the
 // namespace's admin Secret and NetworkPolicy, and sets each policy's
 // Accepted, Stalled and Reconciling conditions (conditions.Policy).
 package policy
@@ -37,6 +39,7 @@ import (
 	"github.com/sluice-dev/sluice/controllers/conditions"
 	"github.com/sluice-dev/sluice/controllers/watch"
 	"github.com/sluice-dev/sluice/internal/compile"
+	"github.com/sluice-dev/sluice/internal/wellknown"
 )
 
 // What the policy controller reads and writes: of Secrets it reads the keys
@@ -56,7 +59,8 @@ import (
 const conflictRetry = 250 * time.Millisecond
 
 // Reconciler compiles the RateLimitPolicies of a namespace into its
-// ConfigMap sluice-enforcer-config and reports, per policy, whether its
+// ConfigMaps sluice-enforcer-config (sidecar policies) and
+// sluice-ratelimit-policies (rateLimitService policies) and reports, per policy, whether its
 // current generation was accepted. The key it reconciles names that
 // ConfigMap: one pass per namespace, however many policies changed.
 type Reconciler struct {
@@ -94,19 +98,21 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	}()
 
 	if len(policies) == 0 {
-		return ctrl.Result{}, errors.Join(r.reconcileWithoutPolicies(ctx, req.Namespace), r.deleteAdminSecret(ctx, req.Namespace),
+		return ctrl.Result{}, errors.Join(r.reconcileWithoutPolicies(ctx, req.Namespace),
+			r.reconcileServiceWithoutPolicies(ctx, req.Namespace), r.deleteAdminSecret(ctx, req.Namespace),
 			r.deleteNetworkPolicy(ctx, req.Namespace))
 	}
 	// The Secret first: pods started from now on mount it.
 	secretErr := errors.Join(r.reconcileAdminSecret(ctx, req.Namespace, policies),
 		r.reconcileNetworkPolicy(ctx, req.Namespace, policies))
-	compiled, outcomes, err := r.compile(ctx, req.Namespace, policies)
+	compiled, service, outcomes, err := r.compile(ctx, req.Namespace, policies)
 	if err != nil {
 		return ctrl.Result{}, errors.Join(secretErr, err)
 	}
 	publishErr := r.reconcileConfig(ctx, req.Namespace, policies, compiled)
-	r.reconcileStatus(patch, outcomes, publishErr)
-	return ctrl.Result{}, errors.Join(secretErr, publishErr)
+	servicePublishErr := r.reconcileServiceConfig(ctx, req.Namespace, policies, service)
+	r.reconcileStatus(patch, outcomes, publishErr, servicePublishErr)
+	return ctrl.Result{}, errors.Join(secretErr, publishErr, servicePublishErr)
 }
 
 func (r *Reconciler) secrets() client.Reader {
@@ -131,12 +137,19 @@ func (r *Reconciler) listPolicies(ctx context.Context, namespace string) ([]*v1a
 }
 
 // compile gathers what compiling needs from the cluster and compiles the
-// namespace. A configuration too large for a ConfigMap is reported on every
-// policy that compiled, and not published.
-func (r *Reconciler) compile(ctx context.Context, namespace string, policies []*v1alpha1.RateLimitPolicy) (*compile.Result, map[string]compileOutcome, error) {
+// namespace: its sidecar policies (compile.Namespace) and its
+// rateLimitService policies (compile.Service), each against what its
+// ConfigMap holds. A configuration too large for a ConfigMap is reported on
+// every policy of it that compiled, and not published (its Result is nil).
+func (r *Reconciler) compile(ctx context.Context, namespace string, policies []*v1alpha1.RateLimitPolicy) (
+	sidecar, service *compile.Result, outcomes map[string]compileOutcome, err error) {
 	opts, pods, err := r.compileOptions(ctx, namespace, policies)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
+	}
+	servicePrevious, err := r.publishedConfig(ctx, namespace, wellknown.ServiceConfigMapName)
+	if err != nil {
+		return nil, nil, nil, err
 	}
 	// A policy refused for its upstream port or protocol is left out: its
 	// pods' enforcers forward as the older policy says and apply that policy
@@ -151,30 +164,44 @@ func (r *Reconciler) compile(ctx context.Context, namespace string, policies []*
 			items = append(items, *p)
 		}
 	}
-	compiled, err := compile.Namespace(namespace, items, opts)
+	sidecar, err = compile.Namespace(namespace, items, opts)
 	var tooLarge *compile.TooLargeError
 	if err != nil && !errors.As(err, &tooLarge) {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	outcomes := make(map[string]compileOutcome, len(policies))
+	serviceOpts := opts
+	serviceOpts.Previous = servicePrevious
+	service, err = compile.Service(namespace, items, serviceOpts)
+	var serviceTooLarge *compile.TooLargeError
+	if err != nil && !errors.As(err, &serviceTooLarge) {
+		return nil, nil, nil, err
+	}
+	outcomes = make(map[string]compileOutcome, len(policies))
 	for _, p := range policies {
-		o := compileOutcome{Err: compiled.Errors[p.Name]}
 		if conflict := conflicts[p.Name]; conflict != nil {
 			outcomes[p.Name] = compileOutcome{Err: conflict}
 			continue
 		}
-		if o.Err == nil && tooLarge != nil {
-			o.Err = &compile.PolicyError{Policy: p.Name, Reason: v1alpha1.ReasonConfigTooLarge, Message: tooLarge.Error()}
+		res, previous, large := sidecar, opts.Previous, tooLarge
+		if compile.IsRateLimitService(*p) {
+			res, previous, large = service, servicePrevious, serviceTooLarge
+		}
+		o := compileOutcome{Err: res.Errors[p.Name]}
+		if o.Err == nil && large != nil {
+			o.Err = &compile.PolicyError{Policy: p.Name, Reason: v1alpha1.ReasonConfigTooLarge, Message: large.Error()}
 		}
 		if o.Err != nil {
-			o.KeptGeneration, _ = publishedGeneration(opts.Previous, p)
+			o.KeptGeneration, _ = publishedGeneration(previous, p)
 		}
 		outcomes[p.Name] = o
 	}
 	if tooLarge != nil {
-		compiled = nil // keep what is published
+		sidecar = nil // keep what is published
 	}
-	return compiled, outcomes, nil
+	if serviceTooLarge != nil {
+		service = nil
+	}
+	return sidecar, service, outcomes, nil
 }
 
 // compileOptions reads the pods each policy selects, the keys of the Secrets
@@ -207,7 +234,7 @@ func (r *Reconciler) compileOptions(ctx context.Context, namespace string, polic
 			opts.Secrets[name] = keys
 		}
 	}
-	previous, err := r.publishedConfig(ctx, namespace)
+	previous, err := r.publishedConfig(ctx, namespace, wellknown.ConfigMapName)
 	if err != nil {
 		return opts, nil, err
 	}
@@ -234,11 +261,15 @@ func countSelected(p *v1alpha1.RateLimitPolicy, pods []corev1.Pod) int32 {
 
 // reconcileStatus sets the status of every policy from its outcome; the
 // deferred patch saves it and records the Events of transitions.
-func (r *Reconciler) reconcileStatus(patch *conditions.Patch, outcomes map[string]compileOutcome, publishErr error) {
+// A policy's publishing error is that of its ConfigMap.
+func (r *Reconciler) reconcileStatus(patch *conditions.Patch, outcomes map[string]compileOutcome, publishErr, servicePublishErr error) {
 	now := metav1.NewTime(r.now())
 	for _, p := range patch.Policies() {
 		o := outcomes[p.Name]
 		o.PublishErr = publishErr
+		if compile.IsRateLimitService(*p) {
+			o.PublishErr = servicePublishErr
+		}
 		patch.RecordOnSave(p, setPolicyStatus(p, o, now))
 	}
 }

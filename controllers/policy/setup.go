@@ -65,7 +65,9 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, con
 		Watches(&v1alpha1.RateLimitPolicy{}, handler.EnqueueRequestsFromMapFunc(watch.NamespaceOf),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(watch.NamespaceOf),
-			builder.WithPredicates(predicate.NewPredicateFuncs(func(obj client.Object) bool { return obj.GetName() == wellknown.ConfigMapName }))).
+			builder.WithPredicates(predicate.NewPredicateFuncs(func(obj client.Object) bool {
+				return obj.GetName() == wellknown.ConfigMapName || obj.GetName() == wellknown.ServiceConfigMapName
+			}))).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(namespaceWithPoliciesOrEnforcer(r)),
 			builder.WithPredicates(watch.PodCountChanged())).
 		WatchesMetadata(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.namespaceUsingSecret))
@@ -77,12 +79,13 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, con
 }
 
 // namespaceWithPoliciesOrEnforcer maps a pod to its namespace when that has
-// policies, or when the pod runs an enforcer: the ConfigMap of a namespace
-// without policies stays while such pods run.
+// policies, or when the pod runs an enforcer or mounts the rate limit
+// service's ConfigMap: the ConfigMaps of a namespace without policies stay
+// while such pods run.
 func namespaceWithPoliciesOrEnforcer(c client.Reader) handler.MapFunc {
 	withPolicies := watch.NamespaceWithPolicies(c)
 	return func(ctx context.Context, obj client.Object) []reconcile.Request {
-		if pod, ok := obj.(*corev1.Pod); ok && inject.HasEnforcer(pod) {
+		if pod, ok := obj.(*corev1.Pod); ok && (inject.HasEnforcer(pod) || mountsConfigMap(pod, wellknown.ServiceConfigMapName)) {
 			return watch.NamespaceOf(ctx, obj)
 		}
 		return withPolicies(ctx, obj)

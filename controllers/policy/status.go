@@ -69,7 +69,7 @@ func setAcceptedCondition(p *v1alpha1.RateLimitPolicy, o compileOutcome, now met
 		Type:               v1alpha1.ConditionAccepted,
 		Status:             metav1.ConditionTrue,
 		Reason:             v1alpha1.ReasonCompiled,
-		Message:            fmt.Sprintf("compiled into ConfigMap %s", wellknown.ConfigMapName),
+		Message:            fmt.Sprintf("compiled into ConfigMap %s", configMapOf(p)),
 		ObservedGeneration: p.Generation,
 		LastTransitionTime: now,
 	}
@@ -114,7 +114,7 @@ func setReconcilingCondition(p *v1alpha1.RateLimitPolicy, publishErr error, now 
 		Type:               v1alpha1.ConditionReconciling,
 		Status:             metav1.ConditionTrue,
 		Reason:             v1alpha1.ReasonProgressing,
-		Message:            fmt.Sprintf("publishing generation %d to ConfigMap %s failed, retrying: %v", p.Generation, wellknown.ConfigMapName, publishErr),
+		Message:            fmt.Sprintf("publishing generation %d to ConfigMap %s failed, retrying: %v", p.Generation, configMapOf(p), publishErr),
 		ObservedGeneration: p.Generation,
 		LastTransitionTime: now,
 	})
@@ -131,4 +131,13 @@ func acceptedEvent(before, after *metav1.Condition) *conditions.Event {
 			Note: fmt.Sprintf("generation %d %s", after.ObservedGeneration, after.Message)}
 	}
 	return &conditions.Event{Type: corev1.EventTypeWarning, Reason: after.Reason, Note: after.Message}
+}
+
+// configMapOf names the ConfigMap that publishes the policy: the rate limit
+// service's for a rateLimitService policy, else the enforcers'.
+func configMapOf(p *v1alpha1.RateLimitPolicy) string {
+	if compile.IsRateLimitService(*p) {
+		return wellknown.ServiceConfigMapName
+	}
+	return wellknown.ConfigMapName
 }

@@ -42,7 +42,15 @@ const (
 	// ConfigMapName is the ConfigMap that holds the namespace's compiled
 	// configuration, for as long as it has policies or injected pods.
 	ConfigMapName = "sluice-enforcer-config"
-	// ConfigKey is the key of ConfigMapName's data holding the JSON.
+	// ServiceConfigMapName is the ConfigMap that holds the compiled
+	// configuration of the namespace's rateLimitService policies, which the
+	// rate limit service's pods mount (docs/ratelimit-admin.md), for as long
+	// as it has such policies or pods mounting it. Not
+	// sluice-ratelimit-config, the name config/ratelimit gives the
+	// envoyproxy/ratelimit files of the service, which are the user's.
+	ServiceConfigMapName = "sluice-ratelimit-policies"
+	// ConfigKey is the key of ConfigMapName's and ServiceConfigMapName's
+	// data holding the JSON.
 	ConfigKey = "config.json"
 	// ConfigHashAnnotation carries config.Config.Hash() of the published
 	// configuration, which enforcers report on /status once they load it.

@@ -93,5 +93,7 @@ redis://{{ include "sluice.redisName" . }}.{{ .Release.Namespace }}.svc:6379
 
 {{- define "sluice.ratelimitName" -}}{{ include "sluice.fullname" . }}-ratelimit{{- end }}
 {{- define "sluice.ratelimitConfigDir" -}}/etc/sluice-ratelimit/config{{- end }}
+{{- define "sluice.ratelimitPoliciesDir" -}}/etc/sluice-ratelimit/policies{{- end }}
+{{- define "sluice.ratelimitAdminDir" -}}/etc/sluice-ratelimit/admin{{- end }}
 {{- define "sluice.ratelimitTLSDir" -}}/etc/sluice-ratelimit/tls{{- end }}
 {{- define "sluice.ratelimitClientCADir" -}}/etc/sluice-ratelimit/client-ca{{- end }}

@@ -73,6 +73,23 @@ func publishedConfig(ctx context.Context, namespace string) (*config.Config, *co
 	return cfg, cm
 }
 
+// publishedServiceConfig is the configuration of the namespace's
+// rateLimitService policies as the rate limit service reads it; nil while
+// there is none.
+func publishedServiceConfig(ctx context.Context, namespace string) *config.Config {
+	cm := &corev1.ConfigMap{}
+	err := k8sClient.Get(ctx, client.ObjectKey{Namespace: namespace, Name: wellknown.ServiceConfigMapName}, cm)
+	if err != nil {
+		Expect(client.IgnoreNotFound(err)).To(Succeed())
+		return nil
+	}
+	Expect(cm.Labels).To(HaveKeyWithValue(wellknown.ManagedByLabel, wellknown.ManagedByValue))
+	cfg, err := config.Parse([]byte(cm.Data[wellknown.ConfigKey]))
+	Expect(err).NotTo(HaveOccurred(), "the rate limit service must be able to load what the controller writes")
+	Expect(cm.Annotations).To(HaveKeyWithValue(wellknown.ConfigHashAnnotation, cfg.Hash()))
+	return cfg
+}
+
 // publishedPolicies maps the names of the published policies to their entries.
 func publishedPolicies(ctx context.Context, namespace string) map[string]config.Policy {
 	cfg, _ := publishedConfig(ctx, namespace)

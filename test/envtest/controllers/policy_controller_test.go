@@ -24,8 +24,10 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	kstatus "sigs.k8s.io/cli-utils/pkg/kstatus/status"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/enforcer/config"
@@ -56,9 +58,15 @@ var _ = Describe("The policy controller", func() {
 			Should(haveCondition(metav1.ConditionTrue, v1alpha1.ReasonCompiled, 1))
 
 		By("editing the limit")
-		Expect(k8sClient.Get(ctx, key(policy), policy)).To(Succeed())
-		policy.Spec.Rules[0].Limits[0].Requests = 120
-		Expect(k8sClient.Update(ctx, policy)).To(Succeed())
+		// Read again on a conflict: the status controller may patch Ready
+		// between the read and the update.
+		Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			if err := k8sClient.Get(ctx, key(policy), policy); err != nil {
+				return err
+			}
+			policy.Spec.Rules[0].Limits[0].Requests = 120
+			return k8sClient.Update(ctx, policy)
+		})).To(Succeed())
 		Eventually(func(g Gomega) {
 			entry := publishedPolicies(ctx, ns)["public-api"]
 			g.Expect(entry.Generation).To(BeEquivalentTo(2))
@@ -94,6 +102,52 @@ var _ = Describe("The policy controller", func() {
 		By("deleting the injected pod")
 		Expect(k8sClient.Delete(ctx, injected, client.GracePeriodSeconds(0))).To(Succeed())
 		Eventually(func() *config.Config { cfg, _ := publishedConfig(ctx, ns); return cfg }).Should(BeNil())
+	})
+
+	It("publishes rateLimitService policies for the rate limit service, one policy per domain, and deletes their ConfigMap with them", func(ctx SpecContext) {
+		servicePolicy := func(name string) *v1alpha1.RateLimitPolicy {
+			p := &v1alpha1.RateLimitPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+			Expect(yaml.UnmarshalStrict([]byte(`
+rateLimitService: {domain: edge}
+rules:
+  - name: checkout
+    match: {descriptors: [{key: generic_key, value: checkout}]}
+    limits: [{requests: 10, period: 1m}]
+`), &p.Spec)).To(Succeed())
+			return p
+		}
+		domains := func() map[string]string {
+			cfg := publishedServiceConfig(ctx, ns)
+			if cfg == nil {
+				return nil
+			}
+			out := map[string]string{}
+			for _, p := range cfg.Policies {
+				out[p.Name] = p.Domain
+			}
+			return out
+		}
+		first := servicePolicy("first")
+		Expect(k8sClient.Create(ctx, first)).To(Succeed())
+		Eventually(domains).Should(Equal(map[string]string{"first": "edge"}))
+		Eventually(func() *metav1.Condition { return condition(ctx, first, v1alpha1.ConditionAccepted) }).
+			Should(And(haveCondition(metav1.ConditionTrue, v1alpha1.ReasonCompiled, 1),
+				HaveField("Message", ContainSubstring(wellknown.ServiceConfigMapName))))
+		Expect(publishedPolicies(ctx, ns)).To(BeEmpty(), "the enforcers' ConfigMap holds no rateLimitService policy")
+
+		By("creating a second policy for the same domain")
+		second := servicePolicy("second")
+		Expect(k8sClient.Create(ctx, second)).To(Succeed())
+		Eventually(func() *metav1.Condition { return condition(ctx, second, v1alpha1.ConditionAccepted) }).
+			Should(And(haveCondition(metav1.ConditionFalse, v1alpha1.ReasonConflictingDomains, 1),
+				HaveField("Message", ContainSubstring("policy first"))))
+		Expect(condition(ctx, first, v1alpha1.ConditionAccepted)).To(haveCondition(metav1.ConditionTrue, v1alpha1.ReasonCompiled, 1))
+		Consistently(domains, "1s").Should(Equal(map[string]string{"first": "edge"}))
+
+		By("deleting both")
+		Expect(k8sClient.Delete(ctx, second)).To(Succeed())
+		Expect(k8sClient.Delete(ctx, first)).To(Succeed())
+		Eventually(func() *config.Config { return publishedServiceConfig(ctx, ns) }).Should(BeNil())
 	})
 
 	It("writes a ConfigMap deleted by hand again, with a Warning on its policies", func(ctx SpecContext) {

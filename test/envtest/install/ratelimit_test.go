@@ -33,6 +33,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/sluice-dev/sluice/internal/wellknown"
 )
 
 // ratelimitObject converts the rate limit service's object of kind among
@@ -75,7 +77,11 @@ var _ = Describe("The chart's rate limit service", func() {
 		Expect(*c.SecurityContext.AllowPrivilegeEscalation).To(BeFalse())
 		Expect(c.Args).To(ContainElements("--listen=:8081", "--admin-listen=:6070", "--config-dir=/etc/sluice-ratelimit/config",
 			"--tls-cert-file=/etc/sluice-ratelimit/tls/tls.crt", "--tls-key-file=/etc/sluice-ratelimit/tls/tls.key",
-			"--tls-client-ca-file=/etc/sluice-ratelimit/client-ca/ca.crt"))
+			"--tls-client-ca-file=/etc/sluice-ratelimit/client-ca/ca.crt",
+			"--policy-config=/etc/sluice-ratelimit/policies/config.json", "--status-token-file=/etc/sluice-ratelimit/admin/token"))
+		Expect(c.Env).To(ContainElements(
+			corev1.EnvVar{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
+			corev1.EnvVar{Name: "POD_NAMESPACE", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}}))
 		Expect(c.Env).To(ContainElement(corev1.EnvVar{Name: "REDIS_URL", ValueFrom: &corev1.EnvVarSource{
 			SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "ratelimit-redis"}, Key: "url"}}}))
 		volumes := map[string]corev1.VolumeSource{}
@@ -83,6 +89,17 @@ var _ = Describe("The chart's rate limit service", func() {
 			volumes[v.Name] = v.VolumeSource
 		}
 		Expect(volumes["config"].ConfigMap.Name).To(Equal("ratelimit-config"))
+		Expect(volumes["policies"].ConfigMap.Name).To(Equal(wellknown.ServiceConfigMapName))
+		Expect(*volumes["policies"].ConfigMap.Optional).To(BeTrue(), "the pods must start before the manager writes the policies")
+		Expect(volumes["admin-token"].Secret.SecretName).To(Equal(wellknown.AdminSecretName))
+		Expect(*volumes["admin-token"].Secret.Optional).To(BeTrue())
+		Expect(volumes["admin-token"].Secret.Items).To(ConsistOf(corev1.KeyToPath{Key: wellknown.AdminTokenKey, Path: "token"}))
+		mounts := map[string]string{}
+		for _, m := range c.VolumeMounts {
+			mounts[m.Name] = m.MountPath
+		}
+		Expect(mounts).To(HaveKeyWithValue("policies", "/etc/sluice-ratelimit/policies"))
+		Expect(mounts).To(HaveKeyWithValue("admin-token", "/etc/sluice-ratelimit/admin"))
 		Expect(volumes["tls"].Secret.SecretName).To(Equal("ratelimit-tls"))
 		Expect(volumes["client-ca"].Secret.SecretName).To(Equal("ratelimit-client-ca"))
 
@@ -154,7 +171,7 @@ var _ = Describe("The chart's rate limit service", func() {
 		ratelimitObject(rendered, "Deployment", d)
 		var configMap string
 		for _, v := range d.Spec.Template.Spec.Volumes {
-			if v.ConfigMap != nil {
+			if v.ConfigMap != nil && (v.ConfigMap.Optional == nil || !*v.ConfigMap.Optional) { // the manager writes the optional one
 				configMap = v.ConfigMap.Name
 			}
 		}
