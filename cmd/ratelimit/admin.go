@@ -83,9 +83,14 @@ func (s *service) readiness() (bool, string) {
 	if s.rls.Table() == nil {
 		return false, "no configuration loaded: " + reloads{r: s.reloader, src: s.sources}.State().LastError
 	}
-	backends := s.backends.All()
+	var backends []*runtime.Backend
 	if snap := s.snaps.Load(); snap != nil {
 		backends = snap.Backends()
+	}
+	if len(backends) == 0 { // no domain yet: --redis-url's, as before
+		if be, err := s.backends.Default(); err == nil {
+			backends = []*runtime.Backend{be}
+		}
 	}
 	var down []string
 	for _, be := range backends {
