@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -74,16 +75,34 @@ func (s *service) newAdmin() *admin.Server {
 	return admin.New(opts)
 }
 
-// readiness is what /readyz answers: a configuration is loaded and Redis
-// answers.
+// readiness is what /readyz answers: a configuration is loaded and every
+// Redis its domains decide on answers (named by backend: --redis-url's is
+// "default", a policy's own is its variable's name, never the URL).
 func (s *service) readiness() (bool, string) {
 	st := s.reloader.State()
-	switch h := s.guard.Health(); {
-	case s.rls.Table() == nil:
+	if s.rls.Table() == nil {
 		return false, "no configuration loaded: " + reloads{r: s.reloader, src: s.sources}.State().LastError
-	case !h.Reachable:
-		return false, "redis unreachable: " + h.LastError
-	default:
-		return true, "ok: config " + st.Hash
 	}
+	var backends []*runtime.Backend
+	if snap := s.snaps.Load(); snap != nil {
+		backends = snap.Backends()
+	}
+	if len(backends) == 0 { // no domain yet: --redis-url's, as before
+		if be, err := s.backends.Default(); err == nil {
+			backends = []*runtime.Backend{be}
+		}
+	}
+	var down []string
+	for _, be := range backends {
+		if h := be.Guard.Health(); !h.Reachable {
+			down = append(down, be.Name+": "+h.LastError)
+		}
+	}
+	switch {
+	case len(down) == 1 && len(backends) == 1:
+		return false, "redis unreachable: " + strings.TrimPrefix(down[0], backends[0].Name+": ")
+	case len(down) > 0:
+		return false, "redis unreachable: " + strings.Join(down, "; ")
+	}
+	return true, "ok: config " + st.Hash
 }

@@ -283,7 +283,7 @@ func TestStatusWithoutTokenIsForLoopbackOnly(t *testing.T) {
 	o, _, err := parseFlags([]string{"--config-dir", dir, "--listen", "127.0.0.1:0", "--admin-listen", "localhost:0", "--http-listen", ""},
 		func(k string) (string, bool) { return map[string]string{"REDIS_URL": srv.Addr()}[k], k == "REDIS_URL" })
 	g.Expect(err).NotTo(HaveOccurred())
-	s, err := newService(o, slog.New(slog.DiscardHandler))
+	s, err := newService(o, func(string) (string, bool) { return "", false }, slog.New(slog.DiscardHandler))
 	g.Expect(err).NotTo(HaveOccurred())
 	defer func() { s.closeListeners(); s.close() }()
 	mux := s.adminMux()

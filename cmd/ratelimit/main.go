@@ -64,7 +64,7 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 	}
 	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: o.logLevel}))
 	redis.SetLogger(quietRedis{})
-	s, err := newService(o, log)
+	s, err := newService(o, lookupEnv, log)
 	if err != nil {
 		var ce *configError
 		if errors.As(err, &ce) {

@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	"github.com/sluice-dev/sluice/enforcer/admin"
+	"github.com/sluice-dev/sluice/enforcer/config"
 	"github.com/sluice-dev/sluice/enforcer/limiter"
 	"github.com/sluice-dev/sluice/enforcer/reload"
 	"github.com/sluice-dev/sluice/enforcer/rls"
@@ -46,7 +47,6 @@ type service struct {
 	o        *options
 	log      *slog.Logger
 	backends *runtime.Backends
-	guard    *limiter.Guard
 	rls      *rls.Service
 	sources  *sources
 	reloader *reload.Reloader
@@ -60,7 +60,9 @@ type service struct {
 	grpcLn, httpLn, adminLn net.Listener
 }
 
-func newService(o *options, log *slog.Logger) (*service, error) {
+// newService wires the program; lookupEnv finds the Redis URL of a policy
+// naming its own (os.LookupEnv outside tests).
+func newService(o *options, lookupEnv func(string) (string, bool), log *slog.Logger) (*service, error) {
 	s := &service{o: o, log: log, registry: prometheus.NewRegistry(), health: health.NewServer()}
 	if o.tls.enabled() {
 		cfg, err := o.tls.serverConfig()
@@ -70,15 +72,15 @@ func newService(o *options, log *slog.Logger) (*service, error) {
 		s.tls = cfg
 	}
 	s.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	// Every domain decides with --redis-url (sources.go refuses a policy
-	// naming another), so no policy's variable is ever looked up.
-	s.backends = runtime.NewBackends(o.redisURL, func(string) (string, bool) { return "", false }, limiter.ClientOptions{})
+	// A domain decides on --redis-url, unless its policy names the
+	// variable holding its own Redis (spec.storage): one backend, so one
+	// Guard, per distinct URL, as the enforcer's.
+	s.backends = runtime.NewBackends(o.redisURL, lookupEnv, limiter.ClientOptions{})
 	be, err := s.backends.Default()
 	if err != nil {
 		return nil, err
 	}
-	s.guard = be.Guard
-	s.rls = rls.NewService(s.guard, be.Redis(), rls.NewMetrics(s.registry))
+	s.rls = rls.NewService(be.Guard, be.Redis(), rls.NewMetrics(s.registry))
 	s.rls.SetResponseHeaders(o.headers.parsed)
 	s.sources = newSources(o)
 	s.reloader = reload.NewReloader(s.sources.source(), s.apply, newReloadMetrics(s.registry), log)
@@ -113,7 +115,7 @@ func (s *service) closeListeners() {
 	}
 }
 
-// close gives back the guard's leases and closes Redis.
+// close gives back every backend's leases and closes its Redis.
 func (s *service) close() { s.backends.Close() }
 
 // apply puts a reading of the sources into service: the domains of both
@@ -123,11 +125,20 @@ func (s *service) apply(l *reload.Loaded) error {
 	if err != nil {
 		return err
 	}
+	// A policy whose Redis variable is unset or not a Redis URL is refused
+	// here, naming both, and the configuration in service stays.
 	snap, err := runtime.NewDomainSnapshot(l.Config, s.backends)
 	if err != nil {
 		return err
 	}
-	if err := s.rls.ApplyAll(context.Background(), p.configs()...); err != nil {
+	backendOf := func(p *config.Policy) (*rls.Backend, error) {
+		be := snap.DomainBackend(p.Domain)
+		if be == nil {
+			return nil, fmt.Errorf("internal error: domain %s of policy %s has no Redis backend", p.Domain, p.Name)
+		}
+		return &rls.Backend{Guard: be.Guard, Redis: be.Redis()}, nil
+	}
+	if err := s.rls.ApplyAllOn(context.Background(), backendOf, p.configs()...); err != nil {
 		return err
 	}
 	s.snaps.Store(snap)
@@ -144,7 +155,7 @@ func (s *service) serve(ctx context.Context) error {
 	if err := s.reloader.Watch(runCtx, reload.DefaultDebounce); err != nil {
 		return err
 	}
-	go s.monitor(runCtx)
+	go s.backends.Monitor(runCtx, pingInterval, pingTimeout)
 
 	var serverOpts []grpc.ServerOption
 	if s.tls != nil {
@@ -200,21 +211,6 @@ func (s *service) serve(ctx context.Context) error {
 	}
 	s.log.Info("stopped")
 	return nil
-}
-
-// monitor pings Redis each interval, so that /readyz follows it while no
-// call arrives.
-func (s *service) monitor(ctx context.Context) {
-	t := time.NewTicker(pingInterval)
-	defer t.Stop()
-	for {
-		_ = s.guard.Ping(ctx, pingTimeout)
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
 }
 
 // adminMux serves /metrics, /healthz (the process runs), /readyz (a

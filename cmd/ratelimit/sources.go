@@ -119,10 +119,6 @@ func (s *sources) loadPolicies(alone bool) (*config.Config, string, error) {
 		if p.Domain == "" {
 			continue
 		}
-		if p.RedisURLEnv != "" {
-			return nil, "", fmt.Errorf("--policy-config %s: policy %s/%s takes its Redis from $%s: the rate limit service decides every domain with --redis-url",
-				s.policyConfig, cfg.Namespace, p.Name, p.RedisURLEnv)
-		}
 		kept.Policies = append(kept.Policies, p)
 	}
 	return &kept, hash, nil

@@ -196,7 +196,7 @@ func (c guardCollector) Collect(ch chan<- prometheus.Metric) {
 	for name, d := range t.domains {
 		calls := c.s.metrics.peekCount(name)
 		var admits, refusals int64
-		if lc := c.s.guard.LeaseCounts(d.policy); lc != nil {
+		if lc := c.s.backendOf(d).Guard.LeaseCounts(d.policy); lc != nil {
 			calls += lc.RedisCalls.Load()
 			admits, refusals = lc.LeaseAdmits.Load(), lc.CachedRefusals.Load()
 		}

@@ -22,15 +22,17 @@ const outcomeGivenBack = "given_back"
 // gets back units of the window in progress. So however many units are
 // given back, a bucket never holds more than its capacity: the most a
 // tenant can use after is the limit.
-func (s *Service) giveBack(ctx context.Context, reqs []limiter.Request) {
-	if len(reqs) == 0 {
-		return
-	}
-	units := make([]int64, len(reqs))
-	for i := range reqs {
-		units[i] = reqs[i].Cost
-	}
-	if err := s.guard.GiveBack(ctx, reqs, units); err != nil {
-		s.metrics.refundFailed()
+//
+// Each request is given back on its backend (on, one for one).
+func (s *Service) giveBack(ctx context.Context, reqs []limiter.Request, on []*Backend) {
+	for _, g := range groupByBackend(on) {
+		sub := make([]limiter.Request, len(g.index))
+		units := make([]int64, len(g.index))
+		for k, i := range g.index {
+			sub[k], units[k] = reqs[i], reqs[i].Cost
+		}
+		if err := g.backend.Guard.GiveBack(ctx, sub, units); err != nil {
+			s.metrics.refundFailed()
+		}
 	}
 }

@@ -21,13 +21,14 @@ import (
 // far from overflowing the scripts' arithmetic.
 const maxHits = 1 << 40
 
-// Service is a ratelimitv3.RateLimitServiceServer deciding with one
-// limiter.Guard (and its Redis, for checks that count nothing).
+// Service is a ratelimitv3.RateLimitServiceServer deciding each domain on
+// its Backend: the one ApplyAllOn resolved for its policy, else the
+// service's own.
 type Service struct {
 	ratelimitv3.UnimplementedRateLimitServiceServer
 
-	guard   *limiter.Guard
-	redis   *limiter.Redis
+	// def is the backend of the domains ApplyAllOn resolved none for.
+	def     *Backend
 	metrics *Metrics
 	table   atomic.Pointer[Table]
 	headers atomic.Pointer[ResponseHeaders]
@@ -39,7 +40,7 @@ type Service struct {
 // every descriptor is admitted. metrics may be nil; a Metrics counts for
 // one Service, which registers its guard's counters with it.
 func NewService(guard *limiter.Guard, redis *limiter.Redis, metrics *Metrics) *Service {
-	s := &Service{guard: guard, redis: redis, metrics: metrics}
+	s := &Service{def: &Backend{Guard: guard, Redis: redis}, metrics: metrics}
 	metrics.watch(s)
 	return s
 }
@@ -48,13 +49,7 @@ func NewService(guard *limiter.Guard, redis *limiter.Redis, metrics *Metrics) *S
 // the table they started with. Leases taken under the old limits are
 // given back.
 func (s *Service) Apply(ctx context.Context, cfg *config.Config) error {
-	t, err := NewTable(cfg)
-	if err != nil {
-		return err
-	}
-	s.table.Store(t)
-	s.guard.Release(ctx)
-	return nil
+	return s.ApplyAll(ctx, cfg)
 }
 
 // Table is the table in service, nil before the first Apply.
@@ -111,9 +106,16 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *ratelimitv3.RateLimi
 		}
 	}
 	var checks, peeks, gives []limiter.Request
+	// checkOn, peekOn and giveOn are the backends of checks, peeks and
+	// gives, one for one.
+	var checkOn, peekOn, giveOn []*Backend
 	var zeros []limiter.Decision
 	for i, desc := range req.Descriptors {
 		c := &calls[i]
+		var be *Backend
+		if c.rule != nil {
+			be = s.backendOf(c.rule.domain)
+		}
 		switch r := c.rule; {
 		case r == nil:
 		case r.LimitName != "" && replaced[r.LimitName]:
@@ -125,25 +127,22 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *ratelimitv3.RateLimi
 			zeros = append(zeros, zeroDecision(r, !c.negative && hitsOf(req, desc) > 0))
 		case c.negative:
 			if hits := hitsOf(req, desc); hits > 0 {
-				gives = append(gives, r.Request(desc.GetEntries(), hits))
+				gives, giveOn = append(gives, r.Request(desc.GetEntries(), hits)), append(giveOn, be)
 			}
-			c.check, c.peek, peeks = len(peeks), true, append(peeks, r.Request(desc.GetEntries(), 1))
+			c.check, c.peek, peeks, peekOn = len(peeks), true, append(peeks, r.Request(desc.GetEntries(), 1)), append(peekOn, be)
 		default:
 			hits := hitsOf(req, desc)
 			lr := r.Request(desc.GetEntries(), max(hits, 1))
 			if hits == 0 {
-				c.check, c.peek, peeks = len(peeks), true, append(peeks, lr)
+				c.check, c.peek, peeks, peekOn = len(peeks), true, append(peeks, lr), append(peekOn, be)
 			} else {
-				c.check, checks = len(checks), append(checks, lr)
+				c.check, checks, checkOn = len(checks), append(checks, lr), append(checkOn, be)
 			}
 		}
 	}
-	s.giveBack(ctx, gives)
-	var outs []limiter.Outcome
-	if len(checks) > 0 {
-		outs = s.guard.AllowAll(ctx, checks, nil)
-	}
-	peeked := s.peek(ctx, req.Domain, peeks)
+	s.giveBack(ctx, gives, giveOn)
+	outs := allowAll(ctx, checks, checkOn)
+	peeked := s.peek(ctx, req.Domain, peeks, peekOn)
 	for _, o := range outs {
 		if o.Err != nil && !o.Decision.Degraded {
 			// a request the limiter could not take: a bug, never a client's
@@ -179,7 +178,10 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *ratelimitv3.RateLimi
 			resp.OverallCode = ratelimitv3.RateLimitResponse_OVER_LIMIT
 		}
 	}
-	refunded := resp.OverallCode == ratelimitv3.RateLimitResponse_OVER_LIMIT && s.refund(ctx, checks, outs)
+	var refunded []bool
+	if resp.OverallCode == ratelimitv3.RateLimitResponse_OVER_LIMIT {
+		refunded = s.refund(ctx, checks, checkOn, outs)
+	}
 	headers := s.headers.Load()
 	var reports []report
 	var tally callTally
@@ -193,7 +195,7 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *ratelimitv3.RateLimi
 		d, cost := decisionOf(c)
 		shadow := c.rule.Shadow || c.rule.domain.dryRun
 		s.metrics.hits(c.rule, d, cost, shadow) // as decided, before a refund
-		if refunded && d.Allowed && !d.Degraded {
+		if !c.peek && !c.zero && refunded != nil && refunded[c.check] && d.Allowed && !d.Degraded {
 			d.Remaining += cost
 		}
 		st := descriptorStatus(c.rule, windowsOf(c), d)
@@ -235,9 +237,10 @@ func hitsOf(req *ratelimitv3.RateLimitRequest, desc *ratelimitv3common.RateLimit
 
 // peek decides reqs as one more request would be, counting nothing: a
 // descriptor whose hits_addend is 0 is refused when its bucket has no room
-// left. When Redis fails, the policy's failure mode answers: Closed
-// refuses, the others admit. domain is the call's, which has a policy.
-func (s *Service) peek(ctx context.Context, domain string, reqs []limiter.Request) []limiter.Decision {
+// left, each on its backend (on, one for one). When Redis fails, the
+// policy's failure mode answers: Closed refuses, the others admit. domain
+// is the call's, which has a policy.
+func (s *Service) peek(ctx context.Context, domain string, reqs []limiter.Request, on []*Backend) []limiter.Decision {
 	out := make([]limiter.Decision, len(reqs))
 	for i, r := range reqs {
 		timeout := r.Failure.Timeout
@@ -246,7 +249,7 @@ func (s *Service) peek(ctx context.Context, domain string, reqs []limiter.Reques
 		}
 		pctx, cancel := context.WithTimeout(ctx, timeout)
 		s.metrics.peeked(domain)
-		d, err := s.redis.Peek(pctx, r)
+		d, err := on[i].Redis.Peek(pctx, r)
 		cancel()
 		if err != nil {
 			now := time.Now()
@@ -262,24 +265,33 @@ func (s *Service) peek(ctx context.Context, domain string, reqs []limiter.Reques
 	return out
 }
 
-// refund gives back what the admitted checks of a refused call took; it
-// reports whether they were given back.
-func (s *Service) refund(ctx context.Context, checks []limiter.Request, outs []limiter.Outcome) bool {
-	var reqs []limiter.Request
-	var counted []time.Time
-	for i, o := range outs {
-		if o.Decision.Allowed && !o.Decision.Degraded && o.Err == nil {
-			reqs, counted = append(reqs, checks[i]), append(counted, o.Decision.CountedAt)
+// refund gives back what the admitted checks of a refused call took, each
+// on its backend (on, one for one): one refund per backend, so that a
+// backend that fails costs only its own. It reports, by check, whether
+// what it took was given back.
+func (s *Service) refund(ctx context.Context, checks []limiter.Request, on []*Backend, outs []limiter.Outcome) []bool {
+	refunded := make([]bool, len(checks))
+	for _, g := range groupByBackend(on) {
+		var reqs []limiter.Request
+		var counted []time.Time
+		var index []int
+		for _, i := range g.index {
+			if o := &outs[i]; o.Decision.Allowed && !o.Decision.Degraded && o.Err == nil {
+				reqs, counted, index = append(reqs, checks[i]), append(counted, o.Decision.CountedAt), append(index, i)
+			}
+		}
+		if len(reqs) == 0 {
+			continue
+		}
+		if err := g.backend.Guard.Refund(ctx, reqs, counted); err != nil {
+			s.metrics.refundFailed()
+			continue
+		}
+		for _, i := range index {
+			refunded[i] = true
 		}
 	}
-	if len(reqs) == 0 {
-		return true
-	}
-	if err := s.guard.Refund(ctx, reqs, counted); err != nil {
-		s.metrics.refundFailed()
-		return false
-	}
-	return true
+	return refunded
 }
 
 // noLimitStatus answers a descriptor no limit applies to, as

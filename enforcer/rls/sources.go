@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/sluice-dev/sluice/enforcer/config"
+	"github.com/sluice-dev/sluice/enforcer/limiter"
 )
 
 // ApplyAll compiles the policies with a domain of every configuration and
@@ -15,6 +16,16 @@ import (
 // files and the operator's compiled policies side by side. A domain in two
 // of them is refused, and the table in service stays.
 func (s *Service) ApplyAll(ctx context.Context, cfgs ...*config.Config) error {
+	return s.ApplyAllOn(ctx, nil, cfgs...)
+}
+
+// ApplyAllOn is ApplyAll deciding each domain on the backend backendOf
+// returns for its policy (nil: the service's own). An error of backendOf
+// refuses the configurations, and the table in service stays. Once the
+// new table is in service, every backend of the old and the new one gives
+// back its leases, taken under the old limits: those of a backend no
+// domain uses any more as well.
+func (s *Service) ApplyAllOn(ctx context.Context, backendOf func(*config.Policy) (*Backend, error), cfgs ...*config.Config) error {
 	t := &Table{domains: map[string]*domain{}}
 	var dup []string
 	for _, cfg := range cfgs {
@@ -29,12 +40,35 @@ func (s *Service) ApplyAll(ctx context.Context, cfgs ...*config.Config) error {
 			}
 			t.domains[name] = d
 		}
+		if backendOf == nil {
+			continue
+		}
+		for i := range cfg.Policies {
+			p := &cfg.Policies[i]
+			d := one.domains[p.Domain]
+			if p.Domain == "" || d == nil || t.domains[p.Domain] != d {
+				continue
+			}
+			be, err := backendOf(p)
+			if err != nil {
+				return err
+			}
+			d.backend = be
+		}
 	}
 	if len(dup) > 0 {
 		slices.Sort(dup)
 		return fmt.Errorf("compile domains: %s defined by two configurations", strings.Join(dup, ", "))
 	}
-	s.table.Store(t)
-	s.guard.Release(ctx)
+	old := s.table.Swap(t)
+	released := map[*limiter.Guard]bool{}
+	for _, tab := range []*Table{old, t} {
+		for _, be := range tab.backends(s.def) {
+			if !released[be.Guard] {
+				released[be.Guard] = true
+				be.Guard.Release(ctx)
+			}
+		}
+	}
 	return nil
 }

@@ -44,6 +44,8 @@ type domain struct {
 	bucket  limiter.Bucket
 	salt    string
 	failure limiter.FailurePolicy
+	// backend decides the domain, nil for the service's own.
+	backend *Backend
 }
 
 // node is a node of a domain's tree: its children by exact value, by

@@ -74,6 +74,9 @@ func (b *Backends) For(p *route.Policy) (*Backend, error) {
 	}
 	client, err := limiter.NewClient(rawURL, b.opts)
 	if err != nil {
+		if p.RedisURLEnv != "" {
+			return nil, fmt.Errorf("policy %s: environment variable %s: %w", p.Name, p.RedisURLEnv, err)
+		}
 		return nil, fmt.Errorf("policy %s: %w", p.Name, err)
 	}
 	r, err := limiter.NewRedis(client)

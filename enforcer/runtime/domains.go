@@ -31,6 +31,10 @@ func NewDomainSnapshot(cfg *config.Config, backends *Backends) (*Snapshot, error
 		}
 		s.backendOf[p] = be
 		s.domains = append(s.domains, p)
+		if s.domainBackend == nil {
+			s.domainBackend = map[string]*Backend{}
+		}
+		s.domainBackend[cp.Domain] = be
 		if !containsBackend(s.backends, be) {
 			s.backends = append(s.backends, be)
 		}
@@ -41,6 +45,10 @@ func NewDomainSnapshot(cfg *config.Config, backends *Backends) (*Snapshot, error
 	}
 	return s, nil
 }
+
+// DomainBackend is the backend of the policy with domain, nil when no
+// policy of a rate limit service's snapshot has it.
+func (s *Snapshot) DomainBackend(domain string) *Backend { return s.domainBackend[domain] }
 
 // Policies are every policy the snapshot reports on: the route table's,
 // then those with a domain of a rate limit service's snapshot. A policy

@@ -28,6 +28,8 @@ type Snapshot struct {
 	// domains are the policies with a domain of a rate limit service's
 	// snapshot (domains.go); the route table leaves them out.
 	domains []*route.Policy
+	// domainBackend is the backend of each domain of domains.
+	domainBackend map[string]*Backend
 }
 
 // NewSnapshot compiles cfg (already reduced to this pod's policies) and
