@@ -121,9 +121,13 @@ func (p *enforcerPoller) pollAll(ctx context.Context) {
 			log.Error(err, "read the status token", "namespace", namespace)
 			continue
 		}
+		servicePolicies := hasRateLimitServicePolicy(nsPolicies)
 		for i := range pods.Items {
 			pod := &pods.Items[i]
-			if watch.ActivePod(pod) && inject.HasEnforcer(pod) && len(inject.SelectingPolicies(pod, nsPolicies)) > 0 {
+			if !watch.ActivePod(pod) {
+				continue
+			}
+			if servicePolicies && isRateLimitServicePod(pod) || inject.HasEnforcer(pod) && len(inject.SelectingPolicies(pod, nsPolicies)) > 0 {
 				targets[namespace] = append(targets[namespace], pollTarget{namespace: namespace, token: token, pod: pod})
 			}
 		}
