@@ -210,12 +210,14 @@ func staleMessage(p *v1alpha1.RateLimitPolicy, c enforcerCheck) string {
 	var parts []string
 	var reloadErrors []string
 	older := 0
+	var olderPods []selectedPod
 	for _, sp := range c.stale {
 		if e := sp.Polled.Status.Config.LastReloadError; e != "" {
 			reloadErrors = append(reloadErrors, fmt.Sprintf("%s on pod %s refused the latest configuration: %s", c.runner(), sp.Pod.Name, e))
 			continue
 		}
 		older++
+		olderPods = append(olderPods, sp)
 	}
 	if older > 0 {
 		gens := make([]string, len(c.loaded))
@@ -224,7 +226,9 @@ func staleMessage(p *v1alpha1.RateLimitPolicy, c enforcerCheck) string {
 		}
 		what, reloads, configMap := "enforcers", "enforcers reload", wellknown.ConfigMapName
 		if c.service {
-			what, reloads, configMap = "rate limit service pods", "the service reloads", wellknown.RateLimitConfigMapName
+			// A namespace has a few service pods: name them.
+			what = fmt.Sprintf("rate limit service pods (%s)", podNames(olderPods))
+			reloads, configMap = "the service reloads", wellknown.RateLimitConfigMapName
 		}
 		parts = append(parts, fmt.Sprintf("%d of %d %s %s generation %s of the policy, not %d: %s ConfigMap %s when the kubelet updates it, usually within a minute",
 			older, c.counts.Injected, what, plural(int32(older), "runs", "run"), strings.Join(gens, " and "), p.Generation, reloads, configMap))
