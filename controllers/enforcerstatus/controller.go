@@ -15,9 +15,11 @@ limitations under the License.
 */
 
 // Package enforcerstatus is the status controller: a poller reads the
-// /status of the enforcers of the pods policies select, and the reconciler
-// writes each policy's enforcer counts, decision totals, bans, effective
-// limits and its Ready and Throttled conditions (conditions.EnforcerStatus).
+// /status of the enforcers of the pods policies select, and of the rate
+// limit service's pods for the policies with spec.rateLimitService, and
+// the reconciler writes each policy's enforcer counts, decision totals,
+// bans, effective limits and its Ready and Throttled conditions
+// (conditions.EnforcerStatus).
 package enforcerstatus
 
 import (

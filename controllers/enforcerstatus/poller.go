@@ -36,7 +36,8 @@ import (
 )
 
 // enforcerPoller is the manager Runnable that polls, on an interval, the
-// enforcers of every pod some policy selects, all namespaces at once with
+// enforcers of every pod some policy selects, and the rate limit service's
+// pods of the namespaces with a policy of the service, all namespaces at once with
 // a bounded number of requests in flight, each within the client's
 // timeout. It keeps the latest answer of each pod and enqueues a namespace
 // as soon as its own enforcers have answered and something changed, so
