@@ -228,7 +228,7 @@ func staleMessage(p *v1alpha1.RateLimitPolicy, c enforcerCheck) string {
 		if c.service {
 			// A namespace has a few service pods: name them.
 			what = fmt.Sprintf("rate limit service pods (%s)", podNames(olderPods))
-			reloads, configMap = "the service reloads", wellknown.RateLimitConfigMapName
+			reloads, configMap = "the service reloads", wellknown.ServiceConfigMapName
 		}
 		parts = append(parts, fmt.Sprintf("%d of %d %s %s generation %s of the policy, not %d: %s ConfigMap %s when the kubelet updates it, usually within a minute",
 			older, c.counts.Injected, what, plural(int32(older), "runs", "run"), strings.Join(gens, " and "), p.Generation, reloads, configMap))

@@ -91,7 +91,7 @@ func TestSetEnforcerStatusOfServicePolicies(t *testing.T) {
 		status: metav1.ConditionFalse,
 		reason: v1alpha1.ReasonEnforcersStale,
 		message: "1 of 2 rate limit service pods (pod sluice-ratelimit-b) runs generation 3 of the policy, not 4: " +
-			"the service reloads ConfigMap sluice-ratelimit-config when the kubelet updates it, usually within a minute",
+			"the service reloads ConfigMap sluice-ratelimit-policies when the kubelet updates it, usually within a minute",
 		counts:   v1alpha1.EnforcerCounts{Selected: 2, Injected: 2, Ready: 2, UpToDate: 1, Summary: "2/2"},
 		decision: v1alpha1.DecisionCounts{Allowed: 2},
 		kstatus:  kstatus.InProgressStatus,

@@ -81,10 +81,6 @@ const (
 	// RateLimitServiceAdminPortName names the port of that container where
 	// the service serves the enforcer's /status document.
 	RateLimitServiceAdminPortName = "admin"
-	// RateLimitConfigMapName is the ConfigMap of a namespace holding the
-	// compiled policies with spec.rateLimitService, which the service's
-	// pods load.
-	RateLimitConfigMapName = "sluice-ratelimit-config"
 )
 
 // The injection webhook.
