@@ -37,22 +37,30 @@ import (
 // maxStatusBytes bounds the /status document read from a pod.
 const maxStatusBytes = 1 << 20
 
-// adminAddress is host:port of the pod's enforcer admin listener, from the
-// pod's IP and the sidecar's sluice-admin port; empty with the reason when
-// the pod has no IP yet or no such port.
+// adminAddress is host:port of the admin listener that serves the pod's
+// /status, from the pod's IP and the admin port: the sidecar's
+// sluice-admin, or for a pod of the rate limit service its container's
+// admin port. Empty with the reason when the pod has no IP yet or no such
+// port.
 func adminAddress(pod *corev1.Pod) (string, string) {
-	c := inject.EnforcerContainer(pod)
+	c, portName, what := inject.EnforcerContainer(pod), wellknown.AdminPortName, "an enforcer"
+	if isRateLimitServicePod(pod) {
+		c, portName, what = rateLimitServiceContainer(pod), wellknown.RateLimitServiceAdminPortName, "a container "+wellknown.RateLimitServiceContainerName
+		if c == nil {
+			return "", "has no container named " + wellknown.RateLimitServiceContainerName
+		}
+	}
 	if c == nil {
 		return "", "has no enforcer"
 	}
 	var port int32
 	for _, p := range c.Ports {
-		if p.Name == wellknown.AdminPortName {
+		if p.Name == portName {
 			port = p.ContainerPort
 		}
 	}
 	if port == 0 {
-		return "", "has an enforcer without a port named " + wellknown.AdminPortName
+		return "", "has " + what + " without a port named " + portName
 	}
 	if pod.Status.PodIP == "" {
 		phase := pod.Status.Phase

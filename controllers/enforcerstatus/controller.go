@@ -15,9 +15,11 @@ limitations under the License.
 */
 
 // Package enforcerstatus is the status controller: a poller reads the
-// /status of the enforcers of the pods policies select, and the reconciler
-// writes each policy's enforcer counts, decision totals, bans, effective
-// limits and its Ready and Throttled conditions (conditions.EnforcerStatus).
+// /status of the enforcers of the pods policies select, and of the rate
+// limit service's pods for the policies with spec.rateLimitService, and
+// the reconciler writes each policy's enforcer counts, decision totals,
+// bans, effective limits and its Ready and Throttled conditions
+// (conditions.EnforcerStatus).
 package enforcerstatus
 
 import (
@@ -40,6 +42,7 @@ import (
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/controllers/conditions"
 	"github.com/sluice-dev/sluice/controllers/watch"
+	"github.com/sluice-dev/sluice/internal/compile"
 	"github.com/sluice-dev/sluice/internal/inject"
 	"github.com/sluice-dev/sluice/internal/wellknown"
 )
@@ -158,9 +161,10 @@ func (r *Reconciler) publishedConfigs(ctx context.Context, namespace string) ([]
 }
 
 // collectPods finds the active pods that some policy selects, with the
-// webhook's decision for each and its enforcer's latest /status. waiting
-// is set when the poller has no answer yet for some injected pod: it was
-// asked for one.
+// webhook's decision for each and its enforcer's latest /status, and the
+// rate limit service's pods when some policy is one of the service, with
+// their latest /status. waiting is set when the poller has no answer yet
+// for some injected or service pod: it was asked for one.
 func (r *Reconciler) collectPods(ctx context.Context, namespace string, policies []v1alpha1.RateLimitPolicy) (selected []selectedPod, waiting bool, err error) {
 	var podList corev1.PodList
 	if err := r.List(ctx, &podList, client.InNamespace(namespace)); err != nil {
@@ -173,10 +177,20 @@ func (r *Reconciler) collectPods(ctx context.Context, namespace string, policies
 	if err != nil {
 		return nil, false, err
 	}
+	servicePolicies := hasRateLimitServicePolicy(policies)
 	for i := range podList.Items {
 		pod := &podList.Items[i]
 		if !watch.ActivePod(pod) {
 			continue
+		}
+		if servicePolicies && isRateLimitServicePod(pod) {
+			sp := selectedPod{Pod: pod, Service: true}
+			var ok bool
+			if sp.Polled, ok = r.poller.polled(pod); !ok {
+				r.poller.ask(pod)
+				waiting = true
+			}
+			selected = append(selected, sp)
 		}
 		d := inject.DecideInNamespace(pod, policies, &r.Sidecar, enabled)
 		if len(d.Selected) == 0 {
@@ -208,10 +222,17 @@ func (r *Reconciler) injectionEnabled(ctx context.Context, namespace string) (bo
 }
 
 // podsSelectedBy keeps the pods whose decision lists p among the selecting
-// policies.
+// policies; for a policy of the rate limit service, the service's pods.
 func podsSelectedBy(p *v1alpha1.RateLimitPolicy, pods []selectedPod) []selectedPod {
 	var out []selectedPod
+	service := compile.IsRateLimitService(*p)
 	for _, sp := range pods {
+		if sp.Service || service {
+			if sp.Service && service {
+				out = append(out, sp)
+			}
+			continue
+		}
 		for _, s := range sp.Decision.Selected {
 			if s.UID == p.UID && s.Name == p.Name {
 				out = append(out, sp)
@@ -229,7 +250,12 @@ func (r *Reconciler) reconcileStatus(patch *conditions.Patch, pods []selectedPod
 	now := metav1.NewTime(r.now())
 	for _, p := range patch.Policies() {
 		selected := podsSelectedBy(p, pods)
-		patch.RecordOnSave(p, setEnforcerStatus(p, selected, entriesFor(history, string(p.UID)), now))
+		published := entriesFor(history, string(p.UID))
+		if compile.IsRateLimitService(*p) {
+			// ConfigMap sluice-enforcer-config holds no entry of it.
+			published = publishedEntries{}
+		}
+		patch.RecordOnSave(p, setEnforcerStatus(p, selected, published, now))
 		patch.RecordOnSave(p, setAdaptiveStatus(p, selected, now))
 	}
 }

@@ -36,7 +36,8 @@ import (
 )
 
 // enforcerPoller is the manager Runnable that polls, on an interval, the
-// enforcers of every pod some policy selects, all namespaces at once with
+// enforcers of every pod some policy selects, and the rate limit service's
+// pods of the namespaces with a policy of the service, all namespaces at once with
 // a bounded number of requests in flight, each within the client's
 // timeout. It keeps the latest answer of each pod and enqueues a namespace
 // as soon as its own enforcers have answered and something changed, so
@@ -121,9 +122,13 @@ func (p *enforcerPoller) pollAll(ctx context.Context) {
 			log.Error(err, "read the status token", "namespace", namespace)
 			continue
 		}
+		servicePolicies := hasRateLimitServicePolicy(nsPolicies)
 		for i := range pods.Items {
 			pod := &pods.Items[i]
-			if watch.ActivePod(pod) && inject.HasEnforcer(pod) && len(inject.SelectingPolicies(pod, nsPolicies)) > 0 {
+			if !watch.ActivePod(pod) {
+				continue
+			}
+			if servicePolicies && isRateLimitServicePod(pod) || inject.HasEnforcer(pod) && len(inject.SelectingPolicies(pod, nsPolicies)) > 0 {
 				targets[namespace] = append(targets[namespace], pollTarget{namespace: namespace, token: token, pod: pod})
 			}
 		}

@@ -45,6 +45,9 @@ func readyCondition(p *v1alpha1.RateLimitPolicy, c enforcerCheck) metav1.Conditi
 	case accepted.Status == metav1.ConditionFalse:
 		return notAcceptedReady(p.Generation)
 	}
+	if c.counts.Selected == 0 && c.service {
+		return noServicePodReady(p)
+	}
 	if c.counts.Selected == 0 {
 		cond := noPodsReady(p.Generation)
 		if len(c.optedOut) > 0 {
@@ -69,15 +72,15 @@ func readyCondition(p *v1alpha1.RateLimitPolicy, c enforcerCheck) metav1.Conditi
 		case sp.Polled.Address == "":
 			problems = append(problems, fmt.Sprintf("pod %s %s", sp.Pod.Name, sp.Polled.Err))
 		case sp.Polled.Refused:
-			problems = append(problems, fmt.Sprintf("pod %s: %s (on %s); the enforcer reads the token of Secret %s as the kubelet updates its volume, "+
-				"within a minute or two: restart a pod that keeps refusing", sp.Pod.Name, sp.Polled.Err, sp.Polled.Address, wellknown.AdminSecretName))
+			problems = append(problems, fmt.Sprintf("pod %s: %s (on %s); the %s reads the token of Secret %s as the kubelet updates its volume, "+
+				"within a minute or two: restart a pod that keeps refusing", sp.Pod.Name, sp.Polled.Err, sp.Polled.Address, c.runner(), wellknown.AdminSecretName))
 		default:
-			problems = append(problems, fmt.Sprintf("enforcer on pod %s does not answer on %s: %s", sp.Pod.Name, sp.Polled.Address, sp.Polled.Err))
+			problems = append(problems, fmt.Sprintf("%s on pod %s does not answer on %s: %s", c.runner(), sp.Pod.Name, sp.Polled.Address, sp.Polled.Err))
 		}
 	}
 	for _, sp := range c.notReady {
 		setReason(v1alpha1.ReasonEnforcersNotReady)
-		problems = append(problems, fmt.Sprintf("enforcer on pod %s is not ready", sp.Pod.Name))
+		problems = append(problems, fmt.Sprintf("%s on pod %s is not ready", c.runner(), sp.Pod.Name))
 	}
 	if msg := staleMessage(p, c); msg != "" {
 		setReason(v1alpha1.ReasonEnforcersStale)
@@ -92,19 +95,23 @@ func readyCondition(p *v1alpha1.RateLimitPolicy, c enforcerCheck) metav1.Conditi
 		setReason(v1alpha1.ReasonRestartRequired)
 		problems = append(problems, msg)
 	}
-	if msg := degradedMessage(c.degraded); msg != "" {
+	if msg := degradedMessage(c.runner(), c.degraded); msg != "" {
 		setReason(v1alpha1.ReasonDegraded)
 		problems = append(problems, msg)
 	}
-	if msg := overloadedMessage(c.overloaded); msg != "" {
+	if msg := overloadedMessage(c.runner(), c.overloaded); msg != "" {
 		setReason(v1alpha1.ReasonOverloaded)
 		problems = append(problems, msg)
 	}
 	if len(problems) == 0 {
 		cond.Status = metav1.ConditionTrue
 		cond.Reason = v1alpha1.ReasonEnforcersReady
+		runs := plural(c.counts.Selected, "enforcer runs", "enforcers run")
+		if c.service {
+			runs = plural(c.counts.Selected, "rate limit service pod runs", "rate limit service pods run")
+		}
 		cond.Message = fmt.Sprintf("%d of %d %s generation %d and %s Redis", c.counts.UpToDate, c.counts.Selected,
-			plural(c.counts.Selected, "enforcer runs", "enforcers run"), p.Generation, plural(c.counts.Selected, "reaches", "reach"))
+			runs, p.Generation, plural(c.counts.Selected, "reaches", "reach"))
 		if len(c.optedOut) > 0 {
 			cond.Message += "; " + optedOutNote(c.optedOut)
 		}
@@ -115,6 +122,26 @@ func readyCondition(p *v1alpha1.RateLimitPolicy, c enforcerCheck) metav1.Conditi
 	}
 	cond.Message = limitMessage(strings.Join(capped(problems, 2*podsNamedInMessage+1), "; "))
 	return cond
+}
+
+// runner names what applies the policy in a pod: its enforcer, or for a
+// policy of the rate limit service, the service.
+func (c enforcerCheck) runner() string {
+	if c.service {
+		return "rate limit service"
+	}
+	return "enforcer"
+}
+
+// noServicePodReady is Ready for a policy of the rate limit service while
+// no pod of the service runs in its namespace: nothing answers Envoy's
+// calls for its domain with it.
+func noServicePodReady(p *v1alpha1.RateLimitPolicy) metav1.Condition {
+	return metav1.Condition{Type: v1alpha1.ConditionReady, ObservedGeneration: p.Generation,
+		Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonEnforcersNotReady,
+		Message: fmt.Sprintf("no rate limit service pod runs in namespace %s (none is labelled %s=%s), so nothing applies domain %s: "+
+			"install the chart's rateLimitService (rateLimitService.enabled=true) in this namespace",
+			p.Namespace, wellknown.RateLimitServiceLabel, wellknown.RateLimitServiceLabelValue, p.Spec.RateLimitService.Domain)}
 }
 
 // notInjectedMessage explains the selected pods without an enforcer,
@@ -183,31 +210,39 @@ func staleMessage(p *v1alpha1.RateLimitPolicy, c enforcerCheck) string {
 	var parts []string
 	var reloadErrors []string
 	older := 0
+	var olderPods []selectedPod
 	for _, sp := range c.stale {
 		if e := sp.Polled.Status.Config.LastReloadError; e != "" {
-			reloadErrors = append(reloadErrors, fmt.Sprintf("enforcer on pod %s refused the latest configuration: %s", sp.Pod.Name, e))
+			reloadErrors = append(reloadErrors, fmt.Sprintf("%s on pod %s refused the latest configuration: %s", c.runner(), sp.Pod.Name, e))
 			continue
 		}
 		older++
+		olderPods = append(olderPods, sp)
 	}
 	if older > 0 {
 		gens := make([]string, len(c.loaded))
 		for i, g := range c.loaded {
 			gens[i] = fmt.Sprint(g)
 		}
-		parts = append(parts, fmt.Sprintf("%d of %d enforcers %s generation %s of the policy, not %d: enforcers reload ConfigMap %s when the kubelet updates it, usually within a minute",
-			older, c.counts.Injected, plural(int32(older), "runs", "run"), strings.Join(gens, " and "), p.Generation, wellknown.ConfigMapName))
+		what, reloads, configMap := "enforcers", "enforcers reload", wellknown.ConfigMapName
+		if c.service {
+			// A namespace has a few service pods: name them.
+			what = fmt.Sprintf("rate limit service pods (%s)", podNames(olderPods))
+			reloads, configMap = "the service reloads", wellknown.ServiceConfigMapName
+		}
+		parts = append(parts, fmt.Sprintf("%d of %d %s %s generation %s of the policy, not %d: %s ConfigMap %s when the kubelet updates it, usually within a minute",
+			older, c.counts.Injected, what, plural(int32(older), "runs", "run"), strings.Join(gens, " and "), p.Generation, reloads, configMap))
 	}
 	var missing []selectedPod
 	for _, sp := range c.missing {
 		if e := sp.Polled.Status.Config.LastReloadError; e != "" {
-			reloadErrors = append(reloadErrors, fmt.Sprintf("enforcer on pod %s refused the latest configuration: %s", sp.Pod.Name, e))
+			reloadErrors = append(reloadErrors, fmt.Sprintf("%s on pod %s refused the latest configuration: %s", c.runner(), sp.Pod.Name, e))
 			continue
 		}
 		missing = append(missing, sp)
 	}
 	if len(missing) > 0 {
-		parts = append(parts, fmt.Sprintf("the enforcer on %s has not loaded the policy yet", podNames(missing)))
+		parts = append(parts, fmt.Sprintf("the %s on %s has not loaded the policy yet", c.runner(), podNames(missing)))
 	}
 	parts = append(parts, capped(reloadErrors, podsNamedInMessage)...)
 	return strings.Join(parts, "; ")
@@ -234,22 +269,22 @@ func restartMessage(p *v1alpha1.RateLimitPolicy, restart []restartEnforcer) stri
 
 // overloadedMessage names the enforcers that refuse new requests for want
 // of room, with what they hold.
-func overloadedMessage(overloaded []overloadedEnforcer) string {
+func overloadedMessage(runner string, overloaded []overloadedEnforcer) string {
 	parts := make([]string, 0, len(overloaded))
 	for _, o := range overloaded {
 		var shed int64
 		for _, n := range o.overload.Shed {
 			shed += n
 		}
-		parts = append(parts, fmt.Sprintf("enforcer on pod %s is overloaded and refuses new requests with 503 (%d of %d requests in flight, %d connections; %d shed since it started): "+
-			"clients hold many slow requests; see its sluice_enforcer_shed_total, or raise its memory limit", o.pod.Name, o.overload.InFlight, o.overload.MaxInFlight,
+		parts = append(parts, fmt.Sprintf("%s on pod %s is overloaded and refuses new requests with 503 (%d of %d requests in flight, %d connections; %d shed since it started): "+
+			"clients hold many slow requests; see its sluice_enforcer_shed_total, or raise its memory limit", runner, o.pod.Name, o.overload.InFlight, o.overload.MaxInFlight,
 			o.overload.Connections, shed))
 	}
 	return strings.Join(capped(parts, podsNamedInMessage), "; ")
 }
 
 // degradedMessage groups the enforcers that cannot reach Redis by error.
-func degradedMessage(degraded []degradedEnforcer) string {
+func degradedMessage(runner string, degraded []degradedEnforcer) string {
 	type group struct {
 		err, failureMode string
 		pods             []*corev1.Pod
@@ -273,8 +308,8 @@ func degradedMessage(degraded []degradedEnforcer) string {
 		if err == "" {
 			err = "unreachable"
 		}
-		parts = append(parts, fmt.Sprintf("enforcer on %s cannot reach Redis: %s; %s",
-			podNameList(names), err, failingAs(g.failureMode)))
+		parts = append(parts, fmt.Sprintf("%s on %s cannot reach Redis: %s; %s",
+			runner, podNameList(names), err, failingAs(g.failureMode)))
 	}
 	return strings.Join(parts, "; ")
 }

@@ -28,6 +28,7 @@ import (
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/controllers/conditions"
 	statusdoc "github.com/sluice-dev/sluice/enforcer/status"
+	"github.com/sluice-dev/sluice/internal/compile"
 	"github.com/sluice-dev/sluice/internal/inject"
 )
 
@@ -41,8 +42,13 @@ type selectedPod struct {
 	// Decision is what the webhook would decide for the pod now, or
 	// inject.ReasonNamespaceNotEnabled; it explains a pod without an enforcer.
 	Decision inject.Decision
-	// Polled is the enforcer's /status, for a pod with an enforcer.
+	// Polled is the enforcer's /status, for a pod with an enforcer, or the
+	// service's, for a pod of the rate limit service.
 	Polled polledEnforcer
+	// Service is set for a pod of the rate limit service, which the
+	// policies with spec.rateLimitService of its namespace count; it has no
+	// Decision.
+	Service bool
 }
 
 // setEnforcerStatus computes the part of the status the status controller
@@ -69,6 +75,9 @@ func setEnforcerStatus(p *v1alpha1.RateLimitPolicy, pods []selectedPod, publishe
 // enforcerCheck sorts a policy's selected pods by what keeps each from
 // enforcing the current generation.
 type enforcerCheck struct {
+	// service is set for a policy of the rate limit service: its pods are
+	// the service's, and run no sidecar.
+	service   bool
 	counts    v1alpha1.EnforcerCounts
 	decisions v1alpha1.DecisionCounts
 	// bans are the policy's bans in force, nil when no enforcer counted them.
@@ -119,8 +128,15 @@ type degradedEnforcer struct {
 }
 
 func checkEnforcers(p *v1alpha1.RateLimitPolicy, pods []selectedPod, published publishedEntries) enforcerCheck {
-	var c enforcerCheck
+	c := enforcerCheck{service: compile.IsRateLimitService(*p)}
 	for _, sp := range pods {
+		if c.service {
+			// A service pod runs the service: neither injected nor opted out.
+			c.counts.Selected++
+			c.counts.Injected++
+			c.pollAnswer(p, sp, published)
+			continue
+		}
 		if !inject.HasEnforcer(sp.Pod) && sp.Decision.Reason == inject.ReasonOptedOut {
 			c.optedOut = append(c.optedOut, sp)
 			continue
@@ -131,54 +147,60 @@ func checkEnforcers(p *v1alpha1.RateLimitPolicy, pods []selectedPod, published p
 			continue
 		}
 		c.counts.Injected++
-		st := sp.Polled.Status
-		if st == nil {
-			c.unreachable = append(c.unreachable, sp)
-			continue
-		}
-		if st.Ready {
-			c.counts.Ready++
-		}
-		d := st.Decisions[p.Name]
-		c.decisions.Allowed += d.Allowed
-		c.decisions.Denied += d.Denied
-		c.decisions.WouldDeny += d.WouldDeny
-		c.decisions.Banned += d.Banned
-		c.bans = addBans(c.bans, st, p)
-
-		if o := st.Overload; o != nil && o.Overloaded {
-			c.counts.Overloaded++
-			c.overloaded = append(c.overloaded, overloadedEnforcer{pod: sp.Pod, overload: o})
-		}
-		loaded := loadedPolicy(st, p)
-		switch {
-		case loaded == nil:
-			c.missing = append(c.missing, sp)
-		case loaded.Generation != p.Generation:
-			c.stale = append(c.stale, sp)
-			if !slices.Contains(c.loaded, loaded.Generation) {
-				c.loaded = append(c.loaded, loaded.Generation)
-			}
-		case !published.runsCurrentEntry(st.Config.Hash):
-			c.outdated = append(c.outdated, sp)
-		case forwardsElsewhere(st, p):
-			port, _ := upstreamPortOf(st)
-			c.restart = append(c.restart, restartEnforcer{selectedPod: sp, port: port})
-		default:
-			c.counts.UpToDate++
-			if redis := redisOf(st, loaded.Redis); redis != nil && !redis.Reachable {
-				c.counts.Degraded++
-				c.degraded = append(c.degraded, degradedEnforcer{pod: sp.Pod, err: redis.LastError, failureMode: loaded.FailureMode})
-				continue
-			}
-			if !st.Ready {
-				c.notReady = append(c.notReady, sp)
-			}
-		}
+		c.pollAnswer(p, sp, published)
 	}
 	slices.Sort(c.loaded)
 	c.counts.Summary = c.counts.ReadySummary()
 	return c
+}
+
+// pollAnswer sorts the pod by the /status its enforcer, or its rate limit
+// service, answered.
+func (c *enforcerCheck) pollAnswer(p *v1alpha1.RateLimitPolicy, sp selectedPod, published publishedEntries) {
+	st := sp.Polled.Status
+	if st == nil {
+		c.unreachable = append(c.unreachable, sp)
+		return
+	}
+	if st.Ready {
+		c.counts.Ready++
+	}
+	d := st.Decisions[p.Name]
+	c.decisions.Allowed += d.Allowed
+	c.decisions.Denied += d.Denied
+	c.decisions.WouldDeny += d.WouldDeny
+	c.decisions.Banned += d.Banned
+	c.bans = addBans(c.bans, st, p)
+
+	if o := st.Overload; o != nil && o.Overloaded {
+		c.counts.Overloaded++
+		c.overloaded = append(c.overloaded, overloadedEnforcer{pod: sp.Pod, overload: o})
+	}
+	loaded := loadedPolicy(st, p)
+	switch {
+	case loaded == nil:
+		c.missing = append(c.missing, sp)
+	case loaded.Generation != p.Generation:
+		c.stale = append(c.stale, sp)
+		if !slices.Contains(c.loaded, loaded.Generation) {
+			c.loaded = append(c.loaded, loaded.Generation)
+		}
+	case !published.runsCurrentEntry(st.Config.Hash):
+		c.outdated = append(c.outdated, sp)
+	case !c.service && forwardsElsewhere(st, p):
+		port, _ := upstreamPortOf(st)
+		c.restart = append(c.restart, restartEnforcer{selectedPod: sp, port: port})
+	default:
+		c.counts.UpToDate++
+		if redis := redisOf(st, loaded.Redis); redis != nil && !redis.Reachable {
+			c.counts.Degraded++
+			c.degraded = append(c.degraded, degradedEnforcer{pod: sp.Pod, err: redis.LastError, failureMode: loaded.FailureMode})
+			return
+		}
+		if !st.Ready {
+			c.notReady = append(c.notReady, sp)
+		}
+	}
 }
 
 // loadedPolicy is the enforcer's entry for p, matched by UID so that a

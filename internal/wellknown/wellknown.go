@@ -67,6 +67,22 @@ const (
 	AdminTokenKey = "token"
 )
 
+// The rate limit service's pods (the chart's rateLimitService Deployment),
+// which the status controller polls for the policies with
+// spec.rateLimitService of their namespace as it polls enforcers for the
+// others.
+const (
+	// RateLimitServiceLabel, set to RateLimitServiceLabelValue, marks a pod
+	// of the rate limit service.
+	RateLimitServiceLabel      = "sluice.dev/ratelimit-service"
+	RateLimitServiceLabelValue = "true"
+	// RateLimitServiceContainerName is the service's container in its pods.
+	RateLimitServiceContainerName = "ratelimit"
+	// RateLimitServiceAdminPortName names the port of that container where
+	// the service serves the enforcer's /status document.
+	RateLimitServiceAdminPortName = "admin"
+)
+
 // The injection webhook.
 const (
 	// InjectionWebhookConfigurationName and InjectionWebhookName name the
