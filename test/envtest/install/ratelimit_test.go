@@ -68,6 +68,8 @@ var _ = Describe("The chart's rate limit service", func() {
 		pod := d.Spec.Template
 		podLabels := labels.Set(pod.Labels)
 		Expect(metav1.LabelSelectorAsSelector(d.Spec.Selector)).To(Satisfy(func(s labels.Selector) bool { return s.Matches(podLabels) }))
+		Expect(podLabels).To(HaveKeyWithValue(wellknown.RateLimitServiceLabel, wellknown.RateLimitServiceLabelValue),
+			"the manager finds the service's pods by this label, to read its policies' status")
 		Expect(pod.Spec.Containers).To(HaveLen(1))
 		c := pod.Spec.Containers[0]
 		Expect(c.Image).To(Equal("sluice-ratelimit:v0.1.0"))
@@ -123,7 +125,7 @@ var _ = Describe("The chart's rate limit service", func() {
 		ratelimitObject(objs, "NetworkPolicy", np)
 		Expect(metav1.LabelSelectorAsSelector(&np.Spec.PodSelector)).To(Satisfy(func(s labels.Selector) bool { return s.Matches(podLabels) }))
 		Expect(np.Spec.PolicyTypes).To(ConsistOf(networkingv1.PolicyTypeIngress))
-		Expect(np.Spec.Ingress).To(HaveLen(2))
+		Expect(np.Spec.Ingress).To(HaveLen(3))
 		grpcPort, adminPort := intstr.FromString("grpc"), intstr.FromString("admin")
 		Expect(np.Spec.Ingress[0].Ports).To(HaveLen(1))
 		Expect(*np.Spec.Ingress[0].Ports[0].Port).To(Equal(grpcPort))
@@ -131,8 +133,23 @@ var _ = Describe("The chart's rate limit service", func() {
 			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": "istio-system"}},
 			PodSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{"istio": "ingressgateway"}},
 		}), "the gRPC port admits other pods than the gateway's")
+		// The manager, in the release namespace, polls /status on the admin port.
+		var manager *appsv1.Deployment
+		for _, obj := range objs {
+			if obj.GetKind() == "Deployment" && obj.GetLabels()["app.kubernetes.io/component"] == "manager" {
+				manager = &appsv1.Deployment{}
+				Expect(runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, manager)).To(Succeed())
+			}
+		}
+		Expect(manager).NotTo(BeNil())
 		Expect(*np.Spec.Ingress[1].Ports[0].Port).To(Equal(adminPort))
-		Expect(np.Spec.Ingress[1].From).To(ConsistOf(networkingv1.NetworkPolicyPeer{
+		Expect(np.Spec.Ingress[1].From).To(HaveLen(1))
+		Expect(np.Spec.Ingress[1].From[0].NamespaceSelector).To(BeNil(), "the manager runs in the service's namespace")
+		Expect(metav1.LabelSelectorAsSelector(np.Spec.Ingress[1].From[0].PodSelector)).To(Satisfy(func(s labels.Selector) bool {
+			return s.Matches(labels.Set(manager.Spec.Template.Labels))
+		}), "the manager's pods may not reach the admin port")
+		Expect(*np.Spec.Ingress[2].Ports[0].Port).To(Equal(adminPort))
+		Expect(np.Spec.Ingress[2].From).To(ConsistOf(networkingv1.NetworkPolicyPeer{
 			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": "monitoring"}},
 		}))
 
