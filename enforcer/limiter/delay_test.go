@@ -19,10 +19,12 @@ func TestDelayBooksFutureCapacity(t *testing.T) {
 			t.Run(name+"/"+string(a), func(t *testing.T) {
 				g := NewWithT(t)
 				r := newRedis(t, url)
-				// 10/s is one unit every 100ms; two at once; waits up to 350ms.
-				const interval = 100 * time.Millisecond
-				req := Request{Bucket: bucketFor(t), Algorithm: a, Cost: 1, Delay: 350 * time.Millisecond,
-					Windows: []Window{{Requests: 10, Period: time.Second, Burst: 2}}}
+				// 1/s is one unit a second; two at once; waits up to 3.5s. The
+				// half second of slack keeps the sequence below valid however
+				// slowly a busy machine runs it.
+				const interval = time.Second
+				req := Request{Bucket: bucketFor(t), Algorithm: a, Cost: 1, Delay: 3500 * time.Millisecond,
+					Windows: []Window{{Requests: 1, Period: time.Second, Burst: 2}}}
 				first := allow(t, r, req)
 				g.Expect(first.Allowed).To(BeTrue())
 				g.Expect(first.Delay).To(BeZero(), "capacity is there: no wait")
@@ -38,7 +40,7 @@ func TestDelayBooksFutureCapacity(t *testing.T) {
 					g.Expect(d.RetryAfter).To(BeZero())
 				}
 
-				// the fourth would wait 400ms: refused, taking nothing
+				// the fourth would wait 4s: refused, taking nothing
 				d := allow(t, r, req)
 				g.Expect(d.Allowed).To(BeFalse())
 				g.Expect(d.Delay).To(BeZero())
