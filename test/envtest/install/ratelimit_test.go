@@ -200,14 +200,25 @@ var _ = Describe("The chart's rate limit service", func() {
 		Expect(strings.Count(out, "serverside-applied")).To(Equal(len(rendered)), out)
 	})
 
+	It("serves only the namespace's RateLimitPolicies when no ConfigMap of files is named", func() {
+		objs := decodeObjects(mustHelm("template", release, chartDir, "-n", releaseNamespace,
+			"-f", valuesFile("rateLimitService:\n  enabled: true\n  networkPolicy: {allowedClients: [{podSelector: {}}]}\nredis: {enabled: true}\n")))
+		d := &appsv1.Deployment{}
+		ratelimitObject(objs, "Deployment", d)
+		c := d.Spec.Template.Spec.Containers[0]
+		Expect(c.Args).To(ContainElement(HavePrefix("--policy-config=")))
+		Expect(c.Args).NotTo(ContainElement(HavePrefix("--config-dir=")), "no folder of envoyproxy/ratelimit files to read")
+		for _, v := range d.Spec.Template.Spec.Volumes {
+			Expect(v.Name).NotTo(Equal("config"), "a volume of a ConfigMap no one named")
+		}
+	})
+
 	DescribeTable("is refused, with the value to set named, when it cannot work",
 		func(values, message string) {
 			out, err := helm("template", "refused", chartDir, "-f", valuesFile(values))
 			Expect(err).To(HaveOccurred(), "helm template accepted:\n%s", values)
 			Expect(out).To(ContainSubstring(message))
 		},
-		Entry("no ConfigMap of files", "rateLimitService:\n  enabled: true\n  networkPolicy: {allowedClients: [{podSelector: {}}]}\nredis: {enabled: true}\n",
-			"rateLimitService.config.configMapName must name the ConfigMap"),
 		Entry("no clients allowed", "rateLimitService:\n  enabled: true\n  config: {configMapName: rl}\nredis: {enabled: true}\n",
 			"rateLimitService.networkPolicy.allowedClients must select the gateway pods"),
 		Entry("no Redis", "rateLimitService:\n  enabled: true\n  config: {configMapName: rl}\n  networkPolicy: {enabled: false}\n",
