@@ -246,6 +246,11 @@ func (r *Reconciler) compileOptions(ctx context.Context, namespace string, polic
 // each runs an enforcer that takes its share of LocalFallback limits.
 func countSelected(p *v1alpha1.RateLimitPolicy, pods []corev1.Pod) int32 {
 	selector, err := metav1.LabelSelectorAsSelector(&p.Spec.Selector)
+	if compile.IsRateLimitService(*p) {
+		// The rate limit service's pods of the namespace decide the policy:
+		// LocalFallback gives each of them its share.
+		selector, err = labels.SelectorFromSet(labels.Set{wellknown.RateLimitServiceLabel: wellknown.RateLimitServiceLabelValue}), nil
+	}
 	if err != nil || selector.Empty() {
 		return 0 // compiling reports the selector
 	}

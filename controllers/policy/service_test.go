@@ -173,3 +173,27 @@ func TestServiceConfigMapIsEmptiedWhilePodsMountIt(t *testing.T) {
 	reconcileShop(g, r)
 	g.Expect(readConfigMap(g, r, wellknown.ServiceConfigMapName)).To(BeNil())
 }
+
+// The rate limit service's running pods share a LocalFallback limit, as
+// enforcers do: the compiled policy carries their number.
+func TestServicePoliciesCountTheServicePods(t *testing.T) {
+	g := NewWithT(t)
+	servicePod := func(name string, labelled bool, phase corev1.PodPhase) *corev1.Pod {
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: name, Labels: map[string]string{"app": "ratelimit"}},
+			Spec:   corev1.PodSpec{Containers: []corev1.Container{{Name: "ratelimit", Image: "sluice-ratelimit"}}},
+			Status: corev1.PodStatus{Phase: phase}}
+		if labelled {
+			pod.Labels[wellknown.RateLimitServiceLabel] = wellknown.RateLimitServiceLabelValue
+		}
+		return pod
+	}
+	spec := serviceSpec + "failureMode: LocalFallback\n"
+	r := statusReconciler(shopPolicy(t, "first", spec, 1),
+		servicePod("ratelimit-0", true, corev1.PodRunning), servicePod("ratelimit-1", true, corev1.PodPending),
+		servicePod("ratelimit-old", true, corev1.PodSucceeded), servicePod("other", false, corev1.PodRunning))
+	reconcileShop(g, r)
+	cfg := readConfigMap(g, r, wellknown.ServiceConfigMapName)
+	g.Expect(cfg).NotTo(BeNil())
+	g.Expect(cfg.Policies).To(HaveLen(1))
+	g.Expect(cfg.Policies[0].Replicas).To(BeEquivalentTo(2), "two service pods run or are about to")
+}
