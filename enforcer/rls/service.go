@@ -89,7 +89,9 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *ratelimitv3.RateLimi
 		domainLabel = req.Domain
 	}
 	calls := make([]descriptorCall, len(req.Descriptors))
-	replaced := map[string]bool{}
+	// Few calls carry a rule that replaces another: the set is made for
+	// those only (a nil map reads as empty).
+	var replaced map[string]bool
 	for i, desc := range req.Descriptors {
 		r := t.Match(req.Domain, desc.GetEntries())
 		if o := desc.GetLimit(); o != nil {
@@ -101,6 +103,9 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *ratelimitv3.RateLimi
 		calls[i] = descriptorCall{rule: r, check: -1, outcome: outcomeNoRule, negative: desc.GetIsNegativeHits()}
 		if r != nil {
 			for _, name := range r.Replaces {
+				if replaced == nil {
+					replaced = make(map[string]bool, len(r.Replaces))
+				}
 				replaced[name] = true
 			}
 		}
