@@ -5,34 +5,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dunglas/httpsfv"
 	. "github.com/onsi/gomega"
 
 	"github.com/sluice-dev/sluice/enforcer/config"
 	"github.com/sluice-dev/sluice/enforcer/limiter"
 	"github.com/sluice-dev/sluice/enforcer/route"
+	"github.com/sluice-dev/sluice/internal/testing/sfv"
 )
-
-// sfList parses a header as a Structured Field List and returns each
-// member's name and integer parameters, failing on anything else.
-func sfList(g Gomega, value string) []map[string]any {
-	list, err := httpsfv.UnmarshalList([]string{value})
-	g.Expect(err).NotTo(HaveOccurred(), value)
-	canonical, err := httpsfv.Marshal(list)
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(value).To(Equal(canonical), "written in canonical form")
-	var out []map[string]any
-	for _, m := range list {
-		item, ok := m.(httpsfv.Item)
-		g.Expect(ok).To(BeTrue(), "a list of items")
-		fields := map[string]any{"name": item.Value}
-		for _, k := range item.Params.Names() {
-			fields[k], _ = item.Params.Get(k)
-		}
-		out = append(out, fields)
-	}
-	return out
-}
 
 func check(policy, headers string, dryRun bool, rule string) route.Check {
 	return route.Check{
@@ -117,7 +96,7 @@ func TestWriteLimitHeaders(t *testing.T) {
 			g.Expect(got).To(Equal(tc.want))
 			for _, k := range []string{"Ratelimit-Policy", "Ratelimit"} {
 				if v := h.Get(k); v != "" {
-					sfList(g, v)
+					sfv.List(g, v)
 				}
 			}
 		})

@@ -4,30 +4,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dunglas/httpsfv"
 	. "github.com/onsi/gomega"
-)
 
-// sfList parses a header as a Structured Field List and returns each
-// member's name and integer parameters, failing on anything else.
-func sfList(g Gomega, value string) []map[string]any {
-	list, err := httpsfv.UnmarshalList([]string{value})
-	g.Expect(err).NotTo(HaveOccurred(), value)
-	canonical, err := httpsfv.Marshal(list)
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(value).To(Equal(canonical), "written in canonical form")
-	var out []map[string]any
-	for _, m := range list {
-		item, ok := m.(httpsfv.Item)
-		g.Expect(ok).To(BeTrue(), "a list of items")
-		fields := map[string]any{"name": item.Value}
-		for _, k := range item.Params.Names() {
-			fields[k], _ = item.Params.Get(k)
-		}
-		out = append(out, fields)
-	}
-	return out
-}
+	"github.com/sluice-dev/sluice/internal/testing/sfv"
+)
 
 // TestStructuredFieldsMatchTheDraft writes the examples of
 // draft-ietf-httpapi-ratelimit-headers-10 (section 3 and 4) and checks them
@@ -43,7 +23,7 @@ func TestStructuredFieldsMatchTheDraft(t *testing.T) {
 	b = AppendParam(b, "q", 1000)
 	b = AppendParam(b, "w", 86400)
 	g.Expect(string(b)).To(Equal(`"burst";q=100;w=60, "daily";q=1000;w=86400`))
-	g.Expect(sfList(g, string(b))).To(Equal([]map[string]any{
+	g.Expect(sfv.List(g, string(b))).To(Equal([]map[string]any{
 		{"name": "burst", "q": int64(100), "w": int64(60)},
 		{"name": "daily", "q": int64(1000), "w": int64(86400)},
 	}))
@@ -51,11 +31,11 @@ func TestStructuredFieldsMatchTheDraft(t *testing.T) {
 	b = AppendParam(AppendString(nil, "default"), "r", 50)
 	b = AppendParam(b, "t", 30)
 	g.Expect(string(b)).To(Equal(`"default";r=50;t=30`))
-	sfList(g, string(b))
+	sfv.List(g, string(b))
 
 	// Names are free text: escaped, or replaced where a String cannot hold them.
 	b = AppendName(nil, `we"ird\pol`, "r\u00e9gle\x01")
-	g.Expect(sfList(g, string(b))[0]["name"]).To(Equal(`we"ird\pol/r??gle?`))
+	g.Expect(sfv.List(g, string(b))[0]["name"]).To(Equal(`we"ird\pol/r??gle?`))
 	g.Expect(string(AppendParam(nil, "q", 1<<62))).To(Equal(";q=999999999999999"))
 }
 
@@ -65,7 +45,7 @@ func TestItems(t *testing.T) {
 	b = AppendListSep(b)
 	b = AppendPolicyItem(b, "shop", "ip", 1000, time.Hour)
 	g.Expect(string(b)).To(Equal(`"shop/user";q=60;w=1, "shop/ip";q=1000;w=3600`), "a window under a second is one second")
-	sfList(g, string(b))
+	sfv.List(g, string(b))
 	b = AppendRateLimitItem(nil, "shop", "user", 59, 1500*time.Millisecond)
 	g.Expect(string(b)).To(Equal(`"shop/user";r=59;t=2`))
 	g.Expect(string(AppendRateLimitItem(nil, "p", "r", 0, -time.Second))).To(Equal(`"p/r";r=0;t=0`))
