@@ -41,6 +41,35 @@ func (t *Table) Override(domain string, matched *Rule, o *ratelimitv3common.Rate
 	if d == nil {
 		return nil, nil
 	}
+	// A route's override comes back on every call: the rule is built once
+	// per table (the table is replaced with the configuration), for at most
+	// maxCachedOverrides distinct ones.
+	k := overrideKey{domain: d, matched: matched, unit: ratelimitv3.RateLimitResponse_RateLimit_Unit(o.GetUnit()), requests: o.GetRequestsPerUnit()}
+	if r, ok := t.overrides.Load(k); ok {
+		return r.(*Rule), nil
+	}
+	r, err := d.override(matched, o)
+	if err == nil && t.cachedOverrides.Add(1) <= maxCachedOverrides {
+		t.overrides.Store(k, r)
+	}
+	return r, err
+}
+
+// maxCachedOverrides bounds the override rules a table keeps; beyond it,
+// each call builds its own.
+const maxCachedOverrides = 1024
+
+// overrideKey is what an override rule is built from.
+type overrideKey struct {
+	domain   *domain
+	matched  *Rule
+	unit     ratelimitv3.RateLimitResponse_RateLimit_Unit
+	requests uint32
+}
+
+// override builds the rule of an override of d's descriptor, matched by
+// matched (nil: no rule).
+func (d *domain) override(matched *Rule, o *ratelimitv3common.RateLimitDescriptor_RateLimitOverride) (*Rule, error) {
 	period, ok := unitPeriod(ratelimitv3.RateLimitResponse_RateLimit_Unit(o.GetUnit()))
 	if !ok {
 		return nil, fmt.Errorf("unit %s is not a unit of time", o.GetUnit())

@@ -19,6 +19,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	ratelimitv3common "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 
@@ -30,6 +32,10 @@ import (
 // concurrent use.
 type Table struct {
 	domains map[string]*domain
+	// overrides are the rules of descriptors' limit overrides seen so far
+	// (override.go), by overrideKey; cachedOverrides counts them.
+	overrides       sync.Map
+	cachedOverrides atomic.Int64
 }
 
 type domain struct {

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	ratelimitv3common "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	. "github.com/onsi/gomega"
 
 	"github.com/sluice-dev/sluice/enforcer/config"
@@ -156,4 +157,33 @@ func TestWildcardMatch(t *testing.T) {
 		got := n.next("k", tc.value)
 		g.Expect(got != nil).To(Equal(tc.want), "%q ~ %q", tc.pattern, tc.value)
 	}
+}
+
+// An override is built once per table and reused while its rate is the
+// same; another rate is another rule, and the table keeps a bounded number.
+func TestOverrideRulesAreBuiltOncePerTable(t *testing.T) {
+	g := NewWithT(t)
+	tab := table(t, tree)
+	matched := tab.Match("edge", []*ratelimitv3common.RateLimitDescriptor_Entry{{Key: "remote_address", Value: "10.0.0.2"}})
+	g.Expect(matched).NotTo(BeNil())
+	override := func(n uint32) *ratelimitv3common.RateLimitDescriptor_RateLimitOverride {
+		return &ratelimitv3common.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: n, Unit: typev3.RateLimitUnit_MINUTE}
+	}
+	a, err := tab.Override("edge", matched, override(5))
+	g.Expect(err).NotTo(HaveOccurred())
+	b, err := tab.Override("edge", matched, override(5))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(b).To(BeIdenticalTo(a), "the same override reuses its rule")
+	c, err := tab.Override("edge", matched, override(6))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(c).NotTo(BeIdenticalTo(a))
+	g.Expect(c.Windows()[0].Requests).To(BeEquivalentTo(6))
+
+	for n := range uint32(2 * maxCachedOverrides) {
+		_, err := tab.Override("edge", matched, override(100+n))
+		g.Expect(err).NotTo(HaveOccurred())
+	}
+	kept := 0
+	tab.overrides.Range(func(any, any) bool { kept++; return true })
+	g.Expect(kept).To(Equal(maxCachedOverrides), "the table keeps a bounded number of override rules")
 }
