@@ -138,7 +138,7 @@ func (f *forwarder) serve(w http.ResponseWriter, r *http.Request, onError func(h
 		return
 	}
 	reusable, broken := copyResponse(w, resp)
-	if !c.finishBody(w) {
+	if c.finishBody(w) != nil {
 		reusable = false // the application answered before it had the whole body
 	}
 	if !stop() {
@@ -179,7 +179,11 @@ func (f *forwarder) roundTrip(ctx context.Context, w http.ResponseWriter, r *htt
 		if err == nil {
 			return resp, c, stop, nil
 		}
-		c.finishBody(w)
+		if berr := c.finishBody(w); brokenBody(berr) {
+			// The client's body broke, and its connection's failure may
+			// have cut the exchange off first: the body is the reason.
+			err = berr
+		}
 		stop()
 		_ = c.conn.Close()
 		if !reused || received || !replayable || attempt > 0 || ctx.Err() != nil ||

@@ -210,26 +210,40 @@ func (c *upstreamConn) sendBody(w http.ResponseWriter, body io.Reader, length in
 	}()
 }
 
-// finishBody waits for the body writer, if any, and reports whether the
-// whole request was sent. A writer still busy once the response is over
-// (the application answered without reading everything) is stopped: the
-// connection is closed and the client's upload cut off.
-func (c *upstreamConn) finishBody(w http.ResponseWriter) (complete bool) {
+// finishBody waits for the body writer, if any, and returns nil when the
+// whole request was sent, else what stopped it: a *RequestBodyError when
+// the client's body broke off. A writer still busy once the response is
+// over (the application answered without reading everything) is stopped:
+// the connection is closed and the client's upload cut off.
+func (c *upstreamConn) finishBody(w http.ResponseWriter) error {
 	if !c.sending {
-		return true
+		return nil
 	}
 	c.sending = false
 	select {
 	case err := <-c.sent:
-		return err == nil
+		return err
 	default:
 	}
 	_ = c.conn.Close()                                            // unblocks a write to the application
 	_ = http.NewResponseController(w).SetReadDeadline(time.Now()) // and a read of the client's body
-	// The writer now fails with the interruption just caused.
-	interrupted := <-c.sent
-	_ = interrupted
-	return false
+	// The writer now fails, with the interruption just caused or with
+	// what stopped it at the same moment.
+	if err := <-c.sent; err != nil {
+		return err
+	}
+	return errBodyInterrupted
+}
+
+// errBodyInterrupted: the body writer was stopped before it was done.
+var errBodyInterrupted = errors.New("request body interrupted")
+
+// brokenBody reports whether err, a body writer's failure, is the client's
+// body breaking off or breaking its framing, rather than an interruption
+// the forwarder caused (a closed connection, an expired read deadline).
+func brokenBody(err error) bool {
+	return errors.As(err, new(*RequestBodyError)) &&
+		!errors.Is(err, ErrBodyTimeout) && !errors.Is(err, os.ErrDeadlineExceeded)
 }
 
 var errResponseHeadTooLarge = errors.New("response head too large")
