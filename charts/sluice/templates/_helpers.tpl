@@ -97,3 +97,13 @@ redis://{{ include "sluice.redisName" . }}.{{ .Release.Namespace }}.svc:6379
 {{- define "sluice.ratelimitAdminDir" -}}/etc/sluice-ratelimit/admin{{- end }}
 {{- define "sluice.ratelimitTLSDir" -}}/etc/sluice-ratelimit/tls{{- end }}
 {{- define "sluice.ratelimitClientCADir" -}}/etc/sluice-ratelimit/client-ca{{- end }}
+
+{{- /*
+The variable holding the Redis URL of the RateLimitPolicy named by the
+argument, as the compiler names it: SLUICE_REDIS_URL_ and the name
+upper-cased with '-' and '.' as '_', and for a name with '.' the first
+eight hex digits of its SHA-256, upper-cased, after one more '_'.
+*/ -}}
+{{- define "sluice.redisURLEnv" -}}
+SLUICE_REDIS_URL_{{ . | upper | replace "-" "_" | replace "." "_" }}{{ if contains "." . }}_{{ sha256sum . | trunc 8 | upper }}{{ end }}
+{{- end }}

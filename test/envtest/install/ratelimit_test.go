@@ -32,8 +32,10 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/sluice-dev/sluice/internal/compile"
 	"github.com/sluice-dev/sluice/internal/wellknown"
 )
 
@@ -211,6 +213,34 @@ var _ = Describe("The chart's rate limit service", func() {
 		for _, v := range d.Spec.Template.Spec.Volumes {
 			Expect(v.Name).NotTo(Equal("config"), "a volume of a ConfigMap no one named")
 		}
+	})
+
+	It("passes each listed policy's storage Secret under the variable its compiled configuration names", func() {
+		objs := decodeObjects(mustHelm("template", release, chartDir, "-n", releaseNamespace,
+			"-f", valuesFile("rateLimitService:\n  enabled: true\n  networkPolicy: {allowedClients: [{podSelector: {}}]}\n"+
+				"  policyStorage:\n  - {policy: checkout, secretName: redis-checkout}\n  - {policy: eu.orders-v2, secretName: redis-eu, key: primary}\n"+
+				"redis: {enabled: true}\n")))
+		d := &appsv1.Deployment{}
+		ratelimitObject(objs, "Deployment", d)
+		env := map[string]*corev1.SecretKeySelector{}
+		for _, e := range d.Spec.Template.Spec.Containers[0].Env {
+			if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
+				env[e.Name] = e.ValueFrom.SecretKeyRef
+			}
+		}
+		for policy, want := range map[string]corev1.SecretKeySelector{
+			"checkout":     {LocalObjectReference: corev1.LocalObjectReference{Name: "redis-checkout"}, Key: "url", Optional: ptr.To(true)},
+			"eu.orders-v2": {LocalObjectReference: corev1.LocalObjectReference{Name: "redis-eu"}, Key: "primary", Optional: ptr.To(true)},
+		} {
+			name := compile.RedisURLEnv(policy)
+			Expect(env).To(HaveKey(name), "policy %s", policy)
+			Expect(*env[name]).To(Equal(want), "policy %s", policy)
+		}
+
+		out, err := helm("template", "refused", chartDir, "-f", valuesFile("rateLimitService:\n  enabled: true\n  networkPolicy: {enabled: false}\n"+
+			"  policyStorage: [{policy: checkout}]\nredis: {enabled: true}\n"))
+		Expect(err).To(HaveOccurred(), "an entry without its Secret was accepted")
+		Expect(out).To(ContainSubstring("policyStorage/0': missing property 'secretName'"))
 	})
 
 	DescribeTable("is refused, with the value to set named, when it cannot work",
