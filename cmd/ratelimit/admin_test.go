@@ -196,6 +196,14 @@ func TestPolicyConfigIsServedAndReported(t *testing.T) {
 	code, _ = p.get(status.Path, "wrong")
 	g.Expect(code).To(Equal(http.StatusUnauthorized))
 
+	// So does /debug/tenant, which reads the policy's buckets.
+	code, _ = p.get("/debug/tenant?domain=orders&entry=customer=a", "")
+	g.Expect(code).To(Equal(http.StatusUnauthorized))
+	code, body = p.get("/debug/tenant?domain=orders&entry=customer=a", "s3cret")
+	g.Expect(code).To(Equal(http.StatusOK), "%s", body)
+	g.Expect(body).To(ContainSubstring(`"policy": "orders-limit"`))
+	g.Expect(body).To(ContainSubstring(`"allowed": false`))
+
 	firstCfg, err := config.Parse(first)
 	g.Expect(err).NotTo(HaveOccurred())
 	doc := p.status(g, "s3cret")

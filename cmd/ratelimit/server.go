@@ -215,8 +215,8 @@ func (s *service) serve(ctx context.Context) error {
 
 // adminMux serves /metrics, /healthz (the process runs), /readyz (a
 // configuration is loaded and Redis answers), /healthcheck
-// (envoyproxy/ratelimit's: a configuration is loaded) and the enforcer's
-// /status (admin.go).
+// (envoyproxy/ratelimit's: a configuration is loaded), the enforcer's
+// /status (admin.go) and /debug/tenant (debug.go), behind /status's token.
 func (s *service) adminMux() *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{}))
@@ -237,6 +237,8 @@ func (s *service) adminMux() *http.ServeMux {
 		fmt.Fprintln(w, why)
 	})
 	mux.Handle("GET "+status.Path, s.admin)
+	// A bucket's state, read without counting: for the callers of /status.
+	mux.Handle("GET /debug/tenant", s.admin.Authorized(http.HandlerFunc(s.debugTenant)))
 	return mux
 }
 

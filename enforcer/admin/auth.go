@@ -131,3 +131,13 @@ func loopbackOnly(next http.Handler) http.Handler {
 		next.ServeHTTP(w, r)
 	})
 }
+
+// Authorized serves next to the callers /status serves: with a token
+// source, those presenting the token; without one, loopback peers.
+func (s *Server) Authorized(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.authorizeStatus(w, r) {
+			next.ServeHTTP(w, r)
+		}
+	})
+}
