@@ -54,6 +54,7 @@ func NewClient(rawURL string, opts ClientOptions) (redis.UniversalClient, error)
 		}
 		opts.apply(&o.MaxRetries, &o.DialerRetries, &o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, &o.PoolSize)
 		opts.trust(o.TLSConfig)
+		o.OnConnect = checkVersion
 		return redis.NewClient(o), nil
 	case "cluster":
 		o, err := redis.ParseClusterURL(plain)
@@ -62,6 +63,7 @@ func NewClient(rawURL string, opts ClientOptions) (redis.UniversalClient, error)
 		}
 		opts.apply(&o.MaxRetries, &o.DialerRetries, &o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, &o.PoolSize)
 		opts.trust(o.TLSConfig)
+		o.OnConnect = checkVersion
 		return redis.NewClusterClient(o), nil
 	case "sentinel":
 		o, err := redis.ParseFailoverURL(plain)
@@ -73,6 +75,7 @@ func NewClient(rawURL string, opts ClientOptions) (redis.UniversalClient, error)
 		}
 		opts.apply(&o.MaxRetries, &o.DialerRetries, &o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, &o.PoolSize)
 		opts.trust(o.TLSConfig)
+		o.OnConnect = checkVersion
 		return redis.NewFailoverClient(o), nil
 	}
 	return nil, fmt.Errorf("redis URL %s: unknown topology %q (use redis+sentinel or redis+cluster)", redact(u), topology)
