@@ -92,8 +92,11 @@ func (s *RateLimitPolicySpec) ApplyDefaults() {
 	if s.ResponseHeaders == "" {
 		s.ResponseHeaders = DefaultResponseHeaders
 	}
-	if s.Storage != nil && s.Storage.SecretRef.Key == "" {
-		s.Storage.SecretRef.Key = DefaultStorageSecretKey
+	if ref := s.StorageSecret(); ref != nil && ref.Key == "" {
+		ref.Key = DefaultStorageSecretKey
+	}
+	if s.Storage != nil && s.Storage.Consistency == "" {
+		s.Storage.Consistency = ConsistencyAsync
 	}
 	s.Identity.applyDefaults()
 	if s.Tiers != nil && s.Tiers.Source.JWTClaim != nil {

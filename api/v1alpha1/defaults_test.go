@@ -27,7 +27,7 @@ import (
 func TestApplyDefaultsFillsUnsetFields(t *testing.T) {
 	g := NewWithT(t)
 	policy := RateLimitPolicy{Spec: RateLimitPolicySpec{
-		Storage:  &Storage{SecretRef: SecretKeyReference{Name: "redis"}},
+		Storage:  &Storage{SecretRef: &SecretKeyReference{Name: "redis"}},
 		Identity: &Identity{Sources: []IdentitySource{{APIKey: &APIKeySource{}}, {JWTClaim: &JWTClaimSource{Claim: "sub"}}}},
 		Tiers:    &Tiers{Source: TierSource{JWTClaim: &JWTClaimSource{Claim: "plan"}}, Default: "free"},
 		Rules: []Rule{
@@ -64,7 +64,7 @@ func TestApplyDefaultsKeepsSetFields(t *testing.T) {
 		FailureMode:      FailureModeClosed,
 		Timeout:          &metav1.Duration{Duration: 200 * time.Millisecond},
 		ResponseHeaders:  ResponseHeadersNone,
-		Storage:          &Storage{SecretRef: SecretKeyReference{Name: "redis", Key: "address"}},
+		Storage:          &Storage{SecretRef: &SecretKeyReference{Name: "redis", Key: "address"}},
 		Rules:            []Rule{{Name: "login", Algorithm: AlgorithmFixedWindow, Cost: 5, Leasing: LeasingOff}},
 	}
 	want := *spec.DeepCopy()

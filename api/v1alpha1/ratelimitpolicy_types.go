@@ -241,12 +241,51 @@ type RateLimitService struct {
 	Domain string `json:"domain"`
 }
 
-// Storage says where an enforcer keeps its counters.
+// Storage says where an enforcer keeps its counters, and how safely.
+// +kubebuilder:validation:XValidation:rule="has(self.secretRef) || has(self.consistency)",message="spec.storage is empty: set secretRef to name the Secret holding the policy's Redis URL, or consistency, or remove spec.storage to use the operator's default Redis"
 type Storage struct {
 	// SecretRef names a Secret of the policy's namespace holding the Redis URL:
-	// redis://, rediss:// (TLS), or a Sentinel or Cluster URL.
-	SecretRef SecretKeyReference `json:"secretRef"`
+	// redis://, rediss:// (TLS), or a Sentinel or Cluster URL. When omitted,
+	// the operator's default Redis is used.
+	// +optional
+	SecretRef *SecretKeyReference `json:"secretRef,omitempty"`
+
+	// Consistency says when a decision's count is safe. Async (the
+	// default): once the primary has it; Redis replicates asynchronously,
+	// so a failover to a replica can lose the counts of the last moments
+	// and admit them again. Replicated: once one replica has it too (Redis
+	// WAIT, within spec.timeout; a count no replica acknowledged in time
+	// is a storage failure, decided by spec.failureMode). It costs a round
+	// trip to the replica per decision and needs a Redis with a replica.
+	// +kubebuilder:validation:Enum=Async;Replicated
+	// +kubebuilder:default=Async
+	// +optional
+	Consistency Consistency `json:"consistency,omitempty"`
 }
+
+// StorageSecret is the Secret reference of spec.storage, nil when the
+// policy uses the operator's default Redis.
+func (s *RateLimitPolicySpec) StorageSecret() *SecretKeyReference {
+	if s.Storage == nil {
+		return nil
+	}
+	return s.Storage.SecretRef
+}
+
+// Replicated says a decision counts once a replica has it too.
+func (s *RateLimitPolicySpec) Replicated() bool {
+	return s.Storage != nil && s.Storage.Consistency == ConsistencyReplicated
+}
+
+// Consistency says when a decision's count is safe from a failover.
+type Consistency string
+
+const (
+	// ConsistencyAsync counts a decision once the primary has it.
+	ConsistencyAsync Consistency = "Async"
+	// ConsistencyReplicated counts a decision once a replica has it too.
+	ConsistencyReplicated Consistency = "Replicated"
+)
 
 // SecretKeyReference names one key of a Secret in the policy's namespace.
 type SecretKeyReference struct {

@@ -27,8 +27,8 @@ func policyFileLoader(defaultNamespace string, paths []string) reload.LoadFunc {
 		}
 		secrets := map[string][]string{}
 		for _, p := range policies {
-			if s := p.Spec.Storage; s != nil {
-				secrets[s.SecretRef.Name] = append(secrets[s.SecretRef.Name], s.SecretRef.Key)
+			if ref := p.Spec.StorageSecret(); ref != nil {
+				secrets[ref.Name] = append(secrets[ref.Name], ref.Key)
 			}
 		}
 		res, err := compile.Namespace(namespace, policies, compile.Options{Secrets: secrets})

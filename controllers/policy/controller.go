@@ -219,10 +219,11 @@ func (r *Reconciler) compileOptions(ctx context.Context, namespace string, polic
 	}
 	for _, p := range policies {
 		opts.Replicas[p.Name] = countSelected(p, pods.Items)
-		if p.Spec.Storage == nil {
+		ref := p.Spec.StorageSecret()
+		if ref == nil {
 			continue
 		}
-		name := p.Spec.Storage.SecretRef.Name
+		name := ref.Name
 		if _, seen := opts.Secrets[name]; seen {
 			continue
 		}

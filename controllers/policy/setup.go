@@ -48,8 +48,8 @@ const storageSecretIndex = "spec.storage.secretRef.name"
 // admin Secret; and, with NetworkPolicy set, when a NetworkPolicy changes.
 func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, concurrency int) error {
 	err := mgr.GetFieldIndexer().IndexField(ctx, &v1alpha1.RateLimitPolicy{}, storageSecretIndex, func(obj client.Object) []string {
-		if p := obj.(*v1alpha1.RateLimitPolicy); p.Spec.Storage != nil {
-			return []string{p.Spec.Storage.SecretRef.Name}
+		if ref := obj.(*v1alpha1.RateLimitPolicy).Spec.StorageSecret(); ref != nil {
+			return []string{ref.Name}
 		}
 		return nil
 	})

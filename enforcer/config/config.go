@@ -58,6 +58,9 @@ type Policy struct {
 	// URL (injected from its storage Secret); empty means the enforcer's
 	// default Redis.
 	RedisURLEnv string `json:"redisURLEnv,omitempty"`
+	// Consistency says when a decision's count is safe from a failover;
+	// empty means Async.
+	Consistency Consistency `json:"consistency,omitempty"`
 	// Salt is mixed into every tenant hash of the policy, so the same API key
 	// maps to unrelated Redis keys in different policies.
 	Salt string `json:"salt"`

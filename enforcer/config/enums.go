@@ -71,6 +71,22 @@ const (
 // FailureModes lists every FailureMode.
 var FailureModes = []FailureMode{FailOpen, FailClosed, FailLocal}
 
+// Consistency says when a decision's count is safe from a Redis failover.
+type Consistency string
+
+const (
+	// ConsistencyAsync (also the empty value) counts a decision once the
+	// primary has it.
+	ConsistencyAsync Consistency = "Async"
+	// ConsistencyReplicated counts a decision once one replica has it too
+	// (Redis WAIT); one no replica acknowledged within the timeout is a
+	// Redis failure.
+	ConsistencyReplicated Consistency = "Replicated"
+)
+
+// Consistencies lists every Consistency.
+var Consistencies = []Consistency{ConsistencyAsync, ConsistencyReplicated}
+
 // ResponseHeaders says which rate limit headers responses carry.
 type ResponseHeaders string
 

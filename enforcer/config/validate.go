@@ -117,6 +117,9 @@ func (p *Policy) validate(path string, add addFunc) {
 	}
 	oneOf(add, path+".mode", p.Mode, Modes)
 	oneOf(add, path+".failureMode", p.FailureMode, FailureModes)
+	if p.Consistency != "" {
+		oneOf(add, path+".consistency", p.Consistency, Consistencies)
+	}
 	oneOf(add, path+".responseHeaders", p.ResponseHeaders, ResponseHeaderSets)
 	if p.Timeout.Duration < time.Millisecond || p.Timeout.Duration > time.Second {
 		add(path+".timeout", "must be between 1ms and 1s, got %s", p.Timeout.Duration)

@@ -17,6 +17,17 @@ type FailurePolicy struct {
 	// Replicas is the number of enforcers sharing the limit (at least 1);
 	// LocalFallback gives each of them 1/Replicas of every window.
 	Replicas int
+	// Replicated counts a decision only once a Redis replica has it too
+	// (WAIT, within Timeout): a count no replica acknowledged in time is a
+	// Redis failure, which Mode decides (replicated.go).
+	Replicated bool
+}
+
+// FailureOf is the failure policy of a compiled policy: its failure mode,
+// timeout, replicas and consistency.
+func FailureOf(p *config.Policy) FailurePolicy {
+	return FailurePolicy{Mode: p.FailureMode, Timeout: p.Timeout.Duration, Replicas: max(1, int(p.Replicas)),
+		Replicated: p.Consistency == config.ConsistencyReplicated}
 }
 
 func (p FailurePolicy) timeout() time.Duration {

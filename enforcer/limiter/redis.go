@@ -93,6 +93,9 @@ type pendingCheck struct {
 // units taken at once when cost fits.
 func (r *Redis) submit(ctx context.Context, req *Request, cost, want int64) pendingCheck {
 	script, args := evalSHA(req, cost, want)
+	if req.Failure.Replicated && (cost > 0 || want > cost) { // it takes units: a decision or a lease
+		return pendingCheck{r: r, req: req, cost: cost, want: want, script: script, call: r.sendReplicated(ctx, script, args, req.Failure.timeout())}
+	}
 	return pendingCheck{r: r, req: req, cost: cost, want: want, script: script, call: r.send(ctx, args)}
 }
 
@@ -131,6 +134,9 @@ type scriptCall struct {
 	args   []any
 	cmd    *redis.Cmd
 	future redis.AutoFuture
+	// replicated, when set, delivers a call sent with sendReplicated
+	// instead of future.
+	replicated <-chan replicatedResult
 }
 
 func (r *Redis) send(ctx context.Context, args []any) scriptCall {
@@ -141,6 +147,17 @@ func (r *Redis) send(ctx context.Context, args []any) scriptCall {
 // receive waits for c's reply. A Redis without the script (restarted, or
 // after SCRIPT FLUSH) answers NOSCRIPT; one EVAL then loads and runs it.
 func (r *Redis) receive(ctx context.Context, s algorithmScript, c scriptCall) (any, error) {
+	if c.replicated != nil {
+		select {
+		case res := <-c.replicated:
+			if res.err != nil {
+				return nil, res.err
+			}
+			return res.cmd.Val(), nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
 	err := c.future.WaitContext(ctx)
 	if redis.HasErrorPrefix(err, "NOSCRIPT") {
 		c.cmd = redis.NewCmd(ctx, s.eval(c.args)...)

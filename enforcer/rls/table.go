@@ -119,7 +119,7 @@ func NewTable(cfg *config.Config) (*Table, error) {
 		if p.Domain == "" {
 			continue
 		}
-		failure := limiter.FailurePolicy{Mode: p.FailureMode, Timeout: p.Timeout.Duration, Replicas: max(1, int(p.Replicas))}
+		failure := limiter.FailureOf(p)
 		d := &domain{name: p.Domain, policy: p.Name, dryRun: p.Mode == config.ModeDryRun, salt: p.Salt, failure: failure,
 			bucket: limiter.Bucket{Namespace: cfg.Namespace, Policy: p.Name}}
 		for j := range p.Rules {

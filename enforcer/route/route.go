@@ -257,12 +257,8 @@ func (t *Table) compilePolicy(namespace string, cp *config.Policy) (*Policy, err
 		IETFHeaders:       cp.ResponseHeaders.IETF(),
 		RedisURLEnv:       cp.RedisURLEnv,
 		UpstreamPort:      cp.UpstreamPort,
-		Failure: limiter.FailurePolicy{
-			Mode:     cp.FailureMode,
-			Timeout:  cp.Timeout.Duration,
-			Replicas: max(1, int(cp.Replicas)),
-		},
-		salt: cp.Salt,
+		Failure:           limiter.FailureOf(cp),
+		salt:              cp.Salt,
 	}
 	b := bucketOf{namespace: namespace, policy: p.Name, failure: p.Failure}
 	var resolvers []compiledIdentity

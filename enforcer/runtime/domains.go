@@ -24,7 +24,7 @@ func NewDomainSnapshot(cfg *config.Config, backends *Backends) (*Snapshot, error
 			continue
 		}
 		p := &route.Policy{Name: cp.Name, UID: cp.UID, Generation: cp.Generation, DryRun: cp.Mode == config.ModeDryRun,
-			RedisURLEnv: cp.RedisURLEnv, Failure: limiter.FailurePolicy{Mode: cp.FailureMode, Timeout: cp.Timeout.Duration, Replicas: max(1, int(cp.Replicas))}}
+			RedisURLEnv: cp.RedisURLEnv, Failure: limiter.FailureOf(cp)}
 		be, err := backends.For(p)
 		if err != nil {
 			return nil, fmt.Errorf("domain %s: %w", cp.Domain, err)

@@ -190,7 +190,7 @@ func Policy(p *v1alpha1.RateLimitPolicy, opts Options) (config.Policy, error) {
 }
 
 func checkStorage(p *v1alpha1.RateLimitPolicy, storage *v1alpha1.Storage, secrets map[string][]string) error {
-	if storage == nil {
+	if storage == nil || storage.SecretRef == nil {
 		return nil
 	}
 	ref := storage.SecretRef

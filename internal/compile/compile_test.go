@@ -443,7 +443,7 @@ func TestStorage(t *testing.T) {
 		p := sample(t, "login")
 		p.Name = name
 		p.UID = types.UID("uid-" + name)
-		p.Spec.Storage = &v1alpha1.Storage{SecretRef: v1alpha1.SecretKeyReference{Name: secret, Key: key}}
+		p.Spec.Storage = &v1alpha1.Storage{SecretRef: &v1alpha1.SecretKeyReference{Name: secret, Key: key}}
 		return p
 	}
 	tests := []struct {
@@ -498,7 +498,7 @@ func TestRedisURLEnv(t *testing.T) {
 	t.Run("a collision in one namespace is the later policy's error", func(t *testing.T) {
 		g := NewWithT(t)
 		a := sample(t, "login")
-		a.Spec.Storage = &v1alpha1.Storage{SecretRef: v1alpha1.SecretKeyReference{Name: "redis"}}
+		a.Spec.Storage = &v1alpha1.Storage{SecretRef: &v1alpha1.SecretKeyReference{Name: "redis"}}
 		b := a
 		b.Name, b.UID = strings.TrimPrefix(RedisURLEnv("api.v1"), "SLUICE_REDIS_URL_"), "uid-b"
 		b.Name = strings.ToLower(strings.ReplaceAll(b.Name, "_", "-"))

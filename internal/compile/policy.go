@@ -87,8 +87,11 @@ func policy(p *v1alpha1.RateLimitPolicy, spec *v1alpha1.RateLimitPolicySpec, rep
 		// Policies read from a file have no UID; their name is stable too.
 		out.Salt = p.Namespace + "/" + p.Name
 	}
-	if spec.Storage != nil {
+	if spec.StorageSecret() != nil {
 		out.RedisURLEnv = RedisURLEnv(p.Name)
+	}
+	if spec.Replicated() {
+		out.Consistency = config.ConsistencyReplicated
 	}
 	defaultTier := ""
 	var tiers []string

@@ -217,7 +217,7 @@ func TestADomainBelongsToTheOldestPolicy(t *testing.T) {
 		a := policyOf(t, "a", spec("edge"), 1)
 		prev, err := Service(ns, []v1alpha1.RateLimitPolicy{a}, Options{})
 		g.Expect(err).NotTo(HaveOccurred())
-		a.Spec.Storage = &v1alpha1.Storage{SecretRef: v1alpha1.SecretKeyReference{Name: "missing"}}
+		a.Spec.Storage = &v1alpha1.Storage{SecretRef: &v1alpha1.SecretKeyReference{Name: "missing"}}
 		a.Generation = 2
 		res, err := Service(ns, []v1alpha1.RateLimitPolicy{a, policyOf(t, "b", spec("edge"), 2)}, Options{Previous: prev.Config})
 		g.Expect(err).NotTo(HaveOccurred())

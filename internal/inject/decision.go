@@ -225,7 +225,7 @@ func portInUse(pod *corev1.Pod, sidecar *EnforcerSidecar, upstream int32) string
 // default Redis, nil when all name their own storage.
 func needsDefaultRedis(selected []*v1alpha1.RateLimitPolicy) *v1alpha1.RateLimitPolicy {
 	for _, p := range selected {
-		if p.Spec.Storage == nil {
+		if p.Spec.StorageSecret() == nil {
 			return p
 		}
 	}

@@ -172,7 +172,7 @@ func readCase(g *WithT, path string) (*corev1.Pod, []v1alpha1.RateLimitPolicy) {
 func TestRedisEnv(t *testing.T) {
 	withStorage := &v1alpha1.RateLimitPolicy{}
 	withStorage.Name = "public-api"
-	withStorage.Spec.Storage = &v1alpha1.Storage{SecretRef: v1alpha1.SecretKeyReference{Name: "redis", Key: "url"}}
+	withStorage.Spec.Storage = &v1alpha1.Storage{SecretRef: &v1alpha1.SecretKeyReference{Name: "redis", Key: "url"}}
 	withoutStorage := &v1alpha1.RateLimitPolicy{}
 	withoutStorage.Name = "login"
 	secret := &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "sluice-redis"}, Key: "url"}

@@ -232,10 +232,10 @@ func redisEnv(selected []*v1alpha1.RateLimitPolicy, sidecar *EnforcerSidecar) []
 		}
 	}
 	for _, p := range selected {
-		if p.Spec.Storage == nil {
+		ref := p.Spec.StorageSecret()
+		if ref == nil {
 			continue
 		}
-		ref := p.Spec.Storage.SecretRef
 		key := ref.Key
 		if key == "" {
 			key = v1alpha1.DefaultStorageSecretKey

@@ -111,7 +111,7 @@ var _ = Describe("Defaults", func() {
 			Spec: sluicev1alpha1.RateLimitPolicySpec{
 				Selector:     metav1.LabelSelector{MatchLabels: map[string]string{"app": "api"}},
 				UpstreamPort: 8080,
-				Storage:      &sluicev1alpha1.Storage{SecretRef: sluicev1alpha1.SecretKeyReference{Name: "redis"}},
+				Storage:      &sluicev1alpha1.Storage{SecretRef: &sluicev1alpha1.SecretKeyReference{Name: "redis"}},
 				Identity: &sluicev1alpha1.Identity{Sources: []sluicev1alpha1.IdentitySource{
 					{APIKey: &sluicev1alpha1.APIKeySource{}},
 					{JWTClaim: &sluicev1alpha1.JWTClaimSource{Claim: "sub"}},

@@ -235,7 +235,7 @@ rules:
 
 	It("accepts a policy once its missing storage Secret is created, without a nudge", func(ctx SpecContext) {
 		policy := samplePolicy("ratelimitpolicy_login_protection.yaml", ns)
-		policy.Spec.Storage = &v1alpha1.Storage{SecretRef: v1alpha1.SecretKeyReference{Name: "redis"}}
+		policy.Spec.Storage = &v1alpha1.Storage{SecretRef: &v1alpha1.SecretKeyReference{Name: "redis"}}
 		Expect(k8sClient.Create(ctx, policy)).To(Succeed())
 
 		Eventually(func() *metav1.Condition { return condition(ctx, policy, v1alpha1.ConditionAccepted) }).

@@ -1,0 +1,92 @@
+package limiter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// ErrNotReplicated is a decision of a Replicated policy whose count no
+// replica acknowledged within the policy's timeout: the primary has it, but
+// a failover could lose it, so it is a Redis failure for the failure mode.
+var ErrNotReplicated = errors.New("no replica acknowledged the count in time")
+
+// replicatedResult is the outcome of a decision sent with sendReplicated.
+type replicatedResult struct {
+	cmd *redis.Cmd
+	err error
+}
+
+// sendReplicated runs a decision's script, then WAIT 1, on one connection
+// to the primary that holds its keys, so that WAIT covers that very write
+// (the autopipeliner could send them on different connections). It does
+// not wait: receive reads the result. A policy that pays for this is rare,
+// and its decisions take a connection each for the round trip to the
+// replica.
+func (r *Redis) sendReplicated(ctx context.Context, s algorithmScript, args []any, timeout time.Duration) scriptCall {
+	done := make(chan replicatedResult, 1)
+	go func() {
+		cmd, err := r.runReplicated(ctx, s, args, timeout)
+		done <- replicatedResult{cmd: cmd, err: err}
+	}()
+	return scriptCall{args: args, replicated: done}
+}
+
+func (r *Redis) runReplicated(ctx context.Context, s algorithmScript, args []any, timeout time.Duration) (*redis.Cmd, error) {
+	primary, err := r.primaryFor(ctx, args)
+	if err != nil {
+		return nil, err
+	}
+	// WAIT's own timeout: three quarters of what the decision's budget
+	// has left, so that its answer (0 replicas) arrives before the budget,
+	// or the client's read timeout of the same second, runs out; never 0,
+	// which would block for ever.
+	if deadline, ok := ctx.Deadline(); ok {
+		timeout = time.Until(deadline)
+	}
+	waitMs := max(timeout.Milliseconds()*3/4, 1)
+	exchange := func(args []any) (*redis.Cmd, *redis.IntCmd) {
+		cmd, wait := redis.NewCmd(ctx, args...), redis.NewIntCmd(ctx, "wait", 1, waitMs)
+		_, _ = primary.Pipelined(ctx, func(p redis.Pipeliner) error {
+			_ = p.Process(ctx, cmd)
+			_ = p.Process(ctx, wait)
+			return nil
+		})
+		return cmd, wait
+	}
+	cmd, wait := exchange(args)
+	if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+		cmd, wait = exchange(s.eval(args))
+	}
+	if err := cmd.Err(); err != nil {
+		return nil, err
+	}
+	acked, err := wait.Result()
+	if err != nil {
+		return nil, fmt.Errorf("wait for a replica: %w", err)
+	}
+	if acked < 1 {
+		return nil, fmt.Errorf("%w (%d ms)", ErrNotReplicated, waitMs)
+	}
+	return cmd, nil
+}
+
+// primaryFor is the client of the primary holding the keys of the EVALSHA
+// args ("evalsha", sha, numkeys, key...): in a cluster, the master of the
+// first key's slot; otherwise the client itself (a Sentinel client talks
+// to the primary only).
+func (r *Redis) primaryFor(ctx context.Context, args []any) (redis.Cmdable, error) {
+	cc, ok := r.client.(*redis.ClusterClient)
+	if !ok {
+		return r.client, nil
+	}
+	key, _ := args[3].(string)
+	node, err := cc.MasterForKey(ctx, key)
+	if err != nil {
+		return nil, fmt.Errorf("find the primary of %s: %w", key, err)
+	}
+	return node, nil
+}
