@@ -64,7 +64,7 @@ func TestApplyDefaultsKeepsSetFields(t *testing.T) {
 		FailureMode:      FailureModeClosed,
 		Timeout:          &metav1.Duration{Duration: 200 * time.Millisecond},
 		ResponseHeaders:  ResponseHeadersNone,
-		Storage:          &Storage{SecretRef: &SecretKeyReference{Name: "redis", Key: "address"}},
+		Storage:          &Storage{SecretRef: &SecretKeyReference{Name: "redis", Key: "address"}, Consistency: ConsistencyReplicated},
 		Rules:            []Rule{{Name: "login", Algorithm: AlgorithmFixedWindow, Cost: 5, Leasing: LeasingOff}},
 	}
 	want := *spec.DeepCopy()

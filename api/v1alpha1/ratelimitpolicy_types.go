@@ -242,7 +242,6 @@ type RateLimitService struct {
 }
 
 // Storage says where an enforcer keeps its counters, and how safely.
-// +kubebuilder:validation:XValidation:rule="has(self.secretRef) || has(self.consistency)",message="spec.storage is empty: set secretRef to name the Secret holding the policy's Redis URL, or consistency, or remove spec.storage to use the operator's default Redis"
 type Storage struct {
 	// SecretRef names a Secret of the policy's namespace holding the Redis URL:
 	// redis://, rediss:// (TLS), or a Sentinel or Cluster URL. When omitted,

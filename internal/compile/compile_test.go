@@ -624,3 +624,34 @@ func TestAdaptiveReachesTheConfig(t *testing.T) {
 	_, err = Policy(&p, Options{})
 	g.Expect(err).To(MatchError(ContainSubstring("spec.rules[1](api).adaptive.minimum")))
 }
+
+// Replicated consistency reaches the wire format, on the policy's own Redis
+// or on the default one; Async, the default, leaves it out.
+func TestConsistency(t *testing.T) {
+	g := NewWithT(t)
+	withConsistency := func(name string, storage *v1alpha1.Storage) v1alpha1.RateLimitPolicy {
+		p := sample(t, "login")
+		p.Name, p.UID = name, types.UID("uid-"+name)
+		p.Spec.Storage = storage
+		return p
+	}
+	policies := []v1alpha1.RateLimitPolicy{
+		withConsistency("own", &v1alpha1.Storage{SecretRef: &v1alpha1.SecretKeyReference{Name: "redis", Key: "url"}, Consistency: v1alpha1.ConsistencyReplicated}),
+		withConsistency("default", &v1alpha1.Storage{Consistency: v1alpha1.ConsistencyReplicated}),
+		withConsistency("async", &v1alpha1.Storage{Consistency: v1alpha1.ConsistencyAsync}),
+		withConsistency("none", nil),
+	}
+	res, err := Namespace(ns, policies, Options{Secrets: map[string][]string{"redis": {"url"}}})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(res.Errors).To(BeEmpty())
+	got := map[string]config.Policy{}
+	for _, p := range res.Config.Policies {
+		got[p.Name] = p
+	}
+	g.Expect(got["own"].Consistency).To(Equal(config.ConsistencyReplicated))
+	g.Expect(got["own"].RedisURLEnv).To(Equal("SLUICE_REDIS_URL_OWN"))
+	g.Expect(got["default"].Consistency).To(Equal(config.ConsistencyReplicated))
+	g.Expect(got["default"].RedisURLEnv).To(BeEmpty(), "no secretRef: the default Redis")
+	g.Expect(got["async"].Consistency).To(BeEmpty())
+	g.Expect(got["none"].Consistency).To(BeEmpty())
+}

@@ -101,6 +101,7 @@ var _ = Describe("RateLimitPolicy validation", func() {
 		},
 
 		// Policy-wide settings.
+		Entry("unknown consistency", `{storage: {consistency: Sync}, rules: [`+apiRule+`]}`, `Unsupported value: "Sync"`),
 		Entry("empty selector", `{selector: {}, rules: [`+apiRule+`]}`,
 			"selector is empty and would select every pod of the namespace: add matchLabels or matchExpressions"),
 		Entry("upstreamPort that is the enforcer's proxy port", `{upstreamPort: 15080, rules: [`+apiRule+`]}`,
@@ -320,5 +321,7 @@ var _ = Describe("RateLimitPolicy validation", func() {
 			`{rules: [{name: api, algorithm: GCRA, cost: 5, limits: [{requests: 600, period: 1m, burst: 20}, {requests: 10000, period: 24h}]}],
 			  overrides: [{tenant: acme, rule: api, limits: [{requests: 6000, period: 1m, burst: 200}]}]}`),
 		Entry("storage secret", `{storage: {secretRef: {name: redis}}, rules: [`+apiRule+`]}`),
+		Entry("replicated counts on the default Redis", `{storage: {consistency: Replicated}, rules: [`+apiRule+`]}`),
+		Entry("replicated counts on the policy's Redis", `{storage: {secretRef: {name: redis}, consistency: Replicated}, rules: [`+apiRule+`]}`),
 	)
 })
