@@ -43,11 +43,8 @@ func versionAcceptable(info string) error {
 		if !ok {
 			continue
 		}
-		got, err := parseVersion(v)
-		if err != nil {
-			return nil // a version we cannot read is not a reason to refuse
-		}
-		if got.less(minRedis) {
+		// a version we cannot read is not a reason to refuse
+		if got, err := parseVersion(v); err == nil && got.less(minRedis) {
 			return fmt.Errorf("%w: the server runs Redis %s, and Sluice's scripts need %s or newer", ErrRedisTooOld, v, MinRedisVersion)
 		}
 		return nil
