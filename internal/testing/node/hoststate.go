@@ -228,7 +228,7 @@ func removeKubeChains(keep []string) error {
 			if !strings.HasPrefix(line, "-A ") {
 				continue
 			}
-			fields := strings.Fields(line)
+			fields := ruleFields(line)
 			for i := 0; i+1 < len(fields); i++ {
 				if (fields[i] == "-j" || fields[i] == "-g") && slices.Contains(remove, fields[i+1]) {
 					args := append([]string{"-t", table, "-D"}, fields[1:]...)
@@ -252,6 +252,38 @@ func removeKubeChains(keep []string) error {
 		return fmt.Errorf("remove KUBE-* chains: %s", strings.Join(errs, "; "))
 	}
 	return nil
+}
+
+// ruleFields splits a rule as iptables-save writes it into its arguments:
+// a double-quoted word (iptables-save quotes comments with spaces, with
+// backslash before a quote or backslash inside) is one argument, unquoted.
+func ruleFields(line string) []string {
+	var out []string
+	var cur strings.Builder
+	inWord, quoted := false, false
+	for i := 0; i < len(line); i++ {
+		c := line[i]
+		switch {
+		case quoted && c == '\\' && i+1 < len(line):
+			i++
+			cur.WriteByte(line[i])
+		case c == '"':
+			quoted, inWord = !quoted, true
+		case !quoted && (c == ' ' || c == '\t'):
+			if inWord {
+				out = append(out, cur.String())
+				cur.Reset()
+				inWord = false
+			}
+		default:
+			cur.WriteByte(c)
+			inWord = true
+		}
+	}
+	if inWord {
+		out = append(out, cur.String())
+	}
+	return out
 }
 
 // nftTables lists the nftables tables ("ip nat", "ip6 filter"); none

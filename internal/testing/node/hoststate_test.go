@@ -1,6 +1,7 @@
 package node
 
 import (
+	"slices"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -83,4 +84,20 @@ func TestUnescapeMount(t *testing.T) {
 	g := NewWithT(t)
 	g.Expect(unescapeMount(`/mnt/with\040space`)).To(Equal("/mnt/with space"))
 	g.Expect(unescapeMount("/plain")).To(Equal("/plain"))
+}
+
+// A rule with a quoted comment is deleted with the comment as one
+// argument: kube-proxy's rules all carry one.
+func TestRuleFieldsKeepQuotedCommentsWhole(t *testing.T) {
+	for line, want := range map[string][]string{
+		`-A INPUT -m conntrack --ctstate NEW -m comment --comment "kubernetes load balancer firewall" -j KUBE-PROXY-FIREWALL`: {
+			"-A", "INPUT", "-m", "conntrack", "--ctstate", "NEW", "-m", "comment", "--comment", "kubernetes load balancer firewall", "-j", "KUBE-PROXY-FIREWALL"},
+		`-A KUBE-SERVICES -m comment --comment "say \"hi\" \\ there" -j ACCEPT`: {"-A", "KUBE-SERVICES", "-m", "comment", "--comment", `say "hi" \ there`, "-j", "ACCEPT"},
+		`-A FORWARD  -j KUBE-FORWARD`: {"-A", "FORWARD", "-j", "KUBE-FORWARD"},
+		`-A X --comment ""`: {"-A", "X", "--comment", ""},
+	} {
+		if got := ruleFields(line); !slices.Equal(got, want) {
+			t.Errorf("ruleFields(%s) = %q, want %q", line, got, want)
+		}
+	}
 }
