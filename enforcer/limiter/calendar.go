@@ -40,9 +40,9 @@ func (w Window) windowID() time.Duration {
 	return -1
 }
 
-// length is the length of the window holding now: the period, or the
+// Length is the length of the window holding now: the period, or the
 // calendar window's, in its zone.
-func (w Window) length(now time.Time) time.Duration {
+func (w Window) Length(now time.Time) time.Duration {
 	if w.Calendar == nil {
 		return w.Period
 	}

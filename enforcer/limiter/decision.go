@@ -20,7 +20,7 @@ func decide(req *Request, allowed bool, now time.Time, results []WindowResult) D
 		Allowed:   allowed,
 		Window:    pick,
 		Limit:     req.Windows[pick].capacity(req.Algorithm),
-		Period:    req.Windows[pick].length(now),
+		Period:    req.Windows[pick].Length(now),
 		Calendar:  req.Windows[pick].Calendar,
 		Remaining: max(r.Remaining, 0),
 		Reset:     r.Reset,
