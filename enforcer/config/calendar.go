@@ -188,3 +188,9 @@ func (r *Rule) HasCalendar() bool {
 	}
 	return false
 }
+
+// CalendarIn is a calendar of unit in a zone already loaded, such as one
+// of time.FixedZone.
+func CalendarIn(unit CalendarUnit, loc *time.Location) *Calendar {
+	return &Calendar{Unit: unit, TimeZone: loc.String(), loc: loc}
+}
