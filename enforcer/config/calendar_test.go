@@ -7,15 +7,6 @@ import (
 	"time"
 )
 
-func mustZone(t *testing.T, name string) *time.Location {
-	t.Helper()
-	loc, err := time.LoadLocation(name)
-	if err != nil {
-		t.Fatalf("load %s: %v", name, err)
-	}
-	return loc
-}
-
 // calendar is a resolved calendar of unit in zone.
 func calendar(t *testing.T, unit CalendarUnit, zone string) *Calendar {
 	t.Helper()

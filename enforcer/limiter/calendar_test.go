@@ -261,3 +261,60 @@ func TestCalendarLocalFallbackCountsTheSameWindows(t *testing.T) {
 		t.Fatalf("at local midnight: allowed %v, %+v: want a new day", ok, res[0])
 	}
 }
+
+// TestCalendarBoundariesOnAMovedClock moves the local fallback's clock
+// across daylight-saving midnights, month ends and a year end: the quota
+// resets at the window's true start, and the decision reports the length
+// of the window it counts in.
+func TestCalendarBoundariesOnAMovedClock(t *testing.T) {
+	load := func(name string) *time.Location {
+		loc, err := time.LoadLocation(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return loc
+	}
+	berlin, newYork := load("Europe/Berlin"), load("America/New_York")
+	cases := []struct {
+		name          string
+		unit          config.CalendarUnit
+		boundary      time.Time
+		before, after time.Duration // lengths of the windows either side
+	}{
+		{"Berlin, into the 23h day", config.CalendarDay, time.Date(2026, 3, 29, 0, 0, 0, 0, berlin), 24 * time.Hour, 23 * time.Hour},
+		{"Berlin, out of the 23h day", config.CalendarDay, time.Date(2026, 3, 30, 0, 0, 0, 0, berlin), 23 * time.Hour, 24 * time.Hour},
+		{"Berlin, into the 25h day", config.CalendarDay, time.Date(2026, 10, 25, 0, 0, 0, 0, berlin), 24 * time.Hour, 25 * time.Hour},
+		{"New York, into the 23h day", config.CalendarDay, time.Date(2026, 3, 8, 0, 0, 0, 0, newYork), 24 * time.Hour, 23 * time.Hour},
+		{"New York, out of the 25h day", config.CalendarDay, time.Date(2026, 11, 2, 0, 0, 0, 0, newYork), 25 * time.Hour, 24 * time.Hour},
+		{"Jan 31 to Feb 1", config.CalendarMonth, time.Date(2026, 2, 1, 0, 0, 0, 0, berlin), 31 * 24 * time.Hour, 28 * 24 * time.Hour},
+		{"Feb 28 to Mar 1", config.CalendarMonth, time.Date(2026, 3, 1, 0, 0, 0, 0, newYork), 28 * 24 * time.Hour, 31*24*time.Hour - time.Hour},
+		{"Feb 29 to Mar 1", config.CalendarMonth, time.Date(2028, 3, 1, 0, 0, 0, 0, berlin), 29 * 24 * time.Hour, 31*24*time.Hour - time.Hour},
+		{"a year end", config.CalendarYear, time.Date(2027, 1, 1, 0, 0, 0, 0, newYork), 365 * 24 * time.Hour, 365 * 24 * time.Hour},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := config.CalendarIn(tc.unit, tc.boundary.Location())
+			now := tc.boundary.Add(-time.Second)
+			l := NewLocal(func() time.Time { return now })
+			req := calendarRequest(t, c, 2)
+			check := func() Decision {
+				allowed, at, res := l.Check(&req)
+				return decide(&req, allowed, at, res)
+			}
+			for range 2 {
+				if d := check(); !d.Allowed {
+					t.Fatalf("refused within the quota: %+v", d)
+				}
+			}
+			d := check()
+			if d.Allowed || !d.Reset.Equal(tc.boundary) || d.RetryAfter != time.Second || d.Period != tc.before {
+				t.Fatalf("a second before %s: %+v: want refused for 1s, period %s", tc.boundary, d, tc.before)
+			}
+			now = tc.boundary
+			d = check()
+			if !d.Allowed || d.Remaining != 1 || d.Period != tc.after {
+				t.Fatalf("at %s: %+v: want a new window of %s", tc.boundary, d, tc.after)
+			}
+		})
+	}
+}
