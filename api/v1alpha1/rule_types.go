@@ -62,7 +62,9 @@ const MaxSlidingWindowLogRequests = 100000
 // +kubebuilder:validation:XValidation:rule="(has(self.exempt) && self.exempt) || has(self.limits)",messageExpression="'rule ' + self.name + ' has no limits: add at least one limit, or set exempt to true to let its requests through unlimited'"
 // +kubebuilder:validation:XValidation:rule="self.algorithm in ['TokenBucket', 'GCRA'] || !has(self.limits) || self.limits.all(l, !has(l.burst))",messageExpression="'rule ' + self.name + ' uses ' + self.algorithm + ', which has no burst: remove burst from its limits, or use algorithm TokenBucket or GCRA'"
 // +kubebuilder:validation:XValidation:rule="!has(self.limits) || self.limits.all(l, l.requests < 1 || (has(l.burst) && l.burst < 1) || self.cost <= (has(l.burst) ? l.burst : l.requests))",messageExpression="'rule ' + self.name + ' has a cost higher than one of its limits allows per period (burst, or requests when burst is unset), so no request could ever pass: lower cost or raise that limit'"
-// +kubebuilder:validation:XValidation:rule="!has(self.limits) || !self.limits.all(l, l.period.matches('^([0-9]+([.][0-9]+)?(ns|us|µs|ms|s|m|h))+$')) || self.limits.all(a, self.limits.exists_one(b, has(a.tier) == has(b.tier) && (!has(a.tier) || a.tier == b.tier) && duration(a.period) == duration(b.period)))",messageExpression="'rule ' + self.name + ' has two limits for the same tier and period: keep one, or change the period of the other'"
+// +kubebuilder:validation:XValidation:rule="!has(self.limits) || !self.limits.all(l, !has(l.period) || l.period.matches('^([0-9]+([.][0-9]+)?(ns|us|µs|ms|s|m|h))+$')) || self.limits.all(a, !has(a.period) || self.limits.exists_one(b, has(b.period) && has(a.tier) == has(b.tier) && (!has(a.tier) || a.tier == b.tier) && duration(a.period) == duration(b.period)))",messageExpression="'rule ' + self.name + ' has two limits for the same tier and period: keep one, or change the period of the other'"
+// +kubebuilder:validation:XValidation:rule="!has(self.limits) || self.limits.all(a, !has(a.calendar) || self.limits.exists_one(b, has(b.calendar) && has(a.tier) == has(b.tier) && (!has(a.tier) || a.tier == b.tier) && a.calendar.unit == b.calendar.unit))",messageExpression="'rule ' + self.name + ' has two limits for the same tier and calendar unit: keep one, or change the unit of the other'"
+// +kubebuilder:validation:XValidation:rule="!has(self.limits) || self.algorithm == 'FixedWindow' || self.limits.all(l, !has(l.calendar))",messageExpression="'rule ' + self.name + ' uses ' + self.algorithm + ', which cannot count calendar windows exactly: set algorithm to FixedWindow, or give its limits a period instead of a calendar'"
 // +kubebuilder:validation:XValidation:rule="self.algorithm != 'SlidingWindowLog' || !has(self.limits) || self.limits.all(l, l.requests <= 100000)",messageExpression="'rule ' + self.name + ' uses SlidingWindowLog, which stores one entry per request: keep each limit at or below 100000 requests per period, or use SlidingWindowCounter'"
 // +kubebuilder:validation:XValidation:rule="!has(self.onLimit) || !has(self.onLimit.delay) || !(has(self.exempt) && self.exempt)",messageExpression="'rule ' + self.name + ' is exempt: its requests are never limited, so onLimit.delay has nothing to delay; remove it'"
 // +kubebuilder:validation:XValidation:rule="!has(self.onLimit) || !has(self.onLimit.delay) || (has(self.exempt) && self.exempt) || self.algorithm in ['TokenBucket', 'GCRA']",messageExpression="'rule ' + self.name + ' uses ' + self.algorithm + ', which cannot book future capacity exactly: remove onLimit.delay, or use algorithm TokenBucket or GCRA'"
@@ -158,7 +160,9 @@ const (
 	LeasingOff Leasing = "Off"
 )
 
-// Limit is a budget of requests per period for each tenant.
+// Limit is a budget of requests per period, or per calendar window, for
+// each tenant.
+// +kubebuilder:validation:XValidation:rule="has(self.period) != has(self.calendar)",message="a limit needs exactly one of period (a duration such as 1h) or calendar (such as {unit: Month, timeZone: Europe/Berlin}): set one, and remove the other"
 type Limit struct {
 	// Tier restricts the limit to requests of this tier (see spec.tiers).
 	// Omitted, the limit applies to every tier the rule has no limit for.
@@ -176,14 +180,23 @@ type Limit struct {
 	Requests int64 `json:"requests"`
 
 	// Period is the window of the limit, a Go duration of whole seconds
-	// between 1s and 744h (31 days), such as 1m, 1h or 24h. Durations have no
-	// day unit: write 24h for a day.
+	// between 1s and 744h (31 days), such as 1m, 1h or 24h, aligned to the
+	// Unix epoch (24h resets at midnight UTC). Durations have no day unit:
+	// write 24h for a day. Set period or calendar, not both.
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MaxLength=32
 	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|µs|ms|s|m|h))+$')",message="period must be a duration such as 30s, 1m, 1h or 24h; there is no day unit: write 24h for a day"
 	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+([.][0-9]+)?(ns|us|µs|ms|s|m|h))+$') || (duration(self) >= duration('1s') && duration(self) <= duration('744h'))",message="period must be between 1s and 744h (31 days), for example 1m, 1h or 24h"
 	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+([.][0-9]+)?(ns|us|µs|ms|s|m|h))+$') || duration(self) < duration('1s') || duration(self).getMilliseconds() % 1000 == 0",message="period must be a whole number of seconds, for example 1s or 90s"
-	Period metav1.Duration `json:"period"`
+	// +optional
+	Period metav1.Duration `json:"period,omitzero"`
+
+	// Calendar aligns the window to the calendar of a time zone instead of
+	// a period: {unit: Month, timeZone: Europe/Berlin} resets at midnight
+	// of every 1st in Berlin. FixedWindow rules only. Set period or
+	// calendar, not both.
+	// +optional
+	Calendar *Calendar `json:"calendar,omitempty"`
 
 	// Burst is the size of the token bucket: how many requests a tenant may
 	// make at once after being idle. TokenBucket and GCRA rules only; it

@@ -44,7 +44,7 @@ func (c adaptiveCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for _, r := range c() {
 		for _, w := range r.Effective {
-			gauge(effectiveLimit, float64(w.Requests), r.Policy, r.Rule, w.Period.String())
+			gauge(effectiveLimit, float64(w.Requests), r.Policy, r.Rule, windowLabel(w))
 		}
 		gauge(adaptiveFactor, float64(r.State.Factor)/float64(config.Full), r.Policy, r.Rule)
 		gauge(adaptiveLatency, r.State.P90.Seconds(), r.Policy, r.Rule)
@@ -72,7 +72,7 @@ func (s *Server) addAdaptive(doc *status.Document) {
 			a := status.AdaptiveRule{Rule: r.Rule, Factor: int64(r.State.Factor), Minimum: int64(r.Settings.Minimum),
 				P90Seconds: r.State.P90.Seconds(), ErrorRate: r.State.ErrorRate(), Responses: r.State.Responses}
 			for _, w := range r.Effective {
-				a.Limits = append(a.Limits, status.AdaptiveLimit{Requests: w.Requests, Period: w.Period.String(), Burst: w.Burst})
+				a.Limits = append(a.Limits, status.AdaptiveLimit{Requests: w.Requests, Period: windowLabel(w), Burst: w.Burst})
 			}
 			if !r.Updated.IsZero() {
 				at := r.Updated.UTC()
@@ -113,7 +113,7 @@ func (s *Server) tenantAdaptive(policy, rule string) *TenantAdaptive {
 func limits(ws []limiter.Window) []config.Limit {
 	out := make([]config.Limit, len(ws))
 	for i, w := range ws {
-		out[i] = config.Limit{Requests: w.Requests, Period: config.Duration{Duration: w.Period}, Burst: w.Burst}
+		out[i] = config.Limit{Requests: w.Requests, Period: config.Duration{Duration: w.Period}, Burst: w.Burst, Calendar: w.Calendar}
 	}
 	return out
 }

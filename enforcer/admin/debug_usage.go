@@ -75,6 +75,9 @@ type WindowUsage struct {
 	Reset     time.Time `json:"reset"`
 	// Refusing says this window alone would refuse the request now.
 	Refusing bool `json:"refusing,omitempty"`
+	// Current is, for a calendar window, the window that holds now on
+	// Redis' clock, in its zone (calendar_debug.go).
+	Current *CalendarWindow `json:"current,omitempty"`
 }
 
 // tenantUsage reads m's bucket. The usage carries the rule's names and
@@ -88,7 +91,9 @@ func (s *Server) tenantUsage(ctx context.Context, snap *runtime.Snapshot, m *rou
 		Algorithm: string(req.Algorithm), Cost: req.Cost, Override: m.Override, DryRun: m.Policy.DryRun}
 	usage.Adaptive = s.tenantAdaptive(m.Policy.Name, m.Rule.Name)
 	for _, win := range req.Windows {
-		usage.Windows = append(usage.Windows, WindowUsage{Limit: limitOf(win.Requests, win.Period, win.Burst)})
+		l := limitOf(win.Requests, win.Period, win.Burst)
+		l.Calendar = win.Calendar
+		usage.Windows = append(usage.Windows, WindowUsage{Limit: l})
 	}
 	be := snap.BackendOf(m.Policy)
 	d, err := be.Peek(ctx, req, peekTimeout)
@@ -104,6 +109,7 @@ func (s *Server) tenantUsage(ctx context.Context, snap *runtime.Snapshot, m *rou
 		}
 		w := &usage.Windows[i]
 		w.Capacity, w.Remaining, w.Reset, w.Refusing = wd.Limit, wd.Remaining, wd.Reset, !wd.Allowed
+		w.Current = calendarWindowAt(req.Windows[i], wd.Now)
 	}
 	usage.Reservations = s.reservationsOf(req, d, usage.Windows[d.Window].Limit)
 	if req.Ban != nil {

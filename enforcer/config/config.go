@@ -185,12 +185,16 @@ type Tiers struct {
 	Default string `json:"default"`
 }
 
-// Limit is Requests per Period; Burst is the capacity of a token bucket or
-// GCRA (zero means Requests).
+// Limit is Requests per Period, or per window of Calendar (then Period is
+// zero); Burst is the capacity of a token bucket or GCRA (zero means
+// Requests).
 type Limit struct {
 	Requests int64    `json:"requests"`
 	Period   Duration `json:"period"`
 	Burst    int64    `json:"burst,omitempty"`
+	// Calendar, when set, aligns the window to a calendar (calendar.go):
+	// FixedWindow only.
+	Calendar *Calendar `json:"calendar,omitempty"`
 }
 
 // Override replaces a rule's limits for one tenant.

@@ -212,12 +212,15 @@ func (r *Rule) validateLimits(path string, limits []Limit, add addFunc) {
 		add(path, "a rule needs 1 to %d limits, got %d", MaxWindows, len(limits))
 	}
 	periods := make(map[time.Duration]int, len(limits))
+	calendars := map[CalendarUnit]int{}
 	for i, l := range limits {
 		at := fmt.Sprintf("%s[%d]", path, i)
 		if l.Requests < 1 {
 			add(at+".requests", "must be at least 1, got %d", l.Requests)
 		}
-		if p := l.Period.Duration; p < time.Millisecond || p%time.Millisecond != 0 {
+		if l.Calendar != nil {
+			r.validateCalendar(at, l, calendars, i, path, add)
+		} else if p := l.Period.Duration; p < time.Millisecond || p%time.Millisecond != 0 {
 			add(at+".period", "must be a whole number of milliseconds, at least 1ms, got %s", p)
 		} else if j, dup := periods[p]; dup {
 			add(at+".period", "%s is also the period of %s[%d]: one limit per period", p, path, j)

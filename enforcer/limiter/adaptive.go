@@ -188,7 +188,7 @@ func ScaleWindows(a Algorithm, windows []Window, cost int64, factor config.Basis
 	}
 	out := make([]Window, len(windows))
 	for i, w := range windows {
-		out[i] = Window{Requests: scale(w.Requests, factor), Period: w.Period}
+		out[i] = Window{Requests: scale(w.Requests, factor), Period: w.Period, Calendar: w.Calendar}
 		if w.Burst > 0 {
 			out[i].Burst = scale(w.Burst, factor)
 		}

@@ -43,6 +43,10 @@ local function algorithm(KEYS, ARGV)
 end
 
 local reply = algorithm(keys, argv)
+if reply.err then
+  -- a stale calendar window: nothing was decided
+  return reply
+end
 if reply[1] ~= 0 or tonumber(argv[1]) <= 0 then
   -- admitted, or a read: nothing to log
   reply[#reply + 1] = 0

@@ -48,5 +48,5 @@ func (p FailurePolicy) share(w Window, cost int64) Window {
 		}
 		return max((v+n-1)/n, cost)
 	}
-	return Window{Requests: div(w.Requests), Period: w.Period, Burst: div(w.Burst)}
+	return Window{Requests: div(w.Requests), Period: w.Period, Burst: div(w.Burst), Calendar: w.Calendar}
 }

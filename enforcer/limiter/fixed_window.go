@@ -17,7 +17,12 @@ var fixedWindow = algorithm{
 
 func (p *localWindow) readFixedWindow(now, cost int64) bool {
 	e := p.entry
-	p.win = floorDiv(now, p.period)
+	if p.cal != nil {
+		p.win, p.reset = p.calendarWindow(now)
+	} else {
+		p.win = floorDiv(now, p.period)
+		p.reset = (p.win + 1) * p.period
+	}
 	if !p.fresh && e.win == p.win {
 		p.count = e.cur
 	}
@@ -26,7 +31,7 @@ func (p *localWindow) readFixedWindow(now, cost int64) bool {
 
 func (p *localWindow) answerFixedWindow(now, cost int64, allowed bool) (remaining, reset, retry int64) {
 	count := p.count
-	reset = (p.win + 1) * p.period
+	reset = p.reset
 	if allowed {
 		if cost > 0 {
 			count += cost

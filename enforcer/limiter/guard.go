@@ -398,7 +398,7 @@ func (g *Guard) fallback(req *Request) Decision {
 	w := req.Windows[0]
 	switch req.Failure.Mode {
 	case config.FailClosed:
-		return Decision{Limit: w.Requests, Period: w.Period, Reset: now.Add(closedRetryAfter),
+		return Decision{Limit: w.Requests, Period: w.Length(now), Calendar: w.Calendar, Reset: now.Add(closedRetryAfter),
 			RetryAfter: closedRetryAfter, Now: now, Degraded: true}
 	case config.FailLocal:
 		share := *req
@@ -411,7 +411,7 @@ func (g *Guard) fallback(req *Request) Decision {
 		d.Degraded = true
 		return d
 	default: // config.FailOpen; Parse refuses other modes this enforcer does not know
-		return Decision{Allowed: true, Limit: w.Requests, Period: w.Period, Remaining: w.Requests,
+		return Decision{Allowed: true, Limit: w.Requests, Period: w.Length(now), Calendar: w.Calendar, Remaining: w.Requests,
 			Reset: now, Now: now, Degraded: true}
 	}
 }

@@ -374,6 +374,11 @@ func windowEnd(ws []Window, now time.Time) time.Time {
 	us := now.UnixMicro()
 	end := int64(math.MaxInt64)
 	for _, w := range ws {
+		if w.Calendar != nil {
+			_, e := w.Calendar.Window(now)
+			end = min(end, e.UnixMicro())
+			continue
+		}
 		p := w.Period.Microseconds()
 		end = min(end, (floorDiv(us, p)+1)*p)
 	}

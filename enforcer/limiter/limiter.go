@@ -25,6 +25,9 @@ type Window struct {
 	// GCRA);
 	// zero means Requests. Other algorithms ignore it.
 	Burst int64
+	// Calendar, when set, makes this a calendar window (FixedWindow only,
+	// calendar.go) instead of one of Period, which is zero.
+	Calendar *config.Calendar
 }
 
 // capacity is the most a window of a can ever admit at once.
@@ -53,6 +56,10 @@ type Request struct {
 	// Ban, when set, bans tenants that keep hitting the rule (ban.go).
 	Ban *Ban
 
+	// calendar is set when a window is a calendar window: the call
+	// carries the windows' bounds (calendar.go).
+	calendar bool
+
 	// checked is set by Rule.Request: the request's rule passed NewRule and
 	// its tenant is not empty. Guard.AllowAll refuses any other Request.
 	checked bool
@@ -72,7 +79,7 @@ type Rule struct {
 func WindowsOf(limits []config.Limit) []Window {
 	ws := make([]Window, len(limits))
 	for i, l := range limits {
-		ws[i] = Window{Requests: l.Requests, Period: l.Period.Duration, Burst: l.Burst}
+		ws[i] = Window{Requests: l.Requests, Period: l.Period.Duration, Burst: l.Burst, Calendar: l.Calendar}
 	}
 	return ws
 }
@@ -87,7 +94,11 @@ func WindowsOf(limits []config.Limit) []Window {
 func NewRule(b Bucket, cr *config.Rule, windows []Window, f FailurePolicy) (Rule, error) {
 	req := Request{Bucket: b, Algorithm: cr.Algorithm, Windows: windows, Cost: cr.Cost, Failure: f,
 		Lease: cr.Leasing != config.LeasingOff, Delay: cr.DelayMax(), Ban: banOf(cr.Ban)}
-	if d := descriptorOf(req.Algorithm); d == nil || !d.leases {
+	req.calendar = hasCalendar(windows)
+	if d := descriptorOf(req.Algorithm); d == nil || !d.leases || req.calendar {
+		// a lease or a cached refusal of a calendar window would have to
+		// end at the window's end, which only the call knows: those rules
+		// decide every request in Redis
 		req.Lease = false
 	}
 	req.Bucket.Tenant = "-" // any tenant Rule.Request accepts; checked there
@@ -128,9 +139,12 @@ type Decision struct {
 	// Window is the index in Request.Windows of the deciding window.
 	Window int
 	// Limit is the deciding window's capacity (Requests; a token bucket's
-	// Burst) and Period its Period.
+	// Burst) and Period its Period, or for a calendar window the length of
+	// its current window.
 	Limit  int64
 	Period time.Duration
+	// Calendar is the deciding window's calendar; nil for a period.
+	Calendar *config.Calendar
 	// Remaining is how many cost units the deciding window still admits.
 	Remaining int64
 	// Reset is when the deciding window will be fully replenished.
@@ -191,7 +205,11 @@ func validateWindows(a Algorithm, windows []Window, cost int64) error {
 		if w.Requests < 1 {
 			return fmt.Errorf("%w: window %d: requests must be at least 1, got %d", ErrInvalidRequest, i, w.Requests)
 		}
-		if w.Period < time.Millisecond || w.Period%time.Millisecond != 0 {
+		if w.Calendar != nil {
+			if a != FixedWindow || w.Period != 0 {
+				return fmt.Errorf("%w: window %d: a calendar window is a FixedWindow's, without a period", ErrInvalidRequest, i)
+			}
+		} else if w.Period < time.Millisecond || w.Period%time.Millisecond != 0 {
 			return fmt.Errorf("%w: window %d: period must be a whole number of milliseconds, at least 1ms, got %s", ErrInvalidRequest, i, w.Period)
 		}
 		if w.Burst < 0 {
@@ -201,7 +219,7 @@ func validateWindows(a Algorithm, windows []Window, cost int64) error {
 			return fmt.Errorf("%w: window %d: cost %d exceeds its capacity %d, so no request could ever pass", ErrInvalidRequest, i, cost, c)
 		}
 		for j := range i {
-			if windows[j].Period == w.Period {
+			if windows[j].windowID() == w.windowID() {
 				return fmt.Errorf("%w: windows %d and %d share the period %s", ErrInvalidRequest, j, i, w.Period)
 			}
 		}

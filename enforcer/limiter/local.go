@@ -4,6 +4,8 @@ import (
 	"hash/maphash"
 	"math"
 	"time"
+
+	"github.com/sluice-dev/sluice/enforcer/config"
 )
 
 // WindowResult is one window's answer to a check.
@@ -113,10 +115,12 @@ type localWindow struct {
 	fresh bool        // entry is nil or expired: read as new state
 	// requests, capacity and period (µs) of the window.
 	requests, capacity, period int64
-	win                        int64   // FixedWindow, SlidingWindowCounter
-	count, prev                int64   // count: FixedWindow, SlidingWindowLog, SlidingWindowCounter's current
-	tokens, estimate           float64 // TokenBucket, SlidingWindowCounter
-	tat, interval, tolerance   int64   // GCRA, in µs
+	win                        int64            // FixedWindow, SlidingWindowCounter
+	count, prev                int64            // count: FixedWindow, SlidingWindowLog, SlidingWindowCounter's current
+	tokens, estimate           float64          // TokenBucket, SlidingWindowCounter
+	tat, interval, tolerance   int64            // GCRA, in µs
+	cal                        *config.Calendar // FixedWindow's calendar window, nil for a period
+	reset                      int64            // FixedWindow: the window's end (µs)
 }
 
 // Check runs the algorithm for req (already validated) at the local clock and
@@ -138,7 +142,8 @@ func (l *Local) Check(req *Request) (allowed bool, now time.Time, windows []Wind
 			requests: w.Requests,
 			capacity: w.capacity(req.Algorithm),
 			period:   w.Period.Microseconds(),
-			entry:    sh.m[localKey{req.Bucket, w.Period, alg}],
+			cal:      w.Calendar,
+			entry:    sh.m[localKey{req.Bucket, w.windowID(), alg}],
 		}
 		p.fresh = p.entry == nil || ts >= p.entry.expires
 		if !alg.read(&p, ts, req.Cost) {
@@ -155,7 +160,7 @@ func (l *Local) Check(req *Request) (allowed bool, now time.Time, windows []Wind
 		p := &pending[i]
 		if !commit && p.fresh && p.entry != nil {
 			// expired and not renewed: the key is gone in Redis too
-			l.m.remove(sh, localKey{req.Bucket, req.Windows[i].Period, alg})
+			l.m.remove(sh, localKey{req.Bucket, req.Windows[i].windowID(), alg})
 			p.entry = nil
 		}
 		remaining, reset, retry := alg.answer(p, ts, req.Cost, allowed)
@@ -217,7 +222,7 @@ func (l *Local) claim(sh *localMapShard, req *Request, alg *algorithm, pending [
 	}
 	for i := range pending {
 		if p := &pending[i]; p.entry == nil {
-			p.entry = l.create(sh, localKey{req.Bucket, req.Windows[i].Period, alg}, now)
+			p.entry = l.create(sh, localKey{req.Bucket, req.Windows[i].windowID(), alg}, now)
 		}
 	}
 }

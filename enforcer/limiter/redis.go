@@ -18,6 +18,9 @@ type Redis struct {
 	// decisions of concurrent requests into pipelined batches, so many
 	// goroutines share few round trips.
 	pipe *redis.AutoPipeliner
+	// now is the clock calendar windows are computed at before Redis'
+	// TIME checks them (calendar.go); nil is time.Now. Tests move it.
+	now func() time.Time
 }
 
 // NewRedis decides with client; it does not take ownership of client.
@@ -45,8 +48,8 @@ func (r *Redis) Peek(ctx context.Context, req Request) (Decision, error) {
 	}
 	delay := req.Delay
 	req.Ban, req.Delay = nil, 0 // the bucket alone, booking nothing
-	script, args := evalSHA(&req, req.Cost, req.Cost)
-	raw, err := r.receive(ctx, script, r.send(ctx, append(args, peekArg)))
+	script, args := evalSHA(&req, req.Cost, req.Cost, r.believedNow(&req))
+	raw, err := r.receiveWindow(ctx, &req, req.Cost, req.Cost, script, r.send(ctx, append(args, peekArg)), true)
 	if err != nil {
 		return Decision{}, fmt.Errorf("redis peek %s %s: %w", req.Algorithm, req.Bucket, err)
 	}
@@ -92,17 +95,24 @@ type pendingCheck struct {
 // more than cost and req's algorithm leases, asks for a lease: up to want
 // units taken at once when cost fits.
 func (r *Redis) submit(ctx context.Context, req *Request, cost, want int64) pendingCheck {
-	script, args := evalSHA(req, cost, want)
-	if req.Failure.Replicated && (cost > 0 || want > cost) { // it takes units: a decision or a lease
-		return pendingCheck{r: r, req: req, cost: cost, want: want, script: script, call: r.sendReplicated(ctx, script, args, req.Failure.timeout())}
+	script, args := evalSHA(req, cost, want, r.believedNow(req))
+	return pendingCheck{r: r, req: req, cost: cost, want: want, script: script, call: r.sendTaking(ctx, req, script, args, cost, want)}
+}
+
+// sendTaking sends a script call that may take units (cost, or a lease up
+// to want): for a Replicated policy with a WAIT for a replica after it,
+// else through the autopipeliner.
+func (r *Redis) sendTaking(ctx context.Context, req *Request, s algorithmScript, args []any, cost, want int64) scriptCall {
+	if req.Failure.Replicated && (cost > 0 || want > cost) {
+		return r.sendReplicated(ctx, s, args, req.Failure.timeout())
 	}
-	return pendingCheck{r: r, req: req, cost: cost, want: want, script: script, call: r.send(ctx, args)}
+	return r.send(ctx, args)
 }
 
 // wait reads the decision and what it took from every window (its cost, or
 // a lease's larger amount), no longer than ctx allows.
 func (p pendingCheck) wait(ctx context.Context) (Decision, int64, error) {
-	raw, err := p.r.receive(ctx, p.script, p.call)
+	raw, err := p.r.receiveWindow(ctx, p.req, p.cost, p.want, p.script, p.call, false)
 	if err != nil {
 		return Decision{}, 0, fmt.Errorf("redis %s %s: %w", p.req.Algorithm, p.req.Bucket, err)
 	}
@@ -191,7 +201,8 @@ func (r *Redis) giveBack(ctx context.Context, reqs []Request, units, counted []i
 	scripts := make([]algorithmScript, len(reqs))
 	for i := range reqs {
 		var args []any
-		scripts[i], args = evalSHA(&reqs[i], -units[i], counted[i])
+		// a calendar window's refund is sent the window of when it was counted
+		scripts[i], args = evalSHA(&reqs[i], -units[i], counted[i], counted[i])
 		calls[i] = r.send(ctx, args)
 	}
 	errs := make([]error, len(reqs))

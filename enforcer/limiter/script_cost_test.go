@@ -45,7 +45,7 @@ func BenchmarkScriptCost(b *testing.B) {
 				measureScript(b, client, func(ctx context.Context, i int64) error {
 					req := Request{Algorithm: a, Cost: 1, Windows: tc.windows,
 						Bucket: Bucket{Namespace: "bench", Policy: "p", Rule: tc.name, Tenant: HashTenant("salt", benchTenant(tc.cold, i))}}
-					s, cmd := evalSHA(&req, 1, 1)
+					s, cmd := evalSHA(&req, 1, 1, 0)
 					return runScript(ctx, client, s.src, cmd)
 				})
 			})

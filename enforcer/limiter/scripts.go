@@ -44,7 +44,10 @@ func newScript(name string) algorithmScript {
 // whose keys (the ban's hash and refusal log) and arguments come first:
 // EVALSHA sha numkeys bankey logkey key... banarg... cost arg... [want [delay]]
 // A refund has nothing to do with the ban, and runs the algorithm alone.
-func evalSHA(req *Request, cost, extra int64) (s algorithmScript, cmd []any) {
+//
+// A calendar window's key and arguments are those of its window holding at
+// (µs), which Redis' TIME checks (calendar.go).
+func evalSHA(req *Request, cost, extra, at int64) (s algorithmScript, cmd []any) {
 	d := descriptorOf(req.Algorithm)
 	s = d.script
 	ban := req.Ban != nil && cost >= 0
@@ -65,16 +68,26 @@ func evalSHA(req *Request, cost, extra int64) (s algorithmScript, cmd []any) {
 	}
 	buf := req.Bucket.appendKeyPrefix(stack[:0], req.Algorithm)
 	prefix := len(buf)
-	for _, w := range req.Windows {
-		buf = appendPeriodLabel(buf[:prefix], w.Period)
+	var bounds [maxWindows][2]int64
+	for i, w := range req.Windows {
+		if w.Calendar != nil {
+			bounds[i][0], bounds[i][1] = w.bounds(at)
+			buf = appendCalendarLabel(buf[:prefix], w.Calendar, bounds[i][0])
+		} else {
+			buf = appendPeriodLabel(buf[:prefix], w.Period)
+		}
 		cmd = append(cmd, string(buf))
 	}
 	if ban {
 		cmd = append(cmd, req.Ban.args...)
 	}
 	cmd = append(cmd, cost)
-	for _, w := range req.Windows {
-		cmd = d.args(cmd, w)
+	for i, w := range req.Windows {
+		if w.Calendar != nil {
+			cmd = calendarArgs(cmd, w, bounds[i][0], bounds[i][1])
+		} else {
+			cmd = d.args(cmd, w)
+		}
 	}
 	switch {
 	case d.leases && cost < 0:

@@ -28,8 +28,12 @@ func refusal(c *route.Check, d *limiter.Decision) *Problem {
 		return p
 	}
 	p.Type, p.Status, p.Title = ProblemRateLimited, http.StatusTooManyRequests, "Too Many Requests"
+	per := formatPeriod(d.Period)
+	if d.Calendar != nil {
+		per = d.Calendar.String()
+	}
 	p.Detail = fmt.Sprintf("Rule %s of policy %s allows %d requests per %s. Retry in %d s.",
-		c.Rule.Name, c.Policy.Name, d.Limit, formatPeriod(d.Period), retry)
+		c.Rule.Name, c.Policy.Name, d.Limit, per, retry)
 	if f := c.Scaling.Factor(); f < config.Full {
 		p.Detail += adaptiveNote(f)
 	}

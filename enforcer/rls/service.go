@@ -259,7 +259,7 @@ func (s *Service) peek(ctx context.Context, domain string, reqs []limiter.Reques
 		if err != nil {
 			now := time.Now()
 			w := r.Windows[0]
-			d = limiter.Decision{Allowed: r.Failure.Mode != config.FailClosed, Limit: w.Requests, Period: w.Period,
+			d = limiter.Decision{Allowed: r.Failure.Mode != config.FailClosed, Limit: w.Requests, Period: w.Length(now), Calendar: w.Calendar,
 				Remaining: w.Requests, Reset: now, Now: now, Degraded: true}
 			if !d.Allowed {
 				d.Remaining, d.RetryAfter, d.Reset = 0, time.Second, now.Add(time.Second)
@@ -349,6 +349,9 @@ var units = []struct {
 // says what the limit is ("100/5m").
 func currentLimit(name string, w limiter.Window) *ratelimitv3.RateLimitResponse_RateLimit {
 	l := &ratelimitv3.RateLimitResponse_RateLimit{Name: name, RequestsPerUnit: uint32(min(w.Requests, math.MaxUint32))}
+	if w.Calendar != nil {
+		return calendarLimit(l, w)
+	}
 	for _, u := range units {
 		if u.period == w.Period {
 			l.Unit = u.unit

@@ -241,6 +241,9 @@ func limits(in []v1alpha1.Limit) []config.Limit {
 		if l.Burst != nil {
 			cl.Burst = *l.Burst
 		}
+		if c := l.Calendar; c != nil {
+			cl.Calendar = &config.Calendar{Unit: config.CalendarUnit(c.Unit), TimeZone: c.TimeZone, WeekStart: string(c.WeekStart)}
+		}
 		out = append(out, cl)
 	}
 	return out
