@@ -87,7 +87,8 @@ func WindowsOf(limits []config.Limit) []Window {
 func NewRule(b Bucket, cr *config.Rule, windows []Window, f FailurePolicy) (Rule, error) {
 	req := Request{Bucket: b, Algorithm: cr.Algorithm, Windows: windows, Cost: cr.Cost, Failure: f,
 		Lease: cr.Leasing != config.LeasingOff, Delay: cr.DelayMax(), Ban: banOf(cr.Ban)}
-	if d := descriptorOf(req.Algorithm); d == nil || !d.leases {
+	if d := descriptorOf(req.Algorithm); d == nil || !d.leases || cr.ResponseCost != nil {
+		// a cost settled after the answer goes to Redis (charge.go)
 		req.Lease = false
 	}
 	req.Bucket.Tenant = "-" // any tenant Rule.Request accepts; checked there

@@ -1,0 +1,91 @@
+package limiter
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/sluice-dev/sluice/enforcer/config"
+)
+
+// responseRule is a rule of algorithm a, 10 per minute, whose cost the
+// answer reports: it never leases.
+func responseRule(t *testing.T, a Algorithm) Rule {
+	t.Helper()
+	rule, err := newRule(bucketFor(t), a, []Window{{Requests: 10, Period: time.Minute}}, 1,
+		FailurePolicy{Mode: config.FailClosed, Timeout: 5 * time.Second},
+		func(cr *config.Rule) { cr.ResponseCost = &config.ResponseCost{Header: "X-Cost"} })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rule
+}
+
+func TestChargeAfterTheAnswerTakesTheTenantIntoDebtUntilPaid(t *testing.T) {
+	for name, url := range topologies() {
+		for _, a := range []Algorithm{FixedWindow, SlidingWindowCounter, TokenBucket, GCRA} {
+			t.Run(name+"/"+string(a), func(t *testing.T) {
+				ctx := context.Background()
+				g := NewGuard(newRedis(t, url))
+				req := responseRule(t, a).Request(bucketFor(t).Tenant)
+				if req.Lease {
+					t.Fatal("a rule whose cost the answer reports must not lease")
+				}
+				var buf [1]Outcome
+				o := g.AllowAll(ctx, []Request{req}, buf[:0])[0]
+				if o.Err != nil || !o.Decision.Allowed {
+					t.Fatalf("first request: %+v %v", o.Decision, o.Err)
+				}
+				// the answer reports 15: 14 more than the cost charged up front
+				debt, err := g.Charge(ctx, []Request{req}, []int64{14}, []time.Time{o.Decision.CountedAt})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if debt[0] != 5 {
+					t.Errorf("debt after charging 15 of 10: got %d, want 5", debt[0])
+				}
+				o = g.AllowAll(ctx, []Request{req}, buf[:0])[0]
+				if o.Err != nil || o.Decision.Allowed || o.Decision.Remaining != 0 || o.Decision.RetryAfter <= 0 {
+					t.Fatalf("request in debt: want refused with remaining 0 and a Retry-After, got %+v %v", o.Decision, o.Err)
+				}
+				// a debt is capped at one limit
+				debt, err = g.Charge(ctx, []Request{req}, []int64{1000}, []time.Time{o.Decision.Now})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if debt[0] != 10 {
+					t.Errorf("debt after a huge charge: got %d, want the limit, 10", debt[0])
+				}
+			})
+		}
+	}
+}
+
+func TestChargeGivesBackWhatTheAnswerDidNotUse(t *testing.T) {
+	for _, a := range []Algorithm{FixedWindow, SlidingWindowCounter, TokenBucket, GCRA} {
+		t.Run(string(a), func(t *testing.T) {
+			ctx := context.Background()
+			g := NewGuard(newRedis(t, standalone.URL()))
+			rule, err := newRule(bucketFor(t), a, []Window{{Requests: 10, Period: time.Minute}}, 4,
+				FailurePolicy{Mode: config.FailClosed, Timeout: 5 * time.Second},
+				func(cr *config.Rule) { cr.ResponseCost = &config.ResponseCost{JSONUsage: "total_tokens"} })
+			if err != nil {
+				t.Fatal(err)
+			}
+			req := rule.Request(bucketFor(t).Tenant)
+			var buf [1]Outcome
+			o := g.AllowAll(ctx, []Request{req}, buf[:0])[0]
+			if !o.Decision.Allowed || o.Decision.Remaining != 6 {
+				t.Fatalf("first request of cost 4: %+v %v", o.Decision, o.Err)
+			}
+			// the answer reports 1: 3 given back
+			if _, err := g.Charge(ctx, []Request{req}, []int64{-3}, []time.Time{o.Decision.CountedAt}); err != nil {
+				t.Fatal(err)
+			}
+			o = g.AllowAll(ctx, []Request{req}, buf[:0])[0]
+			if !o.Decision.Allowed || o.Decision.Remaining < 5 {
+				t.Fatalf("after 3 of 4 given back, a second request of 4 leaves at least 5: %+v %v", o.Decision, o.Err)
+			}
+		})
+	}
+}
