@@ -8,7 +8,8 @@
 --
 -- KEYS[i]   the state of window i, as the algorithm's script keeps it
 -- ARGV[1]   the algorithm's code: fw, swc, tb or gcra
--- ARGV[2]   n: units to charge (> 0) or give back (< 0)
+-- ARGV[2]   n: units to charge (> 0) or give back (< 0); 0 reads the debt
+--           and changes nothing
 -- ARGV[3]   µs (Redis' clock) the decision's units were counted at
 -- ARGV[4..] each window's arguments, as the algorithm's script takes them:
 --           fw, swc: requests, period in ms; tb: requests, period in ms,
@@ -33,7 +34,11 @@ for i = 1, #KEYS do
     local win = math.floor(now / period)
     local state = redis.call('HMGET', KEYS[i], 'w', 'c', 'p')
     local w, c, p = tonumber(state[1]), tonumber(state[2]) or 0, tonumber(state[3]) or 0
-    if n < 0 then
+    if n == 0 then
+      if w ~= win then
+        c = 0
+      end
+    elseif n < 0 then
       if w == win and math.floor(counted / period) == win then
         c = math.max(0, c + n)
         redis.call('HSET', KEYS[i], 'c', c)
@@ -69,12 +74,14 @@ for i = 1, #KEYS do
     end
     if n < 0 then
       tok = math.min(cap, tok - n)
-    else
+    elseif n > 0 then
       tok = math.min(tok, math.max(tok - n, -cap))
     end
-    redis.call('HSET', KEYS[i], 't', string.format('%.17g', tok), 'ts', string.format('%d', now))
-    local full_ms = math.ceil((cap - tok) * period / requests / 1000)
-    redis.call('PEXPIRE', KEYS[i], math.max(1, full_ms))
+    if n ~= 0 then
+      redis.call('HSET', KEYS[i], 't', string.format('%.17g', tok), 'ts', string.format('%d', now))
+      local full_ms = math.ceil((cap - tok) * period / requests / 1000)
+      redis.call('PEXPIRE', KEYS[i], math.max(1, full_ms))
+    end
     debt = math.max(0, math.ceil(-tok))
   elseif algo == 'gcra' then
     local interval = tonumber(ARGV[a])
@@ -82,10 +89,12 @@ for i = 1, #KEYS do
     local tat = math.max(now, tonumber(redis.call('GET', KEYS[i]) or now))
     if n < 0 then
       tat = tat + n * interval
-    else
+    elseif n > 0 then
       tat = math.max(tat, math.min(tat + n * interval, now + 2 * tolerance))
     end
-    if tat > now then
+    if n == 0 then
+      -- a read changes nothing
+    elseif tat > now then
       redis.call('SET', KEYS[i], string.format('%d', tat), 'PX', math.max(1, math.ceil((tat - now) / 1000)))
     else
       redis.call('DEL', KEYS[i])

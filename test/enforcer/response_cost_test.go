@@ -2,10 +2,12 @@ package enforcer
 
 import (
 	"bufio"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -34,7 +36,9 @@ func TestReportedCostIsChargedThroughTheEnforcer(t *testing.T) {
 		_, _ = io.WriteString(w, "answer")
 	}))
 	t.Cleanup(app.Close)
-	e := start(t, setup{policies: answerSpec("GCRA", "responseCost: {header: X-Sluice-Cost}"), upstream: app.URL})
+	debug := freeAddr(t)
+	e := start(t, setup{policies: answerSpec("GCRA", "responseCost: {header: X-Sluice-Cost}"), upstream: app.URL,
+		args: []string{"--debug-listen", debug}})
 	tenant := uniqueTenant(t)
 
 	r := get(t, e.url+"/v1/chat?cost=12", tenant)
@@ -50,6 +54,23 @@ func TestReportedCostIsChargedThroughTheEnforcer(t *testing.T) {
 		// the debt of 2 and the cost of 1 come back 3 emission intervals (18m) later
 		g.Expect(r.header.Get("Retry-After")).To(MatchRegexp(`^10[0-8][0-9]$`))
 	}).WithTimeout(10 * time.Second).Should(Succeed())
+
+	// /debug/tenant shows the debt: 12 charged of 10
+	r = get(t, "http://"+debug+"/debug/tenant?tenant="+url.QueryEscape(tenant[len("X-Tenant-ID: "):])+"&path=/v1/chat")
+	g.Expect(r.status).To(Equal(http.StatusOK), r.body)
+	var report struct {
+		Rules []struct {
+			Remaining int64 `json:"remaining"`
+			Windows   []struct {
+				Debt int64 `json:"debt"`
+			} `json:"windows"`
+		} `json:"rules"`
+	}
+	g.Expect(json.Unmarshal([]byte(r.body), &report)).To(Succeed(), r.body)
+	g.Expect(report.Rules).To(HaveLen(1), r.body)
+	g.Expect(report.Rules[0].Remaining).To(BeZero())
+	g.Expect(report.Rules[0].Windows).To(HaveLen(1), r.body)
+	g.Expect(report.Rules[0].Windows[0].Debt).To(BeNumerically("==", 2), r.body)
 
 	// a report that is not a number charges the cost alone, and is counted
 	other := uniqueTenant(t) + "-b"
