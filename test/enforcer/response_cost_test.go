@@ -118,7 +118,7 @@ func TestStreamedUsageThroughTheEnforcer(t *testing.T) {
 	g.Expect(string(rest)).To(ContainSubstring(`"total_tokens":8`))
 	g.Eventually(func() string {
 		return get(t, e.url+"/v1/models", tenant).header.Get("X-RateLimit-Remaining")
-	}).WithTimeout(10 * time.Second).Should(Equal("1"), "8 charged for the stream, 1 for this request")
+	}).WithTimeout(10*time.Second).Should(Equal("1"), "8 charged for the stream, 1 for this request")
 }
 
 // TestLoginCountsFailedAttemptsOnly: a login rule of 3 per hour counts
