@@ -53,21 +53,20 @@ func (h *Handler) answered(w http.ResponseWriter, snap *inService, st *requestSt
 		if rule.ResponseCost == nil && rule.CountResponses == nil {
 			continue
 		}
-		if o.Err != nil || !o.Decision.Allowed || o.Decision.Degraded {
-			continue // nothing was taken in Redis
-		}
-		be := snap.BackendOf(c.Policy)
-		if be == nil {
-			continue
-		}
 		if aw == nil {
 			aw = &answerWriter{ResponseWriter: w, h: h}
 		}
+		// the reported cost is removed from the answer even when it is not
+		// settled: it is the enforcer's, never the client's
+		if rc := rule.ResponseCost; rc != nil && rc.Header != "" && !contains(aw.costHeaders, rc.Header) {
+			aw.costHeaders = append(aw.costHeaders, rc.Header)
+		}
+		be := snap.BackendOf(c.Policy)
+		if o.Err != nil || !o.Decision.Allowed || o.Decision.Degraded || be == nil {
+			continue // nothing was taken in Redis
+		}
 		aw.checks = append(aw.checks, answerCheck{policy: c.Policy, rule: rule, req: c.Request, guard: be.Guard, counted: o.Decision.CountedAt})
 		if rc := rule.ResponseCost; rc != nil {
-			if rc.Header != "" && !contains(aw.costHeaders, rc.Header) {
-				aw.costHeaders = append(aw.costHeaders, rc.Header)
-			}
 			aw.wantsUsage = aw.wantsUsage || rc.JSONUsage != ""
 		}
 	}
@@ -173,7 +172,9 @@ func (w *answerWriter) ended() {
 			}
 		}
 	}
-	go w.settle(grpcCode)
+	if len(w.checks) > 0 {
+		go w.settle(grpcCode)
+	}
 }
 
 // settle charges what each responseCost check's answer reported beyond

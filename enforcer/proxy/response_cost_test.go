@@ -26,6 +26,7 @@ import (
 	"github.com/sluice-dev/sluice/enforcer/limiter"
 	"github.com/sluice-dev/sluice/enforcer/route"
 	"github.com/sluice-dev/sluice/enforcer/runtime"
+	"github.com/sluice-dev/sluice/internal/testing/redistest"
 )
 
 // answerRecording counts what answers charged, beside what recording counts.
@@ -291,4 +292,20 @@ func TestGRPCTrailerCostIsChargedAndStripped(t *testing.T) {
 		_, err := client.Check(ctx, &healthpb.HealthCheckRequest{})
 		return status.Code(err)
 	}).WithTimeout(10 * time.Second).Should(Equal(codes.ResourceExhausted))
+}
+
+func TestReportedCostIsStrippedWhenRedisIsDown(t *testing.T) {
+	g := NewWithT(t)
+	down := redistest.Start(t)
+	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Sluice-Cost", "3")
+		_, _ = io.WriteString(w, "answer")
+	}))
+	t.Cleanup(app.Close)
+	f := serveTo(t, configOf(t, policyJSON("api", "Enforce", "Open", "Both",
+		answerRule("FixedWindow", 1, `"responseCost": {"header": "X-Sluice-Cost"}`))), down.URL(), app.URL)
+	down.Stop()
+	r := get(g, f.url+"/v1/chat", "X-Tenant: acme")
+	g.Expect(r.status).To(Equal(200), "fail open")
+	g.Expect(r.header).NotTo(HaveKey("X-Sluice-Cost"), "the failure mode decided, and the reported cost is still the enforcer's")
 }
