@@ -101,8 +101,8 @@ func (u *usageReader) scanLines(p []byte) {
 func (u *usageReader) line(l []byte) {
 	l = bytes.TrimSuffix(l, []byte("\r"))
 	data, ok := bytes.CutPrefix(l, []byte("data:"))
-	if !ok || !bytes.Contains(data, []byte(`"usage"`)) {
-		return
+	if !ok || !hasUsageObject(data) {
+		return // most events of a stream: "usage":null, or none
 	}
 	var event struct {
 		Usage map[string]json.RawMessage `json:"usage"`
@@ -182,4 +182,20 @@ func parseUnits(s string) (int64, string) {
 		return 0, runtime.ReportNegative
 	}
 	return n, ""
+}
+
+// hasUsageObject reports whether an event may carry a usage object: a
+// "usage" key followed by '{'. Only those events are decoded.
+func hasUsageObject(data []byte) bool {
+	for {
+		i := bytes.Index(data, []byte(`"usage"`))
+		if i < 0 {
+			return false
+		}
+		rest := bytes.TrimLeft(data[i+len(`"usage"`):], " \t")
+		if r, ok := bytes.CutPrefix(rest, []byte(":")); ok && len(bytes.TrimLeft(r, " \t")) > 0 && bytes.TrimLeft(r, " \t")[0] == '{' {
+			return true
+		}
+		data = data[i+1:]
+	}
 }
