@@ -309,3 +309,27 @@ func TestReportedCostIsStrippedWhenRedisIsDown(t *testing.T) {
 	g.Expect(r.status).To(Equal(200), "fail open")
 	g.Expect(r.header).NotTo(HaveKey("X-Sluice-Cost"), "the failure mode decided, and the reported cost is still the enforcer's")
 }
+
+func TestLoginRuleRefusalsAfterTheLastFailureCountTowardTheBan(t *testing.T) {
+	g := NewWithT(t)
+	app := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("X-Password") != "right" {
+			w.WriteHeader(http.StatusUnauthorized)
+		}
+	})
+	rule := `{"name": "login", "match": {}, "algorithm": "FixedWindow", "cost": 1,
+  "identity": {"sources": [{"header": {"name": "X-Tenant"}}]}, "limits": [{"requests": 2, "period": "1h"}],
+  "countResponses": {"statuses": ["401"]},
+  "ban": {"denials": 2, "within": "1m", "durations": ["1h"], "forgetAfter": "1h"}}`
+	u, _ := serveAnswers(t, rule, app)
+	for range 2 {
+		g.Expect(get(g, u+"/login", "X-Tenant: mallory", "X-Password: wrong").status).To(Equal(http.StatusUnauthorized))
+	}
+	// two refusals after the last allowed failure: the ban starts
+	for range 2 {
+		g.Expect(get(g, u+"/login", "X-Tenant: mallory", "X-Password: wrong").status).To(Equal(http.StatusTooManyRequests))
+	}
+	r := get(g, u+"/login", "X-Tenant: mallory", "X-Password: right")
+	g.Expect(r.status).To(Equal(http.StatusTooManyRequests))
+	g.Expect(r.body).To(ContainSubstring("banned"))
+}
