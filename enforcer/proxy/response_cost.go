@@ -199,6 +199,8 @@ func (w *answerWriter) settle(grpcCode int) {
 		}
 		return b
 	}
+	// what was charged is recorded once Redis has it
+	var recorded []func()
 	for i := range w.checks {
 		c := &w.checks[i]
 		if rc := c.rule.ResponseCost; rc != nil {
@@ -210,7 +212,7 @@ func (w *answerWriter) settle(grpcCode int) {
 				continue // the cost charged up front stands
 			}
 			if rr != nil {
-				rr.ResponseCharged(c.policy, c.rule, units)
+				recorded = append(recorded, func() { rr.ResponseCharged(c.policy, c.rule, units) })
 			}
 			if d := units - c.req.Cost; d != 0 {
 				b := of(c.guard)
@@ -223,7 +225,7 @@ func (w *answerWriter) settle(grpcCode int) {
 				continue
 			}
 			if rr != nil {
-				rr.ResponseUncounted(c.policy, c.rule)
+				recorded = append(recorded, func() { rr.ResponseUncounted(c.policy, c.rule) })
 			}
 			b := of(c.guard)
 			b.refund, b.refundedAt = append(b.refund, c.req), append(b.refundedAt, c.counted)
@@ -237,6 +239,9 @@ func (w *answerWriter) settle(grpcCode int) {
 		if len(b.refund) > 0 {
 			_ = g.Refund(ctx, b.refund, b.refundedAt)
 		}
+	}
+	for _, record := range recorded {
+		record()
 	}
 }
 
