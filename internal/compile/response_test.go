@@ -29,3 +29,20 @@ func TestAnswerChargesCompile(t *testing.T) {
 	g.Expect(compiledRule(g, compiled, "search").CountResponses).To(Equal(&config.CountResponses{
 		Statuses: []string{"401", "5xx"}, GRPCStatuses: []int{16, 7}}))
 }
+
+func TestResponseCostOnSlidingWindowLogIsAProblem(t *testing.T) {
+	g := NewWithT(t)
+	p := sample(t, "public-api")
+	for i := range p.Spec.Rules {
+		if r := &p.Spec.Rules[i]; r.Name == "api" {
+			r.Algorithm = v1alpha1.AlgorithmSlidingWindowLog
+			for j := range r.Limits {
+				r.Limits[j].Burst = nil
+			}
+			r.ResponseCost = &v1alpha1.ResponseCost{Header: "X-Cost"}
+		}
+	}
+	_, err := Policy(&p, Options{})
+	g.Expect(err).To(MatchError(ContainSubstring("spec.rules[")))
+	g.Expect(err).To(MatchError(ContainSubstring("(api).responseCost: SlidingWindowLog cannot charge a cost after the answer")))
+}
