@@ -96,3 +96,38 @@ func TestChargeGivesBackWhatTheAnswerDidNotUse(t *testing.T) {
 		})
 	}
 }
+
+func TestChargeLandsInEveryWindowOfTheRule(t *testing.T) {
+	for _, a := range []Algorithm{FixedWindow, SlidingWindowCounter, TokenBucket, GCRA} {
+		t.Run(string(a), func(t *testing.T) {
+			ctx := context.Background()
+			r := newRedis(t, standalone.URL())
+			g := NewGuard(r)
+			rule, err := newRule(bucketFor(t), a, []Window{{Requests: 10, Period: time.Minute}, {Requests: 100, Period: time.Hour}}, 1,
+				FailurePolicy{Mode: config.FailClosed, Timeout: 5 * time.Second},
+				func(cr *config.Rule) { cr.ResponseCost = &config.ResponseCost{Header: "X-Cost"} })
+			if err != nil {
+				t.Fatal(err)
+			}
+			req := rule.Request(bucketFor(t).Tenant)
+			var buf [1]Outcome
+			o := g.AllowAll(ctx, []Request{req}, buf[:0])[0]
+			if !o.Decision.Allowed {
+				t.Fatalf("first request: %+v %v", o.Decision, o.Err)
+			}
+			debt, err := g.Charge(ctx, []Request{req}, []int64{14}, []time.Time{o.Decision.CountedAt})
+			if err != nil || debt[0] != 5 {
+				t.Fatalf("charge: debt %v %v, want 5 (the minute window's)", debt, err)
+			}
+			hour := req
+			hour.Windows = req.Windows[1:]
+			d, err := r.Peek(ctx, hour)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.Remaining < 84 || d.Remaining > 85 {
+				t.Errorf("the hour window after 15 charged: remaining %d, want 85", d.Remaining)
+			}
+		})
+	}
+}
