@@ -2,6 +2,9 @@ package limiter
 
 import (
 	"context"
+	"fmt"
+	"runtime"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -130,4 +133,40 @@ func TestChargeLandsInEveryWindowOfTheRule(t *testing.T) {
 			}
 		})
 	}
+}
+
+// BenchmarkGuardCharge is a decision and its settlement after the answer,
+// as a responseCost rule makes them: two script calls, 64 callers on
+// 10,000 tenants.
+func BenchmarkGuardCharge(b *testing.B) {
+	g := NewGuard(newRedis(b, standalone.URL()))
+	defer g.Close()
+	policy := fmt.Sprintf("p%d", time.Now().UnixNano())
+	rule, err := newRule(Bucket{Namespace: "bench", Policy: policy, Rule: "r"}, TokenBucket,
+		[]Window{{Requests: 1 << 40, Period: time.Second}}, 1, FailurePolicy{Mode: config.FailClosed, Timeout: time.Second},
+		func(cr *config.Rule) { cr.ResponseCost = &config.ResponseCost{Header: "X-Cost"} })
+	if err != nil {
+		b.Fatal(err)
+	}
+	reqs := make([]Request, 10_000)
+	for i := range reqs {
+		reqs[i] = rule.Request(HashTenant("salt", fmt.Sprint(policy, i)))
+	}
+	var next atomic.Int64
+	b.SetParallelism(max(1, 64/runtime.GOMAXPROCS(0)))
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		var out []Outcome
+		for pb.Next() {
+			req := reqs[int(next.Add(1))%len(reqs)]
+			out = g.AllowAll(context.Background(), []Request{req}, out)
+			if out[0].Err != nil || !out[0].Decision.Allowed {
+				b.Fatal(out[0].Err)
+			}
+			if _, err := g.Charge(context.Background(), []Request{req}, []int64{41}, []time.Time{out[0].Decision.CountedAt}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }
