@@ -170,3 +170,41 @@ func BenchmarkGuardCharge(b *testing.B) {
 		}
 	})
 }
+
+func TestGiveBackIsOnlyForTheWindowItWasCountedIn(t *testing.T) {
+	for _, a := range []Algorithm{FixedWindow, SlidingWindowCounter} {
+		t.Run(string(a), func(t *testing.T) {
+			ctx := context.Background()
+			g := NewGuard(newRedis(t, standalone.URL()))
+			// an hour's window: the test does not cross its end but once in
+			// hundreds of thousands of runs
+			rule, err := newRule(bucketFor(t), a, []Window{{Requests: 10, Period: time.Hour}}, 1,
+				FailurePolicy{Mode: config.FailClosed, Timeout: 5 * time.Second},
+				func(cr *config.Rule) { cr.ResponseCost = &config.ResponseCost{Header: "X-Cost"} })
+			if err != nil {
+				t.Fatal(err)
+			}
+			req := rule.Request(bucketFor(t).Tenant)
+			var buf [1]Outcome
+			o := g.AllowAll(ctx, []Request{req}, buf[:0])[0]
+			if !o.Decision.Allowed || o.Decision.Remaining != 9 {
+				t.Fatalf("first request: %+v %v", o.Decision, o.Err)
+			}
+			// units counted in an earlier window are not given to this one
+			if _, err := g.Charge(ctx, []Request{req}, []int64{-1}, []time.Time{o.Decision.CountedAt.Add(-time.Hour)}); err != nil {
+				t.Fatal(err)
+			}
+			o = g.AllowAll(ctx, []Request{req}, buf[:0])[0]
+			if o.Decision.Remaining != 8 {
+				t.Fatalf("after a give back of an earlier window: remaining %d, want 8", o.Decision.Remaining)
+			}
+			if _, err := g.Charge(ctx, []Request{req}, []int64{-1}, []time.Time{o.Decision.CountedAt}); err != nil {
+				t.Fatal(err)
+			}
+			o = g.AllowAll(ctx, []Request{req}, buf[:0])[0]
+			if o.Decision.Remaining != 8 {
+				t.Fatalf("after a give back of this window: remaining %d, want 8", o.Decision.Remaining)
+			}
+		})
+	}
+}
