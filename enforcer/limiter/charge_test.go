@@ -11,11 +11,11 @@ import (
 	"github.com/sluice-dev/sluice/enforcer/config"
 )
 
-// responseRule is a rule of algorithm a, 10 per minute, whose cost the
+// responseRule is a rule of algorithm a, 10 per hour, whose cost the
 // answer reports: it never leases.
 func responseRule(t *testing.T, a Algorithm) Rule {
 	t.Helper()
-	rule, err := newRule(bucketFor(t), a, []Window{{Requests: 10, Period: time.Minute}}, 1,
+	rule, err := newRule(bucketFor(t), a, []Window{{Requests: 10, Period: time.Hour}}, 1,
 		FailurePolicy{Mode: config.FailClosed, Timeout: 5 * time.Second},
 		func(cr *config.Rule) { cr.ResponseCost = &config.ResponseCost{Header: "X-Cost"} })
 	if err != nil {
@@ -76,7 +76,7 @@ func TestChargeGivesBackWhatTheAnswerDidNotUse(t *testing.T) {
 		t.Run(string(a), func(t *testing.T) {
 			ctx := context.Background()
 			g := NewGuard(newRedis(t, standalone.URL()))
-			rule, err := newRule(bucketFor(t), a, []Window{{Requests: 10, Period: time.Minute}}, 4,
+			rule, err := newRule(bucketFor(t), a, []Window{{Requests: 10, Period: time.Hour}}, 4,
 				FailurePolicy{Mode: config.FailClosed, Timeout: 5 * time.Second},
 				func(cr *config.Rule) { cr.ResponseCost = &config.ResponseCost{JSONUsage: "total_tokens"} })
 			if err != nil {
@@ -106,7 +106,7 @@ func TestChargeLandsInEveryWindowOfTheRule(t *testing.T) {
 			ctx := context.Background()
 			r := newRedis(t, standalone.URL())
 			g := NewGuard(r)
-			rule, err := newRule(bucketFor(t), a, []Window{{Requests: 10, Period: time.Minute}, {Requests: 100, Period: time.Hour}}, 1,
+			rule, err := newRule(bucketFor(t), a, []Window{{Requests: 10, Period: time.Hour}, {Requests: 100, Period: 24 * time.Hour}}, 1,
 				FailurePolicy{Mode: config.FailClosed, Timeout: 5 * time.Second},
 				func(cr *config.Rule) { cr.ResponseCost = &config.ResponseCost{Header: "X-Cost"} })
 			if err != nil {
@@ -120,7 +120,7 @@ func TestChargeLandsInEveryWindowOfTheRule(t *testing.T) {
 			}
 			debt, err := g.Charge(ctx, []Request{req}, []int64{14}, []time.Time{o.Decision.CountedAt})
 			if err != nil || debt[0] != 5 {
-				t.Fatalf("charge: debt %v %v, want 5 (the minute window's)", debt, err)
+				t.Fatalf("charge: debt %v %v, want 5 (the hour window's)", debt, err)
 			}
 			hour := req
 			hour.Windows = req.Windows[1:]
@@ -129,7 +129,7 @@ func TestChargeLandsInEveryWindowOfTheRule(t *testing.T) {
 				t.Fatal(err)
 			}
 			if d.Remaining < 84 || d.Remaining > 85 {
-				t.Errorf("the hour window after 15 charged: remaining %d, want 85", d.Remaining)
+				t.Errorf("the day window after 15 charged: remaining %d, want 85", d.Remaining)
 			}
 		})
 	}
