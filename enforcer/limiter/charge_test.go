@@ -122,9 +122,9 @@ func TestChargeLandsInEveryWindowOfTheRule(t *testing.T) {
 			if err != nil || debt[0] != 5 {
 				t.Fatalf("charge: debt %v %v, want 5 (the hour window's)", debt, err)
 			}
-			hour := req
-			hour.Windows = req.Windows[1:]
-			d, err := r.Peek(ctx, hour)
+			day := req
+			day.Windows = req.Windows[1:]
+			d, err := r.Peek(ctx, day)
 			if err != nil {
 				t.Fatal(err)
 			}
