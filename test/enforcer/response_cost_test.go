@@ -116,9 +116,11 @@ func TestStreamedUsageThroughTheEnforcer(t *testing.T) {
 	rest, err := io.ReadAll(events)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(string(rest)).To(ContainSubstring(`"total_tokens":8`))
-	g.Eventually(func() string {
-		return get(t, e.url+"/v1/models", tenant).header.Get("X-RateLimit-Remaining")
-	}).WithTimeout(10*time.Second).Should(Equal("1"), "8 charged for the stream, 1 for this request")
+	// the metric is recorded once Redis has the charge
+	g.Eventually(func() float64 { return metricValue(t, e, "sluice_enforcer_response_charged_units_total", `rule="llm"`) }).
+		WithTimeout(10 * time.Second).Should(BeNumerically("==", 8))
+	g.Expect(get(t, e.url+"/v1/models", tenant).header.Get("X-RateLimit-Remaining")).To(Equal("1"),
+		"8 charged for the stream, 1 for this request")
 }
 
 // TestLoginCountsFailedAttemptsOnly: a login rule of 3 per hour counts
