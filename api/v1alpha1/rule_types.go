@@ -73,6 +73,10 @@ const MaxSlidingWindowLogRequests = 100000
 // +kubebuilder:validation:XValidation:rule="!has(self.ban) || (self.ban.after.within.matches('^([0-9]+([.][0-9]+)?(ns|us|µs|ms|s|m|h))+$') && duration(self.ban.after.within) >= duration('1s') && duration(self.ban.after.within) <= duration('24h'))",messageExpression="'rule ' + self.name + ' has a ban whose after.within is not a duration between 1s and 24h, such as 1m'"
 // +kubebuilder:validation:XValidation:rule="!has(self.ban) || !has(self.ban.forgetAfter) || (self.ban.forgetAfter.matches('^([0-9]+([.][0-9]+)?(ns|us|µs|ms|s|m|h))+$') && duration(self.ban.forgetAfter) >= duration('1s') && duration(self.ban.forgetAfter) <= duration('744h'))",messageExpression="'rule ' + self.name + ' has a ban whose forgetAfter is not a duration between 1s and 744h (31 days), such as 24h'"
 // +kubebuilder:validation:XValidation:rule="!(has(self.exempt) && self.exempt) || !has(self.adaptive)",messageExpression="'rule ' + self.name + ' is exempt, so it has no limits to adapt: remove adaptive, or set exempt to false'"
+// +kubebuilder:validation:XValidation:rule="!(has(self.exempt) && self.exempt) || (!has(self.responseCost) && !has(self.countResponses))",messageExpression="'rule ' + self.name + ' is exempt, so nothing is charged for its answers: remove responseCost and countResponses, or set exempt to false'"
+// +kubebuilder:validation:XValidation:rule="!has(self.responseCost) || self.algorithm != 'SlidingWindowLog'",messageExpression="'rule ' + self.name + ' uses SlidingWindowLog, which stores one entry per request and cannot charge a cost after the answer: remove responseCost, or use algorithm FixedWindow, TokenBucket, GCRA or SlidingWindowCounter'"
+// +kubebuilder:validation:XValidation:rule="!has(self.responseCost) || !has(self.countResponses)",messageExpression="'rule ' + self.name + ' sets both responseCost and countResponses: keep one of them (a rule charges either what the answer reports, or its cost for the answers that match)'"
+// +kubebuilder:validation:XValidation:rule="!has(self.responseCost) || !has(self.onLimit)",messageExpression="'rule ' + self.name + ' sets responseCost and onLimit.delay, but a delay books the cost before the answer reports it: remove onLimit, or remove responseCost'"
 type Rule struct {
 	// Name identifies the rule in overrides, headers, metrics and 429 bodies:
 	// lowercase letters, digits and '-', at most 63 characters.
@@ -144,6 +148,19 @@ type Rule struct {
 	// latency and error rate, between adaptive.minimum and 100%.
 	// +optional
 	Adaptive *Adaptive `json:"adaptive,omitempty"`
+
+	// ResponseCost charges each request what the application reports in
+	// its answer (a header, or the usage of a JSON answer) instead of the
+	// rule's cost alone; cost is charged up front, the difference when the
+	// answer ends. Not for SlidingWindowLog rules.
+	// +optional
+	ResponseCost *ResponseCost `json:"responseCost,omitempty"`
+
+	// CountResponses counts only the requests whose answer has one of the
+	// listed statuses, such as the failed attempts of a login; the others
+	// are given back when their answer comes.
+	// +optional
+	CountResponses *CountResponses `json:"countResponses,omitempty"`
 }
 
 // Leasing says whether an enforcer may decide a rule's requests on its own,

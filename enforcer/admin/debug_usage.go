@@ -78,6 +78,9 @@ type WindowUsage struct {
 	// Current is, for a calendar window, the window that holds now on
 	// Redis' clock, in its zone (calendar_debug.go).
 	Current *CalendarWindow `json:"current,omitempty"`
+	// Debt is how far below empty the costs its answers reported took
+	// the window (responseCost rules), which it pays before it admits.
+	Debt int64 `json:"debt,omitempty"`
 }
 
 // tenantUsage reads m's bucket. The usage carries the rule's names and
@@ -110,6 +113,9 @@ func (s *Server) tenantUsage(ctx context.Context, snap *runtime.Snapshot, m *rou
 		w := &usage.Windows[i]
 		w.Capacity, w.Remaining, w.Reset, w.Refusing = wd.Limit, wd.Remaining, wd.Reset, !wd.Allowed
 		w.Current = calendarWindowAt(req.Windows[i], wd.Now)
+	}
+	if err := windowDebts(ctx, be, m.Rule, req, usage.Windows); err != nil {
+		return usage, err
 	}
 	usage.Reservations = s.reservationsOf(req, d, usage.Windows[d.Window].Limit)
 	if req.Ban != nil {

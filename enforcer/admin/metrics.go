@@ -37,6 +37,7 @@ type Metrics struct {
 	configPolicies prometheus.Gauge
 	configMissing  prometheus.Gauge
 	delay          *delayMetrics
+	response       *responseMetrics
 
 	// Children of the vectors, cached by label values: WithLabelValues
 	// hashes its labels on every call, the request path should not.
@@ -127,6 +128,7 @@ func NewMetrics(version string) *Metrics {
 	}, []string{"version"})
 	buildInfo.WithLabelValues(version).Set(1)
 	m.delay = newDelayMetrics(m.Registry)
+	m.response = newResponseMetrics(m.Registry)
 	m.Registry.MustRegister(m.decisions, m.failureMode, m.checkErrors, m.redisLatency, m.upstreamErrors, m.refused,
 		m.reloads, m.reloadErrors, m.reloadOK, m.reloadTime, m.configInfo, m.configPolicies, m.configMissing, buildInfo,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

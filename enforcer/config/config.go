@@ -98,6 +98,10 @@ type Rule struct {
 	// Adaptive, when set, scales every window of the rule (tiers and
 	// overrides too) by a factor that follows the application's health.
 	Adaptive *Adaptive `json:"adaptive,omitempty"`
+	// ResponseCost and CountResponses, when set, charge or give back when
+	// the answer ends (response.go).
+	ResponseCost   *ResponseCost   `json:"responseCost,omitempty"`
+	CountResponses *CountResponses `json:"countResponses,omitempty"`
 	// LimitName, Replaces and Shadow are for rules of a policy with a
 	// domain (descriptor.go): the name the rule's limit is reported and
 	// replaced by, the limit names it replaces within one call, and

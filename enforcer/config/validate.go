@@ -162,11 +162,13 @@ func (p *Policy) validate(path string, add addFunc) {
 		r.validate(rpath, add)
 	}
 	p.validateDomain(path, add)
+	p.validateAnswersDomain(path, add)
 }
 
 func (r *Rule) validate(path string, add addFunc) {
 	r.Match.validate(path+".match", add)
 	r.validateDelay(path, add)
+	r.validateAnswers(path, add)
 	if r.Exempt {
 		if len(r.Limits) > 0 || len(r.TierLimits) > 0 || len(r.Overrides) > 0 {
 			add(path, "an exempt rule has no limits or overrides")

@@ -95,9 +95,10 @@ func NewRule(b Bucket, cr *config.Rule, windows []Window, f FailurePolicy) (Rule
 	req := Request{Bucket: b, Algorithm: cr.Algorithm, Windows: windows, Cost: cr.Cost, Failure: f,
 		Lease: cr.Leasing != config.LeasingOff, Delay: cr.DelayMax(), Ban: banOf(cr.Ban)}
 	req.calendar = hasCalendar(windows)
-	if d := descriptorOf(req.Algorithm); d == nil || !d.leases || req.calendar {
+	if d := descriptorOf(req.Algorithm); d == nil || !d.leases || req.calendar || cr.ResponseCost != nil {
 		// a lease or a cached refusal of a calendar window would have to
-		// end at the window's end, which only the call knows: those rules
+		// end at the window's end, which only the call knows, and a cost
+		// settled after the answer goes to Redis (charge.go): those rules
 		// decide every request in Redis
 		req.Lease = false
 	}

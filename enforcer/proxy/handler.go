@@ -297,8 +297,14 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w = measure(w, st)
+	aw := h.answered(w, snap, st)
 	st.release()
-	h.forward(w, r, snap)
+	if aw == nil {
+		h.forward(w, r, snap)
+		return
+	}
+	h.forward(aw, r, snap)
+	aw.ended()
 }
 
 // refuseMalformed answers 400 to a request the application could read

@@ -144,6 +144,8 @@ func rule(spec *v1alpha1.RateLimitPolicySpec, r *v1alpha1.Rule, tiers []string, 
 	out.OnLimit = delay(r.OnLimit)
 	out.Ban = ban(r.Ban)
 	out.Adaptive = adaptive(r.Adaptive)
+	out.ResponseCost = responseCost(r.ResponseCost)
+	out.CountResponses = countResponses(r.CountResponses)
 	return out
 }
 

@@ -1,0 +1,52 @@
+package admin
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluice-dev/sluice/enforcer/route"
+	"github.com/sluice-dev/sluice/enforcer/runtime"
+)
+
+// responseMetrics are the metrics of responseCost and countResponses:
+// Metrics implements runtime.ResponseRecorder with them.
+type responseMetrics struct {
+	charged   *prometheus.CounterVec
+	invalid   *prometheus.CounterVec
+	uncounted *prometheus.CounterVec
+}
+
+func newResponseMetrics(reg prometheus.Registerer) *responseMetrics {
+	m := &responseMetrics{
+		charged: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_enforcer_response_charged_units_total",
+			Help: "Units the answers of responseCost rules reported, cost included, by policy and rule.",
+		}, []string{"policy", "rule"}),
+		invalid: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_enforcer_response_reports_invalid_total",
+			Help: "Answers of responseCost rules whose report was not taken (the rule's cost alone was charged), by policy, rule and reason: missing, malformed, negative, too_large (over 1 MiB), encoding (neither identity nor gzip).",
+		}, []string{"policy", "rule", "reason"}),
+		uncounted: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_enforcer_responses_uncounted_total",
+			Help: "Requests of countResponses rules given back because their answer matched none of the statuses, by policy and rule.",
+		}, []string{"policy", "rule"}),
+	}
+	reg.MustRegister(m.charged, m.invalid, m.uncounted)
+	return m
+}
+
+// ResponseCharged records the units an answer reported.
+func (m *Metrics) ResponseCharged(p *route.Policy, r *route.Rule, units int64) {
+	m.response.charged.WithLabelValues(p.Name, r.Name).Add(float64(units))
+}
+
+// ResponseReportInvalid records a report that was not taken.
+func (m *Metrics) ResponseReportInvalid(p *route.Policy, r *route.Rule, reason string) {
+	m.response.invalid.WithLabelValues(p.Name, r.Name, reason).Inc()
+}
+
+// ResponseUncounted records a request given back for its answer.
+func (m *Metrics) ResponseUncounted(p *route.Policy, r *route.Rule) {
+	m.response.uncounted.WithLabelValues(p.Name, r.Name).Inc()
+}
+
+var _ runtime.ResponseRecorder = (*Metrics)(nil)

@@ -1,0 +1,27 @@
+package runtime
+
+import "github.com/sluice-dev/sluice/enforcer/route"
+
+// Reasons a rule's responseCost report is not taken: the request is
+// charged the rule's cost only.
+const (
+	ReportMissing   = "missing"
+	ReportMalformed = "malformed"
+	ReportNegative  = "negative"
+	ReportTooLarge  = "too_large"
+	ReportEncoding  = "encoding"
+)
+
+// ResponseRecorder is told what answers charged (responseCost and
+// countResponses); a Recorder that implements it gets the calls.
+type ResponseRecorder interface {
+	// ResponseCharged records the units an answer reported for a request
+	// of a responseCost rule (cost included).
+	ResponseCharged(p *route.Policy, r *route.Rule, units int64)
+	// ResponseReportInvalid records an answer whose report was not taken,
+	// for one of the Report reasons.
+	ResponseReportInvalid(p *route.Policy, r *route.Rule, reason string)
+	// ResponseUncounted records a request of a countResponses rule given
+	// back because its answer did not match.
+	ResponseUncounted(p *route.Policy, r *route.Rule)
+}
