@@ -38,8 +38,9 @@ type Calendar struct {
 	// WeekStart is the first day of a Week window; empty means Monday.
 	WeekStart string `json:"weekStart,omitempty"`
 
-	// loc is TimeZone, loaded by Resolve.
-	loc *time.Location
+	// loc is TimeZone, loaded by Resolve, and label the Label it gives.
+	loc   *time.Location
+	label string
 }
 
 // Resolve loads the calendar's time zone, once; every window is computed in
@@ -62,6 +63,7 @@ func (c *Calendar) Resolve() error {
 		return fmt.Errorf("time zone %q is not a known IANA time zone name such as Europe/Berlin or America/New_York", name)
 	}
 	c.loc = loc
+	c.label = c.labelOf()
 	return nil
 }
 
@@ -119,6 +121,13 @@ func dayStart(y int, m time.Month, d int, loc *time.Location) time.Time {
 // start when it is not Monday, and the zone, such as month@Europe/Berlin or
 // week-sunday@UTC.
 func (c *Calendar) Label() string {
+	if c.label != "" {
+		return c.label
+	}
+	return c.labelOf()
+}
+
+func (c *Calendar) labelOf() string {
 	unit := strings.ToLower(string(c.Unit))
 	if c.Unit == CalendarWeek && c.weekStart() != time.Monday {
 		unit += "-" + strings.ToLower(c.weekStart().String())
@@ -192,5 +201,7 @@ func (r *Rule) HasCalendar() bool {
 // CalendarIn is a calendar of unit in a zone already loaded, such as one
 // of time.FixedZone.
 func CalendarIn(unit CalendarUnit, loc *time.Location) *Calendar {
-	return &Calendar{Unit: unit, TimeZone: loc.String(), loc: loc}
+	c := &Calendar{Unit: unit, TimeZone: loc.String(), loc: loc}
+	c.label = c.labelOf()
+	return c
 }

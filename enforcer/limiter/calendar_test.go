@@ -318,3 +318,28 @@ func TestCalendarBoundariesOnAMovedClock(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkCalendarCommand is the cost of building one decision's command
+// for a monthly window in Berlin next to a 1m period: the window's bounds
+// and key are computed per call.
+func BenchmarkCalendarCommand(b *testing.B) {
+	berlin, err := time.LoadLocation("Europe/Berlin")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, w := range []Window{{Requests: 100, Period: time.Minute}, {Requests: 100, Calendar: config.CalendarIn(config.CalendarMonth, berlin)}} {
+		name := "period"
+		if w.Calendar != nil {
+			name = "calendar"
+		}
+		b.Run(name, func(b *testing.B) {
+			req := Request{Algorithm: FixedWindow, Cost: 1, Windows: []Window{w},
+				Bucket: Bucket{Namespace: "bench", Policy: "p", Rule: "r", Tenant: HashTenant("salt", "t")}}
+			at := time.Now().UnixMicro()
+			b.ReportAllocs()
+			for b.Loop() {
+				evalSHA(&req, 1, 1, at)
+			}
+		})
+	}
+}
