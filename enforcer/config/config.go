@@ -183,11 +183,15 @@ type Tiers struct {
 }
 
 // Limit is Requests per Period; Burst is the capacity of a token bucket or
-// GCRA (zero means Requests).
+// GCRA (zero means Requests). A Concurrency rule's limit is Concurrent
+// requests in flight instead, with neither Requests nor Period.
 type Limit struct {
 	Requests int64    `json:"requests"`
 	Period   Duration `json:"period"`
 	Burst    int64    `json:"burst,omitempty"`
+	// Concurrent is the requests a tenant may have in flight at once
+	// (Concurrency rules only).
+	Concurrent int64 `json:"concurrent,omitempty"`
 }
 
 // Override replaces a rule's limits for one tenant.

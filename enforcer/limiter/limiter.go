@@ -73,6 +73,9 @@ func WindowsOf(limits []config.Limit) []Window {
 	ws := make([]Window, len(limits))
 	for i, l := range limits {
 		ws[i] = Window{Requests: l.Requests, Period: l.Period.Duration, Burst: l.Burst}
+		if l.Concurrent > 0 {
+			ws[i] = ConcurrencyWindow(l.Concurrent)
+		}
 	}
 	return ws
 }

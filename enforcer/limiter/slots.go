@@ -1,0 +1,355 @@
+package limiter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluice-dev/sluice/enforcer/config"
+)
+
+// Slot is what one admitted request holds of a Concurrency rule, from its
+// decision until Guard.Free: Cost slots in Redis, or in this enforcer's
+// LocalFallback when Redis was away. The zero Slot holds nothing.
+type Slot struct {
+	req   Request
+	taken int64 // µs, Redis' clock: the decision's CountedAt
+	start time.Time
+	// held: the slot holds something; local: in the LocalFallback.
+	held, local bool
+}
+
+// Holds reports whether s holds slots.
+func (s *Slot) Holds() bool { return s.held }
+
+// slotTable is what a Guard knows of the slots its requests hold: the
+// buckets it holds slots in (to renew them), the give-backs not yet sent,
+// the LocalFallback's slots, and, per rule, how long requests hold them.
+type slotTable struct {
+	mu      sync.Mutex
+	buckets map[Bucket]*heldBucket
+	// returns are give-backs waiting for the flusher, in order; failed
+	// ones are sent again at the next renewal, at most maxReturns.
+	returns []slotReturn
+	local   localSlots
+	// held and refused count per policy (their name): slots in use,
+	// refusals.
+	stats sync.Map // string -> *SlotCounts
+	// durations are the rules' recent holding times (ruleKey ->
+	// *holdTime), for a refusal's Retry-After.
+	durations sync.Map
+
+	start   sync.Once
+	running atomic.Bool
+	wake    chan struct{}
+	stop    chan struct{}
+	done    chan struct{}
+}
+
+// maxReturns bounds the give-backs kept while Redis does not answer them.
+const maxReturns = 100_000
+
+type heldBucket struct {
+	req Request
+	n   int64
+}
+
+type slotReturn struct {
+	req   Request
+	n     int64
+	taken int64
+}
+
+// SlotCounts are a policy's Concurrency counters on this enforcer.
+type SlotCounts struct {
+	// InUse is the slots its requests hold now (Redis and LocalFallback).
+	InUse atomic.Int64
+	// Refused counts the requests its Concurrency rules refused (or, in
+	// DryRun, would have).
+	Refused atomic.Int64
+}
+
+func newSlotTable() *slotTable {
+	return &slotTable{buckets: make(map[Bucket]*heldBucket), wake: make(chan struct{}, 1),
+		stop: make(chan struct{}), done: make(chan struct{})}
+}
+
+func (t *slotTable) counts(policy string) *SlotCounts {
+	if c, ok := t.stats.Load(policy); ok {
+		return c.(*SlotCounts)
+	}
+	c, _ := t.stats.LoadOrStore(policy, new(SlotCounts))
+	return c.(*SlotCounts)
+}
+
+// SlotCounts are the Concurrency counters of policy (its name), nil before
+// any of its Concurrency rules held or refused a slot here.
+func (g *Guard) SlotCounts(policy string) *SlotCounts {
+	if c, ok := g.slots.stats.Load(policy); ok {
+		return c.(*SlotCounts)
+	}
+	return nil
+}
+
+// SlotPolicies are the policies with Concurrency counters.
+func (g *Guard) SlotPolicies() []string {
+	var ps []string
+	g.slots.stats.Range(func(k, _ any) bool {
+		ps = append(ps, k.(string))
+		return true
+	})
+	slices.Sort(ps)
+	return ps
+}
+
+// Hold makes the slots an admitted decision d of req took held by this
+// enforcer until Free, renewing them in Redis meanwhile. It holds nothing
+// for other algorithms, refusals, and a failure mode's admission other
+// than LocalFallback's (Open admits without a slot).
+func (g *Guard) Hold(req *Request, d *Decision) Slot {
+	if req.Algorithm != Concurrency || !d.Allowed {
+		return Slot{}
+	}
+	if d.Degraded && req.Failure.Mode != config.FailLocal {
+		return Slot{}
+	}
+	s := Slot{req: *req, taken: d.CountedAt.UnixMicro(), start: time.Now(), held: true, local: d.Degraded}
+	s.req.Ban = nil
+	t := g.slots
+	t.counts(req.Bucket.Policy).InUse.Add(req.Cost)
+	if s.local {
+		return s
+	}
+	t.start.Do(func() {
+		t.running.Store(true)
+		go t.run(g.redis)
+	})
+	t.mu.Lock()
+	if b := t.buckets[req.Bucket]; b != nil {
+		b.n += req.Cost
+	} else {
+		t.buckets[req.Bucket] = &heldBucket{req: s.req, n: req.Cost}
+	}
+	t.mu.Unlock()
+	return s
+}
+
+// Free gives back what s holds: at once in the LocalFallback, to Redis in
+// the background, batched with the other give-backs. It also times the
+// request for the rule's Retry-After.
+func (g *Guard) Free(s *Slot) {
+	if !s.held {
+		return
+	}
+	s.held = false
+	t := g.slots
+	t.observe(&s.req, time.Since(s.start))
+	t.counts(s.req.Bucket.Policy).InUse.Add(-s.req.Cost)
+	if s.local {
+		t.local.give(s.req.Bucket, s.req.Cost)
+		return
+	}
+	t.mu.Lock()
+	if b := t.buckets[s.req.Bucket]; b != nil {
+		if b.n -= s.req.Cost; b.n <= 0 {
+			delete(t.buckets, s.req.Bucket)
+		}
+	}
+	if len(t.returns) < maxReturns {
+		t.returns = append(t.returns, slotReturn{req: s.req, n: s.req.Cost, taken: s.taken})
+	}
+	t.mu.Unlock()
+	select {
+	case t.wake <- struct{}{}:
+	default:
+	}
+}
+
+// CountRefused counts a refusal of req's Concurrency rule.
+func (g *Guard) CountRefused(req *Request) {
+	g.slots.counts(req.Bucket.Policy).Refused.Add(1)
+}
+
+// run sends the give-backs as they come, one batch at a time, and renews
+// the slots held every SlotRenewal, until close.
+func (t *slotTable) run(r *Redis) {
+	defer close(t.done)
+	tick := time.NewTicker(SlotRenewal)
+	defer tick.Stop()
+	for {
+		select {
+		case <-t.stop:
+			t.flush(r)
+			return
+		case <-t.wake:
+			t.flush(r)
+		case <-tick.C:
+			t.renew(r)
+			t.flush(r)
+		}
+	}
+}
+
+// flush sends the waiting give-backs in one pipelined round trip; the ones
+// that fail wait for the next try.
+func (t *slotTable) flush(r *Redis) {
+	t.mu.Lock()
+	batch := t.returns
+	t.returns = nil
+	t.mu.Unlock()
+	if len(batch) == 0 {
+		return
+	}
+	reqs := make([]Request, len(batch))
+	units := make([]int64, len(batch))
+	taken := make([]int64, len(batch))
+	for i, b := range batch {
+		reqs[i], units[i], taken[i] = b.req, b.n, b.taken
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), slotCallTimeout)
+	defer cancel()
+	var failed []slotReturn
+	for i, err := range r.giveBack(ctx, reqs, units, taken) {
+		if err != nil {
+			failed = append(failed, batch[i])
+		}
+	}
+	if len(failed) > 0 {
+		t.mu.Lock()
+		// a give-back that failed is sent again (the generation in Redis
+		// ignores it once its slot was dropped); newer ones after it
+		t.returns = append(failed, t.returns...)
+		if len(t.returns) > maxReturns {
+			t.returns = t.returns[:maxReturns]
+		}
+		t.mu.Unlock()
+	}
+}
+
+// slotCallTimeout bounds a batch of give-backs or renewals.
+const slotCallTimeout = 2 * time.Second
+
+// renew pushes back the expiry of every bucket this enforcer holds slots
+// in, in one pipelined round trip.
+func (t *slotTable) renew(r *Redis) {
+	t.mu.Lock()
+	reqs := make([]*Request, 0, len(t.buckets))
+	for _, b := range t.buckets {
+		reqs = append(reqs, &b.req)
+	}
+	t.mu.Unlock()
+	if len(reqs) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), slotCallTimeout)
+	defer cancel()
+	calls := make([]scriptCall, len(reqs))
+	var stack [192]byte
+	for i, req := range reqs {
+		key := string(req.Bucket.appendKey(stack[:0], Concurrency, req.Windows[0].Period))
+		calls[i] = r.send(ctx, []any{"evalsha", renewScript.shaArg, 1, key, enforcerID, req.Windows[0].Period.Milliseconds()})
+	}
+	for _, c := range calls {
+		_, _ = r.receive(ctx, renewScript, c) // the next renewal tries again
+	}
+}
+
+// close stops the background work after a last flush.
+func (t *slotTable) close() {
+	t.start.Do(func() {}) // no start after this one
+	if !t.running.Load() {
+		return
+	}
+	close(t.stop)
+	select {
+	case <-t.done:
+	case <-time.After(2 * slotCallTimeout):
+	}
+}
+
+// ruleKey names a rule of a policy for its holding times.
+type ruleKey struct{ namespace, policy, rule string }
+
+// holdTime is an exponentially weighted mean of a rule's holding times.
+type holdTime struct {
+	mu   sync.Mutex
+	mean time.Duration
+}
+
+// holdWeight is the weight of the newest holding time in the mean.
+const holdWeight = 0.2
+
+func (t *slotTable) observe(req *Request, d time.Duration) {
+	k := ruleKey{req.Bucket.Namespace, req.Bucket.Policy, req.Bucket.Rule}
+	v, ok := t.durations.Load(k)
+	if !ok {
+		v, _ = t.durations.LoadOrStore(k, &holdTime{mean: d})
+	}
+	h := v.(*holdTime)
+	h.mu.Lock()
+	h.mean += time.Duration(holdWeight * float64(d-h.mean))
+	h.mu.Unlock()
+}
+
+// SlotWait is how long a request refused by req's Concurrency rule should
+// wait before trying again: the rule's recent mean holding time on this
+// enforcer, rounded up to a whole second, at least 1 s.
+func (g *Guard) SlotWait(req *Request) time.Duration {
+	wait := time.Second
+	if v, ok := g.slots.durations.Load(ruleKey{req.Bucket.Namespace, req.Bucket.Policy, req.Bucket.Rule}); ok {
+		h := v.(*holdTime)
+		h.mu.Lock()
+		mean := h.mean
+		h.mu.Unlock()
+		wait = max(wait, (mean + time.Second - 1).Truncate(time.Second))
+	}
+	return wait
+}
+
+// Holder is an enforcer holding slots of a tenant: its name, how many, and
+// until when they count without renewal.
+type Holder struct {
+	Enforcer string    `json:"enforcer"`
+	Slots    int64     `json:"slots"`
+	Expires  time.Time `json:"expires"`
+	// Local is set for this enforcer's LocalFallback slots, which Redis
+	// does not count.
+	Local bool `json:"local,omitempty"`
+}
+
+// SlotHolders lists the enforcers holding slots of req's bucket in Redis,
+// by name, expired ones left out, and this enforcer's LocalFallback slots.
+func (g *Guard) SlotHolders(ctx context.Context, req *Request) ([]Holder, error) {
+	if req.Algorithm != Concurrency || len(req.Windows) != 1 {
+		return nil, errors.New("not a Concurrency rule")
+	}
+	var holders []Holder
+	if n := g.slots.local.held(req.Bucket); n > 0 {
+		holders = append(holders, Holder{Enforcer: enforcerID, Slots: n, Local: true})
+	}
+	key := string(req.Bucket.appendKey(nil, Concurrency, req.Windows[0].Period))
+	fields, err := g.redis.client.HGetAll(ctx, key).Result()
+	if err != nil {
+		return holders, fmt.Errorf("redis slots of %s: %w", req.Bucket, err)
+	}
+	now := time.Now()
+	for f, v := range fields {
+		who, ok := strings.CutPrefix(f, "c|")
+		if !ok {
+			continue
+		}
+		n, _ := strconv.ParseInt(v, 10, 64)
+		x, _ := strconv.ParseInt(fields["x|"+who], 10, 64)
+		if exp := time.UnixMicro(x); n > 0 && exp.After(now) {
+			holders = append(holders, Holder{Enforcer: who, Slots: n, Expires: exp})
+		}
+	}
+	slices.SortFunc(holders, func(a, b Holder) int { return strings.Compare(a.Enforcer, b.Enforcer) })
+	return holders, nil
+}
