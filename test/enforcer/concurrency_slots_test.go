@@ -2,6 +2,7 @@ package enforcer
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -17,6 +18,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/sluice-dev/sluice/enforcer/limiter"
+	"github.com/sluice-dev/sluice/internal/testing/freeport"
 	"github.com/sluice-dev/sluice/internal/testing/redistest"
 )
 
@@ -317,4 +319,60 @@ func TestConcurrencyBesideARateLimitOnOneRoute(t *testing.T) {
 	r = get(t, in.url+"/slow?ms=1", "X-Tenant-ID: acme")
 	Expect(r.status).To(Equal(http.StatusTooManyRequests))
 	Expect(r.body).To(ContainSubstring("Rule rate of policy php allows 3 requests per 1h"))
+}
+
+func TestConcurrencyDebugTenantListsSlotsByEnforcerAndMetricsCountThem(t *testing.T) {
+	RegisterTestingT(t)
+	app := newInFlightApp(t)
+	policy := concurrencyPolicy(3, "Closed", "")
+	addrs, err := freeport.LoopbackAddrs(1)
+	Expect(err).NotTo(HaveOccurred())
+	debugAddr := addrs[0]
+	holder := start(t, setup{policies: policy, upstream: app.url})
+	asker := start(t, setup{policies: policy, upstream: app.url, args: []string{"--debug-listen", debugAddr}})
+	done := make(chan struct{})
+	for range 2 {
+		go func() {
+			_, _ = tryDo(context.Background(), http.MethodGet, holder.url+"/slow?ms=4000", "X-Tenant-ID: acme")
+			done <- struct{}{}
+		}()
+	}
+	Eventually(func() int { return app.inFlight("acme") }, 10*time.Second, 10*time.Millisecond).Should(Equal(2))
+	Expect(metricValue(t, holder, "sluice_enforcer_concurrency_slots", `policy="php"`)).To(Equal(2.0))
+
+	r := get(t, "http://"+debugAddr+"/debug/tenant?policy=php&rule=workers&tenant=acme")
+	Expect(r.status).To(Equal(http.StatusOK), r.body)
+	var usage struct {
+		Algorithm string `json:"algorithm"`
+		Remaining int64  `json:"remaining"`
+		Windows   []struct {
+			Concurrent int64 `json:"concurrent"`
+		} `json:"windows"`
+		Slots []struct {
+			Enforcer string `json:"enforcer"`
+			Slots    int64  `json:"slots"`
+		} `json:"slots"`
+	}
+	Expect(json.Unmarshal([]byte(r.body), &usage)).To(Succeed(), r.body)
+	Expect(usage.Algorithm).To(Equal("Concurrency"))
+	Expect(usage.Remaining).To(Equal(int64(1)))
+	Expect(usage.Windows).To(HaveLen(1))
+	Expect(usage.Windows[0].Concurrent).To(Equal(int64(3)))
+	Expect(usage.Slots).To(HaveLen(1), "one enforcer holds the tenant's slots: %s", r.body)
+	Expect(usage.Slots[0].Slots).To(Equal(int64(2)))
+
+	// one more fits, the next is refused and counted
+	go func() {
+		_, _ = tryDo(context.Background(), http.MethodGet, asker.url+"/slow?ms=4000", "X-Tenant-ID: acme")
+		done <- struct{}{}
+	}()
+	Eventually(func() int { return app.inFlight("acme") }, 10*time.Second, 10*time.Millisecond).Should(Equal(3))
+	Expect(get(t, asker.url+"/slow?ms=1", "X-Tenant-ID: acme").status).To(Equal(http.StatusTooManyRequests))
+	Expect(metricValue(t, asker, "sluice_enforcer_concurrency_refused_total", `policy="php"`)).To(Equal(1.0))
+	for range 3 {
+		<-done
+	}
+	Eventually(func() float64 {
+		return metricValue(t, holder, "sluice_enforcer_concurrency_slots", `policy="php"`)
+	}, 10*time.Second, 50*time.Millisecond).Should(Equal(0.0))
 }
