@@ -5,8 +5,9 @@
 -- concurrency_renew.lua). A take first drops the slots of enforcers whose
 -- expiry passed: an enforcer that died frees its slots within the expiry.
 --
--- KEYS[1]   hash {c|<e> = slots enforcer e holds, g|<e> = µs its slots
---           were first taken at, x|<e> = µs its slots count until}
+-- KEYS[1]   hash {c|<e> = slots enforcer e holds (0 once it gave them all
+--           back), g|<e> = µs its fields were made at, x|<e> = µs its slots
+--           count until}; the fields of e go when its expiry passes
 -- ARGV[1]   cost: slots to take (0 reads without taking); -n gives back n
 --           slots taken at ARGV[5]
 -- ARGV[2]   concurrent: the most slots the tenant may hold at once
@@ -37,8 +38,9 @@ if cost < 0 then
   if not first or first > taken then
     return 0
   end
-  if redis.call('HINCRBY', key, count, cost) <= 0 then
-    redis.call('HDEL', key, count, gen, expiry)
+  if redis.call('HINCRBY', key, count, cost) < 0 then
+    -- a give-back sent twice (its first reply lost)
+    redis.call('HSET', key, count, 0)
   end
   return 1
 end
@@ -66,10 +68,10 @@ local allowed, retry, reset = 0, 1000000, now + 1000000
 if held + cost <= limit then
   allowed, retry, reset = 1, 0, now
   if cost > 0 and not peek then
-    if redis.call('HINCRBY', key, count, cost) == cost then
-      -- e's first slots here, or its first since they were dropped
-      redis.call('HSET', key, gen, now)
-    end
+    redis.call('HINCRBY', key, count, cost)
+    -- e's first slots here, or its first since its slots were dropped
+    -- (expired, or lost with Redis' data); kept while e's fields live
+    redis.call('HSETNX', key, gen, now)
     redis.call('HSET', key, expiry, now + ttl)
     -- the hash outlives every expiry in it
     redis.call('PEXPIRE', key, math.ceil(2 * ttl / 1000))

@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/sluice-dev/sluice/enforcer/config"
 )
 
@@ -188,6 +190,8 @@ func (t *slotTable) run(r *Redis) {
 			t.flush(r)
 			return
 		case <-t.wake:
+			// gather the give-backs of a burst into one batch
+			time.Sleep(flushLinger)
 			t.flush(r)
 		case <-tick.C:
 			t.renew(r)
@@ -215,7 +219,7 @@ func (t *slotTable) flush(r *Redis) {
 	ctx, cancel := context.WithTimeout(context.Background(), slotCallTimeout)
 	defer cancel()
 	var failed []slotReturn
-	for i, err := range r.giveBack(ctx, reqs, units, taken) {
+	for i, err := range r.pipelined(ctx, reqs, units, taken) {
 		if err != nil {
 			failed = append(failed, batch[i])
 		}
@@ -231,6 +235,12 @@ func (t *slotTable) flush(r *Redis) {
 		t.mu.Unlock()
 	}
 }
+
+// flushLinger is how long the flusher waits for more give-backs once one
+// comes: a slot is free again in Redis at most that much later, and a busy
+// enforcer sends its give-backs in a few large batches instead of many
+// small ones.
+const flushLinger = time.Millisecond
 
 // slotCallTimeout bounds a batch of give-backs or renewals.
 const slotCallTimeout = 2 * time.Second
@@ -352,4 +362,42 @@ func (g *Guard) SlotHolders(ctx context.Context, req *Request) ([]Holder, error)
 	}
 	slices.SortFunc(holders, func(a, b Holder) int { return strings.Compare(a.Enforcer, b.Enforcer) })
 	return holders, nil
+}
+
+// pipelined gives back units[i], taken at taken[i], to the bucket of
+// reqs[i], all in one explicit pipeline of its own (a round trip apart
+// from the request path's autopipelined decisions), and reports each one's
+// error. A Redis without the script loads it with EVAL.
+func (r *Redis) pipelined(ctx context.Context, reqs []Request, units, taken []int64) []error {
+	pipe := r.client.Pipeline()
+	cmds := make([]*redis.Cmd, len(reqs))
+	args := make([][]any, len(reqs))
+	scripts := make([]algorithmScript, len(reqs))
+	for i := range reqs {
+		scripts[i], args[i] = evalSHA(&reqs[i], -units[i], taken[i])
+		cmds[i] = pipe.Do(ctx, args[i]...)
+	}
+	_, _ = pipe.Exec(ctx)
+	errs := make([]error, len(reqs))
+	var retry redis.Pipeliner
+	again := map[int]*redis.Cmd{}
+	for i, c := range cmds {
+		if err := c.Err(); redis.HasErrorPrefix(err, "NOSCRIPT") {
+			if retry == nil {
+				retry = r.client.Pipeline()
+			}
+			again[i] = retry.Do(ctx, scripts[i].eval(args[i])...)
+		} else if err != nil {
+			errs[i] = fmt.Errorf("redis give-back %s: %w", reqs[i].Bucket, err)
+		}
+	}
+	if retry != nil {
+		_, _ = retry.Exec(ctx)
+		for i, c := range again {
+			if err := c.Err(); err != nil {
+				errs[i] = fmt.Errorf("redis give-back %s: %w", reqs[i].Bucket, err)
+			}
+		}
+	}
+	return errs
 }

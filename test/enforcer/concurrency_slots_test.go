@@ -236,7 +236,9 @@ func TestConcurrencySlotsOfAKilledEnforcerFreeWithinTheExpiry(t *testing.T) {
 	doomed := start(t, setup{policies: policy, upstream: app.url})
 	survivor := start(t, setup{policies: policy, upstream: app.url})
 	for range 2 {
-		go func() { _, _ = tryDo(context.Background(), http.MethodGet, doomed.url+"/slow?ms=60000", "X-Tenant-ID: acme") }()
+		go func() {
+			_, _ = tryDo(context.Background(), http.MethodGet, doomed.url+"/slow?ms=60000", "X-Tenant-ID: acme")
+		}()
 	}
 	Eventually(func() int { return app.inFlight("acme") }, 10*time.Second, 10*time.Millisecond).Should(Equal(2))
 	Expect(get(t, survivor.url+"/slow?ms=1", "X-Tenant-ID: acme").status).To(Equal(http.StatusTooManyRequests))
@@ -273,7 +275,9 @@ func TestConcurrencyThroughARedisOutage(t *testing.T) {
 	// Redis away: this enforcer alone holds its share (3 for one replica)
 	var wg sync.WaitGroup
 	for range 12 {
-		wg.Go(func() { _, _ = tryDo(context.Background(), http.MethodGet, in.url+"/slow?ms=300", "X-Tenant-ID: local") })
+		wg.Go(func() {
+			_, _ = tryDo(context.Background(), http.MethodGet, in.url+"/slow?ms=300", "X-Tenant-ID: local")
+		})
 	}
 	wg.Wait()
 	Expect(app.mostInFlight("local")).To(BeNumerically("<=", 3))
