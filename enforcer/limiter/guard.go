@@ -190,6 +190,13 @@ func (g *Guard) AllowAll(ctx context.Context, reqs []Request, out []Outcome) []O
 				continue
 			}
 		}
+		// A slot this enforcer is about to give back goes to this request.
+		if req.Algorithm == Concurrency && banned == cacheMiss {
+			if d, ok := g.slots.reuse(req, now); ok {
+				out[i] = Outcome{Decision: d}
+				continue
+			}
+		}
 		var a localAnswer
 		// A ban due for its check asks Redis whatever a lease holds.
 		if req.Lease && banned == cacheMiss {

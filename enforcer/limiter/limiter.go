@@ -52,6 +52,12 @@ type Request struct {
 	Delay time.Duration
 	// Ban, when set, bans tenants that keep hitting the rule (ban.go).
 	Ban *Ban
+	// SlotWait is, for a Concurrency rule with onLimit.delay, the longest
+	// a request refused for want of a slot may wait for one of this
+	// enforcer's (Guard.AwaitSlot), and SlotQueue how many of the tenant's
+	// requests may wait at once here; Delay stays zero.
+	SlotWait  time.Duration
+	SlotQueue int
 
 	// checked is set by Rule.Request: the request's rule passed NewRule and
 	// its tenant is not empty. Guard.AllowAll refuses any other Request.
@@ -92,6 +98,9 @@ func NewRule(b Bucket, cr *config.Rule, windows []Window, f FailurePolicy) (Rule
 		Lease: cr.Leasing != config.LeasingOff, Delay: cr.DelayMax(), Ban: banOf(cr.Ban)}
 	if d := descriptorOf(req.Algorithm); d == nil || !d.leases {
 		req.Lease = false
+	}
+	if req.Algorithm == Concurrency && req.Delay > 0 {
+		req.SlotWait, req.SlotQueue, req.Delay = req.Delay, int(cr.OnLimit.Delay.MaxQueued), 0
 	}
 	req.Bucket.Tenant = "-" // any tenant Rule.Request accepts; checked there
 	if err := req.validate(); err != nil {

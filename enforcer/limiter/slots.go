@@ -40,6 +40,9 @@ type slotTable struct {
 	// ones are sent again at the next renewal, at most maxReturns.
 	returns []slotReturn
 	local   localSlots
+	// queues are, per bucket, the requests waiting in arrival order for
+	// a slot this enforcer's requests give back (onLimit.delay).
+	queues map[Bucket][]chan Slot
 	// held and refused count per policy (their name): slots in use,
 	// refusals.
 	stats sync.Map // string -> *SlotCounts
@@ -66,6 +69,8 @@ type slotReturn struct {
 	req   Request
 	n     int64
 	taken int64
+	// queued is when the request holding the slot ended.
+	queued time.Time
 }
 
 // SlotCounts are a policy's Concurrency counters on this enforcer.
@@ -75,10 +80,12 @@ type SlotCounts struct {
 	// Refused counts the requests its Concurrency rules refused (or, in
 	// DryRun, would have).
 	Refused atomic.Int64
+	// Waiting is the requests waiting here for a slot (onLimit.delay).
+	Waiting atomic.Int64
 }
 
 func newSlotTable() *slotTable {
-	return &slotTable{buckets: make(map[Bucket]*heldBucket), wake: make(chan struct{}, 1),
+	return &slotTable{buckets: make(map[Bucket]*heldBucket), queues: make(map[Bucket][]chan Slot), wake: make(chan struct{}, 1),
 		stop: make(chan struct{}), done: make(chan struct{})}
 }
 
@@ -158,13 +165,24 @@ func (g *Guard) Free(s *Slot) {
 		return
 	}
 	t.mu.Lock()
+	if q := t.queues[s.req.Bucket]; len(q) > 0 {
+		// the first request waiting for a slot here takes this one over:
+		// still held, still counted in Redis
+		t.dequeue(s.req.Bucket, 0)
+		t.mu.Unlock()
+		s.held, s.start = true, time.Now()
+		t.counts(s.req.Bucket.Policy).InUse.Add(s.req.Cost)
+		q[0] <- *s
+		s.held = false
+		return
+	}
 	if b := t.buckets[s.req.Bucket]; b != nil {
 		if b.n -= s.req.Cost; b.n <= 0 {
 			delete(t.buckets, s.req.Bucket)
 		}
 	}
 	if len(t.returns) < maxReturns {
-		t.returns = append(t.returns, slotReturn{req: s.req, n: s.req.Cost, taken: s.taken})
+		t.returns = append(t.returns, slotReturn{req: s.req, n: s.req.Cost, taken: s.taken, queued: time.Now()})
 	}
 	t.mu.Unlock()
 	select {
@@ -400,4 +418,101 @@ func (r *Redis) pipelined(ctx context.Context, reqs []Request, units, taken []in
 		}
 	}
 	return errs
+}
+
+// dequeue removes the i-th waiter of b's queue; t.mu is held.
+func (t *slotTable) dequeue(b Bucket, i int) {
+	t.counts(b.Policy).Waiting.Add(-1)
+	q := t.queues[b]
+	if len(q) == 1 {
+		delete(t.queues, b)
+		return
+	}
+	t.queues[b] = append(q[:i:i], q[i+1:]...)
+}
+
+// ErrSlotQueueFull answers AwaitSlot when req.SlotQueue of the tenant's
+// requests already wait here.
+var ErrSlotQueueFull = errors.New("the tenant's requests waiting for a slot fill the queue")
+
+// AwaitSlot waits, up to req.SlotWait, for a slot of req's bucket that a
+// request of this enforcer gives back, in arrival order, and returns it
+// held. Slots other enforcers give back are not seen: the order is this
+// enforcer's. It returns false when the wait ends first, when the queue
+// is full (ErrSlotQueueFull) or when ctx ends (ctx.Err()).
+func (g *Guard) AwaitSlot(ctx context.Context, req *Request) (Slot, bool, error) {
+	t := g.slots
+	if req.Algorithm != Concurrency || req.SlotWait <= 0 {
+		return Slot{}, false, nil
+	}
+	ch := make(chan Slot, 1)
+	t.mu.Lock()
+	if len(t.queues[req.Bucket]) >= max(req.SlotQueue, 1) {
+		t.mu.Unlock()
+		return Slot{}, false, ErrSlotQueueFull
+	}
+	t.queues[req.Bucket] = append(t.queues[req.Bucket], ch)
+	t.counts(req.Bucket.Policy).Waiting.Add(1)
+	t.mu.Unlock()
+	timer := time.NewTimer(req.SlotWait)
+	defer timer.Stop()
+	var err error
+	select {
+	case s := <-ch:
+		return s, true, nil
+	case <-timer.C:
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	t.mu.Lock()
+	for i, c := range t.queues[req.Bucket] {
+		if c == ch {
+			t.dequeue(req.Bucket, i)
+			t.mu.Unlock()
+			return Slot{}, false, err
+		}
+	}
+	t.mu.Unlock()
+	// handed over as the wait ended: taken, or passed on when the caller
+	// is gone
+	s := <-ch
+	if err != nil {
+		g.Free(&s)
+		return Slot{}, false, err
+	}
+	return s, true, nil
+}
+
+// SlotsWaiting is how many of the tenant's requests of req's rule wait
+// here for a slot.
+func (g *Guard) SlotsWaiting(req *Request) int {
+	g.slots.mu.Lock()
+	defer g.slots.mu.Unlock()
+	return len(g.slots.queues[req.Bucket])
+}
+
+// reuseWithin bounds the age of a give-back a new request may take over:
+// well within the expiry, so the slot still counts in Redis.
+const reuseWithin = time.Second
+
+// reuse takes over, for req, a slot of its bucket that a request of this
+// enforcer gave back and the flusher has not sent yet: the slot still
+// counts in Redis, so the request holds it without a Redis call, and a
+// tenant's next request right after one ended is not refused for a
+// give-back still on its way.
+func (t *slotTable) reuse(req *Request, now time.Time) (Decision, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for i := len(t.returns) - 1; i >= 0; i-- {
+		r := &t.returns[i]
+		if r.req.Bucket != req.Bucket || r.n != req.Cost || now.Sub(r.queued) > reuseWithin {
+			continue
+		}
+		w := req.Windows[0]
+		d := Decision{Allowed: true, Limit: w.Requests, Period: w.Period, Now: now, Reset: now,
+			CountedAt: time.UnixMicro(r.taken), Local: true}
+		t.returns = append(t.returns[:i], t.returns[i+1:]...)
+		return d, true
+	}
+	return Decision{}, false
 }

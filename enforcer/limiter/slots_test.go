@@ -2,6 +2,7 @@ package limiter
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -197,4 +198,42 @@ func TestConcurrencySlotWaitFollowsHoldingTimes(t *testing.T) {
 		guard.slots.observe(&req, 2500*time.Millisecond)
 	}
 	g.Expect(guard.SlotWait(&req)).To(Equal(3*time.Second), "rounded up to whole seconds")
+}
+
+func TestConcurrencyAwaitSlotTakesOverGivenBackSlotsInArrivalOrder(t *testing.T) {
+	g := NewWithT(t)
+	guard := newGuard(t, standalone.URL())
+	rule, err := newRule(bucketFor(t), Concurrency, []Window{ConcurrencyWindow(1)}, 1,
+		FailurePolicy{Mode: config.FailClosed, Timeout: 2 * time.Second}, withDelay(5*time.Second))
+	g.Expect(err).NotTo(HaveOccurred())
+	req := rule.Request(bucketFor(t).Tenant)
+	g.Expect(req.SlotWait).To(Equal(5 * time.Second))
+	_, first := take(t, guard, req)
+	g.Expect(first.Holds()).To(BeTrue())
+
+	got := make(chan string, 2)
+	slots := make(chan Slot, 2)
+	for _, name := range []string{"b", "c"} {
+		go func() {
+			s, ok, err := guard.AwaitSlot(context.Background(), &req)
+			if ok {
+				slots <- s
+			}
+			got <- fmt.Sprint(name, ok, err)
+		}()
+		g.Eventually(func() int { return guard.SlotsWaiting(&req) }, 5*time.Second).Should(BeNumerically(">=", 1))
+		time.Sleep(20 * time.Millisecond)
+	}
+	g.Eventually(func() int { return guard.SlotsWaiting(&req) }, 5*time.Second).Should(Equal(2))
+	guard.Free(&first)
+	g.Expect(<-got).To(Equal("btrue <nil>"))
+	s := <-slots
+	guard.Free(&s)
+	g.Expect(<-got).To(Equal("ctrue <nil>"))
+	s = <-slots
+	guard.Free(&s)
+	g.Eventually(func() bool {
+		d, _ := take(t, guard, req)
+		return d.Allowed
+	}, 10*time.Second, 20*time.Millisecond).Should(BeTrue(), "the last holder gave the slot back to Redis")
 }

@@ -49,11 +49,12 @@ type inFlightApp struct {
 	mu      sync.Mutex
 	now     map[string]int
 	most    map[string]int
+	order   map[string][]string // X-Seq of the tenant's requests, as they came
 	started atomic.Int64
 }
 
 func newInFlightApp(t *testing.T) *inFlightApp {
-	a := &inFlightApp{now: map[string]int{}, most: map[string]int{}}
+	a := &inFlightApp{now: map[string]int{}, most: map[string]int{}, order: map[string][]string{}}
 	srv := httptest.NewServer(http.HandlerFunc(a.serve))
 	t.Cleanup(srv.Close)
 	a.url = srv.URL
@@ -66,6 +67,9 @@ func (a *inFlightApp) serve(w http.ResponseWriter, r *http.Request) {
 	a.mu.Lock()
 	a.now[tenant]++
 	a.most[tenant] = max(a.most[tenant], a.now[tenant])
+	if seq := r.Header.Get("X-Seq"); seq != "" {
+		a.order[tenant] = append(a.order[tenant], seq)
+	}
 	a.mu.Unlock()
 	defer func() {
 		a.mu.Lock()
@@ -379,4 +383,68 @@ func TestConcurrencyDebugTenantListsSlotsByEnforcerAndMetricsCountThem(t *testin
 	Eventually(func() float64 {
 		return metricValue(t, holder, "sluice_enforcer_concurrency_slots", `policy="php"`)
 	}, 10*time.Second, 50*time.Millisecond).Should(Equal(0.0))
+}
+
+func (a *inFlightApp) arrivals(tenant string) []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return append([]string(nil), a.order[tenant]...)
+}
+
+func TestConcurrencyDelayWaitsForASlotInArrivalOrderUpToMax(t *testing.T) {
+	RegisterTestingT(t)
+	app := newInFlightApp(t)
+	policy := strings.Replace(concurrencyPolicy(1, "Closed", ""), "limits: [{concurrent: 1}]}",
+		"limits: [{concurrent: 1}], onLimit: {delay: {max: 5s, maxQueued: 2}}}", 1)
+	in := start(t, setup{policies: policy, upstream: app.url})
+
+	results := make(chan string, 3)
+	send := func(seq string, ms int) {
+		r, err := tryDo(context.Background(), http.MethodGet, fmt.Sprintf("%s/slow?ms=%d", in.url, ms), "X-Tenant-ID: acme", "X-Seq: "+seq)
+		if err != nil {
+			results <- seq + " " + err.Error()
+			return
+		}
+		results <- fmt.Sprintf("%s %d", seq, r.status)
+	}
+	go send("a", 1500)
+	Eventually(func() []string { return app.arrivals("acme") }, 10*time.Second, 10*time.Millisecond).Should(Equal([]string{"a"}))
+	go send("b", 200)
+	Eventually(func() int { return waiting(t, in) }, 10*time.Second, 10*time.Millisecond).Should(Equal(1))
+	go send("c", 200)
+	Eventually(func() int { return waiting(t, in) }, 10*time.Second, 10*time.Millisecond).Should(Equal(2))
+	r := get(t, in.url+"/slow?ms=1", "X-Tenant-ID: acme", "X-Seq: d")
+	Expect(r.status).To(Equal(http.StatusTooManyRequests), "a third waiter finds the queue (maxQueued 2) full")
+	var got []string
+	for range 3 {
+		got = append(got, <-results)
+	}
+	Expect(got).To(ConsistOf("a 200", "b 200", "c 200"))
+	Expect(app.arrivals("acme")).To(Equal([]string{"a", "b", "c"}), "the waiters got the slot in arrival order")
+	Expect(app.mostInFlight("acme")).To(Equal(1))
+
+	// a wait longer than delay.max is refused once max has passed
+	r = get(t, in.url+"/slow?ms=1", "X-Tenant-ID: acme", "X-Seq: probe")
+	Expect(r.status).To(Equal(http.StatusOK), func() string {
+		return r.body + "\n" + get(t, "http://127.0.0.1:9902/debug/tenant?policy=php&rule=workers&tenant=acme").body
+	})
+	go send("long", 15000)
+	Eventually(func() []string { return app.arrivals("acme") }, 10*time.Second, 10*time.Millisecond).Should(HaveLen(5), func() string {
+		select {
+		case r := <-results:
+			return r + "\n" + in.logs.String()
+		default:
+			return in.logs.String()
+		}
+	})
+	r = get(t, in.url+"/slow?ms=1", "X-Tenant-ID: acme", "X-Seq: late")
+	Expect(r.status).To(Equal(http.StatusTooManyRequests))
+	Expect(r.took).To(BeNumerically(">=", 5*time.Second), "it waited delay.max first")
+	Expect(r.header.Get("Retry-After")).NotTo(BeEmpty())
+}
+
+// waiting is how many requests wait for a slot in the enforcer, from its
+// metrics.
+func waiting(t *testing.T, in *instance) int {
+	return int(metricValue(t, in, "sluice_enforcer_concurrency_waiting"))
 }

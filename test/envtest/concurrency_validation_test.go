@@ -78,9 +78,6 @@ var _ = Describe("RateLimitPolicy Concurrency validation", func() {
 		Entry("adaptive",
 			`{rules: [{name: exports, algorithm: Concurrency, limits: [{concurrent: 4}], adaptive: {target: {latency: 250ms}}}]}`,
 			"rule exports uses Concurrency, which adaptive cannot scale: remove adaptive"),
-		Entry("onLimit.delay",
-			`{rules: [{name: exports, algorithm: Concurrency, limits: [{concurrent: 4}], onLimit: {delay: {max: 1s}}}]}`,
-			"rule exports uses Concurrency, whose requests over the limit cannot wait for a slot yet: remove onLimit.delay"),
 		Entry("concurrent of 0",
 			`{rules: [{name: exports, algorithm: Concurrency, limits: [{concurrent: 0}]}]}`,
 			"concurrent"),
@@ -117,6 +114,7 @@ var _ = Describe("RateLimitPolicy Concurrency validation", func() {
 		Entry("one limit", `{rules: [{name: exports, algorithm: Concurrency, limits: [{concurrent: 4}]}]}`),
 		Entry("with cost, ban and an override",
 			`{rules: [{name: exports, algorithm: Concurrency, cost: 2, limits: [{concurrent: 4}], ban: {after: {denials: 10, within: 1m}, durations: [5m]}}], overrides: [{tenant: acme, rule: exports, limits: [{concurrent: 16}]}]}`),
+		Entry("with onLimit.delay", `{rules: [{name: exports, algorithm: Concurrency, limits: [{concurrent: 4}], onLimit: {delay: {max: 2s, maxQueued: 8}}}]}`),
 		Entry("beside a rate limit", `{rules: [{name: api, limits: [{requests: 100, period: 1m}]}, {name: exports, algorithm: Concurrency, limits: [{concurrent: 3}]}]}`),
 	)
 })
