@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -63,14 +64,20 @@ const maxReturns = 100_000
 type heldBucket struct {
 	req Request
 	n   int64
+	// gen is the generation of this enforcer's fields in Redis as the
+	// last renewal found it (math.MaxInt64 when they were gone): slots
+	// taken before it count no more there.
+	gen int64
 }
 
 type slotReturn struct {
 	req   Request
 	n     int64
 	taken int64
-	// queued is when the request holding the slot ended.
+	// queued is when the request holding the slot ended; gen its
+	// bucket's generation then.
 	queued time.Time
+	gen    int64
 }
 
 // SlotCounts are a policy's Concurrency counters on this enforcer.
@@ -176,13 +183,15 @@ func (g *Guard) Free(s *Slot) {
 		s.held = false
 		return
 	}
+	var gen int64
 	if b := t.buckets[s.req.Bucket]; b != nil {
+		gen = b.gen
 		if b.n -= s.req.Cost; b.n <= 0 {
 			delete(t.buckets, s.req.Bucket)
 		}
 	}
 	if len(t.returns) < maxReturns {
-		t.returns = append(t.returns, slotReturn{req: s.req, n: s.req.Cost, taken: s.taken, queued: time.Now()})
+		t.returns = append(t.returns, slotReturn{req: s.req, n: s.req.Cost, taken: s.taken, queued: time.Now(), gen: gen})
 	}
 	t.mu.Unlock()
 	select {
@@ -272,6 +281,7 @@ func (t *slotTable) renew(r *Redis) {
 		reqs = append(reqs, &b.req)
 	}
 	t.mu.Unlock()
+	gens := make([]int64, len(reqs))
 	if len(reqs) == 0 {
 		return
 	}
@@ -283,9 +293,23 @@ func (t *slotTable) renew(r *Redis) {
 		key := string(req.Bucket.appendKey(stack[:0], Concurrency, req.Windows[0].Period))
 		calls[i] = r.send(ctx, []any{"evalsha", renewScript.shaArg, 1, key, enforcerID, req.Windows[0].Period.Milliseconds()})
 	}
-	for _, c := range calls {
-		_, _ = r.receive(ctx, renewScript, c) // the next renewal tries again
+	for i, c := range calls {
+		raw, err := r.receive(ctx, renewScript, c)
+		if err != nil {
+			gens[i] = -1 // unknown; the next renewal tries again
+			continue
+		}
+		if gens[i], _ = raw.(int64); gens[i] == 0 {
+			gens[i] = math.MaxInt64 // its fields are gone, and its slots with them
+		}
 	}
+	t.mu.Lock()
+	for i, req := range reqs {
+		if b := t.buckets[req.Bucket]; b != nil && gens[i] >= 0 {
+			b.gen = gens[i]
+		}
+	}
+	t.mu.Unlock()
 }
 
 // close stops the background work after a last flush.
@@ -499,7 +523,10 @@ const reuseWithin = time.Second
 // enforcer gave back and the flusher has not sent yet: the slot still
 // counts in Redis, so the request holds it without a Redis call, and a
 // tenant's next request right after one ended is not refused for a
-// give-back still on its way.
+// give-back still on its way. A slot taken before the generation the last
+// renewal found was dropped in Redis (expired, or lost with its data) and
+// is not taken over: a slot lost since that renewal may be, until the next
+// one (SlotRenewal).
 func (t *slotTable) reuse(req *Request, now time.Time) (Decision, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -507,6 +534,13 @@ func (t *slotTable) reuse(req *Request, now time.Time) (Decision, bool) {
 		r := &t.returns[i]
 		if r.req.Bucket != req.Bucket || r.n != req.Cost || now.Sub(r.queued) > reuseWithin {
 			continue
+		}
+		gen := r.gen
+		if b := t.buckets[req.Bucket]; b != nil {
+			gen = max(gen, b.gen)
+		}
+		if r.taken < gen {
+			continue // dropped in Redis: the give-back goes, ignored there
 		}
 		w := req.Windows[0]
 		d := Decision{Allowed: true, Limit: w.Requests, Period: w.Period, Now: now, Reset: now,

@@ -129,8 +129,10 @@ func TestConcurrencySlotsLostWithRedisDataAreNotGivenBackTwice(t *testing.T) {
 	_, first := take(t, guard, req)
 	_, second := take(t, guard, req)
 	g.Expect(first.Holds() && second.Holds()).To(BeTrue(), "the lost slot no longer counts")
+	guard.slots.renew(guard.redis) // the enforcer learns its slots' generation
 	guard.Free(&old)
-	// the old slot's give-back must not free one of the two new ones
+	// the old slot's give-back must not free one of the two new ones, nor
+	// be taken over by a new request
 	g.Consistently(func() bool {
 		d, _ := guard.Allow(context.Background(), req)
 		return d.Allowed
