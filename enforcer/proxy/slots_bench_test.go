@@ -3,9 +3,11 @@ package proxy
 import (
 	"context"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
@@ -14,6 +16,11 @@ import (
 	"github.com/sluice-dev/sluice/enforcer/runtime"
 )
 
+// With one tenant per goroutine, a tenant's next request takes over the
+// slot its previous one gave back before the give-back is sent (a slot of
+// this enforcer's, still counted in Redis); with 10,000 tenants in turn,
+// every request takes and gives back in Redis.
+//
 // BenchmarkConcurrencyBesideTokenBucket measures the allow path of a
 // Concurrency rule beside a plain token bucket, in one run: route, the
 // decision (one Redis round trip for the take), holding the slot, an
@@ -27,11 +34,16 @@ func BenchmarkConcurrencyBesideTokenBucket(b *testing.B) {
 	tokenBucketOff := strings.Replace(ruleJSON("rate", "{}", "TokenBucket", "1099511627776/1h"), `"cost": 1`, `"cost": 1, "leasing": "Off"`, 1)
 	concurrency := `{"name": "workers", "match": {}, "algorithm": "Concurrency", "cost": 1,
   "identity": {"sources": [{"header": {"name": "X-Tenant"}}, {"shared": {}}]}, "limits": [{"concurrent": 1000000}]}`
-	for _, c := range []struct{ name, rules string }{
-		{"TokenBucket", tokenBucket},
-		{"TokenBucket-leasing-Off", tokenBucketOff},
-		{"Concurrency", concurrency},
-		{"TokenBucket+Concurrency", tokenBucket + ", " + concurrency},
+	for _, c := range []struct {
+		name, rules string
+		rotate      bool
+	}{
+		{"TokenBucket", tokenBucket, false},
+		{"TokenBucket-leasing-Off", tokenBucketOff, false},
+		{"Concurrency", concurrency, false},
+		{"TokenBucket+Concurrency", tokenBucket + ", " + concurrency, false},
+		{"TokenBucket-leasing-Off/10000-tenants", tokenBucketOff, true},
+		{"Concurrency/10000-tenants", concurrency, true},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			cfg := configOf(b, policyJSON("api", "Enforce", "Open", "Both", c.rules))
@@ -48,7 +60,11 @@ func BenchmarkConcurrencyBesideTokenBucket(b *testing.B) {
 				b.Fatal(err)
 			}
 			calls, usec := redisScripts(b)
-			serveParallel(b, h, http.StatusNoContent)
+			if c.rotate {
+				serveRotating(b, h, http.StatusNoContent)
+			} else {
+				serveParallel(b, h, http.StatusNoContent)
+			}
 			// the give-backs still queued are sent by the guards' Close
 			backends.Close()
 			callsAfter, usecAfter := redisScripts(b)
@@ -92,4 +108,27 @@ func redisScripts(b *testing.B) (calls, usec int64) {
 		}
 	}
 	return calls, usec
+}
+
+// serveRotating is serveParallel with each request a tenant of 10,000 in
+// turn, so that no tenant's request follows its previous one closely.
+func serveRotating(b *testing.B, h *Handler, want int) {
+	var next atomic.Int64
+	b.SetParallelism(8)
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		req := httptest.NewRequest("GET", "/v1/orders", nil)
+		w := &discardWriter{header: http.Header{}}
+		for pb.Next() {
+			req.Header.Set("X-Tenant", strconv.FormatInt(next.Add(1)%10000, 10))
+			clear(w.header)
+			h.ServeHTTP(w, req)
+			if w.status != want {
+				b.Errorf("status %d", w.status)
+				return
+			}
+		}
+	})
+	b.StopTimer()
 }
