@@ -448,3 +448,41 @@ func TestConcurrencyDelayWaitsForASlotInArrivalOrderUpToMax(t *testing.T) {
 func waiting(t *testing.T, in *instance) int {
 	return int(metricValue(t, in, "sluice_enforcer_concurrency_waiting"))
 }
+
+func TestConcurrencyInDryRunForwardsWhatItWouldRefuse(t *testing.T) {
+	RegisterTestingT(t)
+	app := newInFlightApp(t)
+	policy := strings.Replace(concurrencyPolicy(1, "Closed", ""), "  responseHeaders: Both\n", "  responseHeaders: Both\n  mode: DryRun\n", 1)
+	in := start(t, setup{policies: policy, upstream: app.url})
+	done := make(chan int, 1)
+	go func() { done <- get(t, in.url+"/slow?ms=1500", "X-Tenant-ID: acme").status }()
+	Eventually(func() int { return app.inFlight("acme") }, 10*time.Second, 10*time.Millisecond).Should(Equal(1))
+	r := get(t, in.url+"/slow?ms=1", "X-Tenant-ID: acme")
+	Expect(r.status).To(Equal(http.StatusOK), "DryRun never refuses")
+	Expect(r.header.Get("X-Sluice-Would-Deny")).To(Equal("php/workers"))
+	Expect(<-done).To(Equal(http.StatusOK))
+	Expect(metricValue(t, in, "sluice_enforcer_concurrency_refused_total", `policy="php"`)).To(Equal(1.0))
+	admitsSoon(t, in, "acme")
+	Expect(get(t, in.url+"/slow?ms=1", "X-Tenant-ID: acme").header.Get("X-Sluice-Would-Deny")).To(BeEmpty(),
+		"the request it would have refused held no slot")
+}
+
+func TestConcurrencyRefusalsBanATenant(t *testing.T) {
+	RegisterTestingT(t)
+	app := newInFlightApp(t)
+	policy := strings.Replace(concurrencyPolicy(1, "Closed", ""), "limits: [{concurrent: 1}]}",
+		"limits: [{concurrent: 1}], ban: {after: {denials: 3, within: 1m}, durations: [1m]}}", 1)
+	in := start(t, setup{policies: policy, upstream: app.url})
+	done := make(chan int, 1)
+	go func() { done <- get(t, in.url+"/slow?ms=3000", "X-Tenant-ID: acme").status }()
+	Eventually(func() int { return app.inFlight("acme") }, 10*time.Second, 10*time.Millisecond).Should(Equal(1))
+	for i := range 3 {
+		r := get(t, in.url+"/slow?ms=1", "X-Tenant-ID: acme")
+		Expect(r.status).To(Equal(http.StatusTooManyRequests), "refusal %d", i+1)
+	}
+	Expect(<-done).To(Equal(http.StatusOK))
+	r := get(t, in.url+"/slow?ms=1", "X-Tenant-ID: acme")
+	Expect(r.status).To(Equal(http.StatusTooManyRequests), "banned, although a slot is free")
+	Expect(r.body).To(ContainSubstring("https://sluice.dev/problems/banned"))
+	Expect(get(t, in.url+"/slow?ms=1", "X-Tenant-ID: other").status).To(Equal(http.StatusOK))
+}
