@@ -22,9 +22,13 @@ import (
 	"strings"
 )
 
-// Capacity is the most a tenant can spend at once under the limit: the burst
-// of a token bucket, which defaults to requests, or the requests of a window.
+// Capacity is the most a tenant can spend at once under the limit: its
+// concurrent slots, the burst of a token bucket, which defaults to
+// requests, or the requests of a window.
 func (l Limit) Capacity() int64 {
+	if l.Concurrent > 0 {
+		return l.Concurrent
+	}
 	if l.Burst != nil {
 		return *l.Burst
 	}
@@ -74,7 +78,7 @@ func (s *RateLimitPolicySpec) TierNames() []string {
 // order of the Algorithm enum, comma-separated: the value of status.algorithms.
 func (s *RateLimitPolicySpec) Algorithms() string {
 	var used []string
-	for _, algorithm := range []Algorithm{AlgorithmTokenBucket, AlgorithmSlidingWindowLog, AlgorithmSlidingWindowCounter, AlgorithmFixedWindow, AlgorithmGCRA} {
+	for _, algorithm := range []Algorithm{AlgorithmTokenBucket, AlgorithmSlidingWindowLog, AlgorithmSlidingWindowCounter, AlgorithmFixedWindow, AlgorithmGCRA, AlgorithmConcurrency} {
 		for _, rule := range s.Rules {
 			if !rule.Exempt && effectiveAlgorithm(rule.Algorithm) == algorithm {
 				used = append(used, string(algorithm))

@@ -97,6 +97,7 @@ func TestSpecAlgorithms(t *testing.T) {
 		}, "SlidingWindowCounter"},
 		{"only exempt rules", []Rule{{Name: "health", Exempt: true}}, ""},
 		{"GCRA comes last", []Rule{{Name: "a", Algorithm: AlgorithmGCRA}, {Name: "b"}}, "TokenBucket,GCRA"},
+		{"Concurrency after the rates", []Rule{{Name: "a", Algorithm: AlgorithmConcurrency}, {Name: "b", Algorithm: AlgorithmGCRA}}, "GCRA,Concurrency"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

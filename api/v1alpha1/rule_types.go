@@ -21,7 +21,7 @@ import (
 )
 
 // Algorithm is the way a rule counts requests.
-// +kubebuilder:validation:Enum=TokenBucket;SlidingWindowLog;SlidingWindowCounter;FixedWindow;GCRA
+// +kubebuilder:validation:Enum=TokenBucket;SlidingWindowLog;SlidingWindowCounter;FixedWindow;GCRA;Concurrency
 type Algorithm string
 
 const (
@@ -43,6 +43,11 @@ const (
 	// the same limit admits, storing one timestamp per tenant, and its
 	// Retry-After is exact.
 	AlgorithmGCRA Algorithm = "GCRA"
+	// AlgorithmConcurrency limits the requests a tenant has in flight at
+	// once, across every enforcer of the policy (limits: [{concurrent: N}]):
+	// a request holds cost slots from before it is forwarded until its
+	// response ends.
+	AlgorithmConcurrency Algorithm = "Concurrency"
 )
 
 // MaxSlidingWindowLogRequests bounds the requests of a SlidingWindowLog limit,
@@ -61,13 +66,13 @@ const MaxSlidingWindowLogRequests = 100000
 // +kubebuilder:validation:XValidation:rule="!(has(self.exempt) && self.exempt) || ((!has(self.algorithm) || self.algorithm == 'TokenBucket') && (!has(self.cost) || self.cost == 1) && !has(self.identity))",messageExpression="'rule ' + self.name + ' is exempt: the requests it matches are never limited, so algorithm, cost and identity have no effect; remove them'"
 // +kubebuilder:validation:XValidation:rule="(has(self.exempt) && self.exempt) || has(self.limits)",messageExpression="'rule ' + self.name + ' has no limits: add at least one limit, or set exempt to true to let its requests through unlimited'"
 // +kubebuilder:validation:XValidation:rule="self.algorithm in ['TokenBucket', 'GCRA'] || !has(self.limits) || self.limits.all(l, !has(l.burst))",messageExpression="'rule ' + self.name + ' uses ' + self.algorithm + ', which has no burst: remove burst from its limits, or use algorithm TokenBucket or GCRA'"
-// +kubebuilder:validation:XValidation:rule="!has(self.limits) || self.limits.all(l, l.requests < 1 || (has(l.burst) && l.burst < 1) || self.cost <= (has(l.burst) ? l.burst : l.requests))",messageExpression="'rule ' + self.name + ' has a cost higher than one of its limits allows per period (burst, or requests when burst is unset), so no request could ever pass: lower cost or raise that limit'"
+// +kubebuilder:validation:XValidation:rule="!has(self.limits) || self.limits.all(l, !has(l.requests) || l.requests < 1 || (has(l.burst) && l.burst < 1) || self.cost <= (has(l.burst) ? l.burst : l.requests))",messageExpression="'rule ' + self.name + ' has a cost higher than one of its limits allows per period (burst, or requests when burst is unset), so no request could ever pass: lower cost or raise that limit'"
 // +kubebuilder:validation:XValidation:rule="!has(self.limits) || !self.limits.all(l, !has(l.period) || l.period.matches('^([0-9]+([.][0-9]+)?(ns|us|µs|ms|s|m|h))+$')) || self.limits.all(a, !has(a.period) || self.limits.exists_one(b, has(b.period) && has(a.tier) == has(b.tier) && (!has(a.tier) || a.tier == b.tier) && duration(a.period) == duration(b.period)))",messageExpression="'rule ' + self.name + ' has two limits for the same tier and period: keep one, or change the period of the other'"
 // +kubebuilder:validation:XValidation:rule="!has(self.limits) || self.limits.all(a, !has(a.calendar) || self.limits.exists_one(b, has(b.calendar) && has(a.tier) == has(b.tier) && (!has(a.tier) || a.tier == b.tier) && a.calendar.unit == b.calendar.unit))",messageExpression="'rule ' + self.name + ' has two limits for the same tier and calendar unit: keep one, or change the unit of the other'"
 // +kubebuilder:validation:XValidation:rule="!has(self.limits) || self.algorithm == 'FixedWindow' || self.limits.all(l, !has(l.calendar))",messageExpression="'rule ' + self.name + ' uses ' + self.algorithm + ', which cannot count calendar windows exactly: set algorithm to FixedWindow, or give its limits a period instead of a calendar'"
-// +kubebuilder:validation:XValidation:rule="self.algorithm != 'SlidingWindowLog' || !has(self.limits) || self.limits.all(l, l.requests <= 100000)",messageExpression="'rule ' + self.name + ' uses SlidingWindowLog, which stores one entry per request: keep each limit at or below 100000 requests per period, or use SlidingWindowCounter'"
+// +kubebuilder:validation:XValidation:rule="self.algorithm != 'SlidingWindowLog' || !has(self.limits) || self.limits.all(l, !has(l.requests) || l.requests <= 100000)",messageExpression="'rule ' + self.name + ' uses SlidingWindowLog, which stores one entry per request: keep each limit at or below 100000 requests per period, or use SlidingWindowCounter'"
 // +kubebuilder:validation:XValidation:rule="!has(self.onLimit) || !has(self.onLimit.delay) || !(has(self.exempt) && self.exempt)",messageExpression="'rule ' + self.name + ' is exempt: its requests are never limited, so onLimit.delay has nothing to delay; remove it'"
-// +kubebuilder:validation:XValidation:rule="!has(self.onLimit) || !has(self.onLimit.delay) || (has(self.exempt) && self.exempt) || self.algorithm in ['TokenBucket', 'GCRA']",messageExpression="'rule ' + self.name + ' uses ' + self.algorithm + ', which cannot book future capacity exactly: remove onLimit.delay, or use algorithm TokenBucket or GCRA'"
+// +kubebuilder:validation:XValidation:rule="!has(self.onLimit) || !has(self.onLimit.delay) || (has(self.exempt) && self.exempt) || self.algorithm in ['TokenBucket', 'GCRA', 'Concurrency']",messageExpression="'rule ' + self.name + ' uses ' + self.algorithm + ', which cannot book future capacity exactly: remove onLimit.delay, or use algorithm TokenBucket, GCRA or Concurrency'"
 // +kubebuilder:validation:XValidation:rule="!has(self.ban) || !(has(self.exempt) && self.exempt)",messageExpression="'rule ' + self.name + ' is exempt, so it cannot have a ban: remove ban, or set exempt to false'"
 // +kubebuilder:validation:XValidation:rule="!has(self.ban) || self.ban.durations.all(d, d.matches('^([0-9]+([.][0-9]+)?(ns|us|µs|ms|s|m|h))+$') && duration(d) >= duration('1s') && duration(d) <= duration('744h'))",messageExpression="'rule ' + self.name + ' has a ban duration that is not a duration between 1s and 744h (31 days), such as 5m, 1h or 24h'"
 // +kubebuilder:validation:XValidation:rule="!has(self.ban) || (self.ban.after.within.matches('^([0-9]+([.][0-9]+)?(ns|us|µs|ms|s|m|h))+$') && duration(self.ban.after.within) >= duration('1s') && duration(self.ban.after.within) <= duration('24h'))",messageExpression="'rule ' + self.name + ' has a ban whose after.within is not a duration between 1s and 24h, such as 1m'"
@@ -77,6 +82,12 @@ const MaxSlidingWindowLogRequests = 100000
 // +kubebuilder:validation:XValidation:rule="!has(self.responseCost) || self.algorithm != 'SlidingWindowLog'",messageExpression="'rule ' + self.name + ' uses SlidingWindowLog, which stores one entry per request and cannot charge a cost after the answer: remove responseCost, or use algorithm FixedWindow, TokenBucket, GCRA or SlidingWindowCounter'"
 // +kubebuilder:validation:XValidation:rule="!has(self.responseCost) || !has(self.countResponses)",messageExpression="'rule ' + self.name + ' sets both responseCost and countResponses: keep one of them (a rule charges either what the answer reports, or its cost for the answers that match)'"
 // +kubebuilder:validation:XValidation:rule="!has(self.responseCost) || !has(self.onLimit)",messageExpression="'rule ' + self.name + ' sets responseCost and onLimit.delay, but a delay books the cost before the answer reports it: remove onLimit, or remove responseCost'"
+// +kubebuilder:validation:XValidation:rule="self.algorithm != 'Concurrency' || !has(self.limits) || self.limits.all(l, has(l.concurrent) && !has(l.requests) && !has(l.period) && !has(l.calendar) && !has(l.burst))",messageExpression="'rule ' + self.name + ' uses Concurrency, which limits the requests a tenant has in flight at once: give each of its limits concurrent (such as concurrent: 4) and remove requests, period and burst from them'"
+// +kubebuilder:validation:XValidation:rule="self.algorithm == 'Concurrency' || !has(self.limits) || self.limits.all(l, has(l.requests) && (has(l.period) || has(l.calendar)) && !has(l.concurrent))",messageExpression="'rule ' + self.name + ' uses ' + self.algorithm + ', which counts requests per period: give each of its limits requests and a period or calendar, and remove concurrent, which is for algorithm Concurrency'"
+// +kubebuilder:validation:XValidation:rule="self.algorithm != 'Concurrency' || !has(self.limits) || self.limits.all(a, self.limits.exists_one(b, has(a.tier) == has(b.tier) && (!has(a.tier) || a.tier == b.tier)))",messageExpression="'rule ' + self.name + ' uses Concurrency and has two limits for the same tier: keep one concurrent limit per tier'"
+// +kubebuilder:validation:XValidation:rule="self.algorithm != 'Concurrency' || !has(self.limits) || self.limits.all(l, !has(l.concurrent) || self.cost <= l.concurrent)",messageExpression="'rule ' + self.name + ' has a cost higher than one of its concurrent limits, so no request could ever hold its slots: lower cost or raise concurrent'"
+// +kubebuilder:validation:XValidation:rule="self.algorithm != 'Concurrency' || !has(self.adaptive)",messageExpression="'rule ' + self.name + ' uses Concurrency, which adaptive cannot scale: remove adaptive, or limit the rate with another algorithm'"
+// +kubebuilder:validation:XValidation:rule="self.algorithm != 'Concurrency' || (!has(self.responseCost) && !has(self.countResponses))",messageExpression="'rule ' + self.name + ' uses Concurrency, which holds slots while a request runs and charges nothing after it: remove responseCost and countResponses, or limit the rate with another algorithm'"
 type Rule struct {
 	// Name identifies the rule in overrides, headers, metrics and 429 bodies:
 	// lowercase letters, digits and '-', at most 63 characters.
@@ -98,8 +109,9 @@ type Rule struct {
 	// Algorithm counts the requests: TokenBucket (smooth rate with bursts),
 	// GCRA (the token bucket's behaviour in one timestamp per tenant),
 	// SlidingWindowLog (exact, one stored entry per request),
-	// SlidingWindowCounter (close to exact, constant memory) or FixedWindow
-	// (cheapest; up to twice the limit around a window boundary).
+	// SlidingWindowCounter (close to exact, constant memory), FixedWindow
+	// (cheapest; up to twice the limit around a window boundary) or
+	// Concurrency (requests in flight at once, not per period).
 	// +kubebuilder:default=TokenBucket
 	// +optional
 	Algorithm Algorithm `json:"algorithm,omitempty"`
@@ -179,7 +191,7 @@ const (
 
 // Limit is a budget of requests per period, or per calendar window, for
 // each tenant.
-// +kubebuilder:validation:XValidation:rule="has(self.period) != has(self.calendar)",message="a limit needs exactly one of period (a duration such as 1h) or calendar (such as {unit: Month, timeZone: Europe/Berlin}): set one, and remove the other"
+// +kubebuilder:validation:XValidation:rule="has(self.concurrent) || has(self.period) != has(self.calendar)",message="a limit needs exactly one of period (a duration such as 1h) or calendar (such as {unit: Month, timeZone: Europe/Berlin}): set one, and remove the other"
 type Limit struct {
 	// Tier restricts the limit to requests of this tier (see spec.tiers).
 	// Omitted, the limit applies to every tier the rule has no limit for.
@@ -191,15 +203,18 @@ type Limit struct {
 	Tier string `json:"tier,omitempty"`
 
 	// Requests is how many requests (times the rule's cost) a tenant may make
-	// per period.
+	// per period. Required, except for Concurrency rules, which set
+	// concurrent instead.
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=1000000000000
-	Requests int64 `json:"requests"`
+	// +optional
+	Requests int64 `json:"requests,omitempty"`
 
 	// Period is the window of the limit, a Go duration of whole seconds
 	// between 1s and 744h (31 days), such as 1m, 1h or 24h, aligned to the
 	// Unix epoch (24h resets at midnight UTC). Durations have no day unit:
-	// write 24h for a day. Set period or calendar, not both.
+	// write 24h for a day. Set period or calendar, not both; neither for
+	// Concurrency rules.
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MaxLength=32
 	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|µs|ms|s|m|h))+$')",message="period must be a duration such as 30s, 1m, 1h or 24h; there is no day unit: write 24h for a day"
@@ -222,6 +237,14 @@ type Limit struct {
 	// +kubebuilder:validation:Maximum=1000000000000
 	// +optional
 	Burst *int64 `json:"burst,omitempty"`
+
+	// Concurrent is how many requests (times the rule's cost) a tenant may
+	// have in flight at once, across every enforcer of the policy.
+	// Concurrency rules only, instead of requests and period.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000000
+	// +optional
+	Concurrent int64 `json:"concurrent,omitempty"`
 }
 
 // RequestMatch selects requests by host, method and path. A request matches

@@ -55,6 +55,9 @@ type TenantUsage struct {
 	Reservations *Reservations `json:"reservations,omitempty"`
 	// Ban is the tenant's ban state, for a rule with a ban.
 	Ban *TenantBan `json:"ban,omitempty"`
+	// Slots are, for a Concurrency rule, the enforcers holding the
+	// tenant's slots, by name (debug_slots.go).
+	Slots []limiter.Holder `json:"slots,omitempty"`
 	// Adaptive is set for an adaptive rule: the factor that scaled Windows.
 	Adaptive *TenantAdaptive `json:"adaptive,omitempty"`
 	// Error says why the bucket could not be read, in a TenantReport.
@@ -133,7 +136,7 @@ func (s *Server) tenantUsage(ctx context.Context, snap *runtime.Snapshot, m *rou
 		usage.retryAfter = d.RetryAfter
 		usage.RetryAfterSeconds = retryAfterSeconds(d.RetryAfter)
 	}
-	return usage, nil
+	return usage, tenantSlots(ctx, be, &req, &usage)
 }
 
 // banned makes d the decision of a tenant banned until, as the limiter

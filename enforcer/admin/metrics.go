@@ -224,7 +224,7 @@ func (c leaseCollector) Collect(ch chan<- prometheus.Metric) {
 // (runtime.Backends.All) keep in memory: sluice_enforcer_local_fallback_entries
 // and the lease metrics. Call it once.
 func (m *Metrics) WatchBackends(backends func() []*runtime.Backend) {
-	m.Registry.MustRegister(localFallbackCollector(backends), leaseCollector(backends), banCollector(backends))
+	m.Registry.MustRegister(localFallbackCollector(backends), leaseCollector(backends), banCollector(backends), slotCollector(backends))
 }
 
 // cached returns the child of key from cache, making it with newChild once.

@@ -191,7 +191,8 @@ type Tiers struct {
 
 // Limit is Requests per Period, or per window of Calendar (then Period is
 // zero); Burst is the capacity of a token bucket or GCRA (zero means
-// Requests).
+// Requests). A Concurrency rule's limit is Concurrent requests in flight
+// instead, with neither Requests nor Period.
 type Limit struct {
 	Requests int64    `json:"requests"`
 	Period   Duration `json:"period"`
@@ -199,6 +200,9 @@ type Limit struct {
 	// Calendar, when set, aligns the window to a calendar (calendar.go):
 	// FixedWindow only.
 	Calendar *Calendar `json:"calendar,omitempty"`
+	// Concurrent is the requests a tenant may have in flight at once
+	// (Concurrency rules only).
+	Concurrent int64 `json:"concurrent,omitempty"`
 }
 
 // Override replaces a rule's limits for one tenant.

@@ -54,8 +54,9 @@ func (r *Rule) validateDelay(path string, add addFunc) {
 		add(path, "an exempt rule never limits, so it has nothing to delay")
 		return
 	}
-	if r.Algorithm != TokenBucket && r.Algorithm != GCRA {
-		add(path, "%s cannot book future capacity exactly: only TokenBucket and GCRA rules delay", r.Algorithm)
+	// a Concurrency rule's requests wait for a slot of their enforcer's
+	if r.Algorithm != TokenBucket && r.Algorithm != GCRA && r.Algorithm != Concurrency {
+		add(path, "%s cannot book future capacity exactly: only TokenBucket, GCRA and Concurrency rules delay", r.Algorithm)
 	}
 	d := r.OnLimit.Delay
 	if m := d.Max.Duration; m < MinDelay || m > MaxDelay || m%time.Microsecond != 0 {

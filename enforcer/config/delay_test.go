@@ -17,7 +17,7 @@ func TestDelayIsValidatedWithItsPath(t *testing.T) {
 		want      string
 	}{
 		"sliding window": {"SlidingWindowLog", delay("500ms", 10),
-			"rules[1](api).onLimit.delay: SlidingWindowLog cannot book future capacity exactly: only TokenBucket and GCRA rules delay"},
+			"rules[1](api).onLimit.delay: SlidingWindowLog cannot book future capacity exactly: only TokenBucket, GCRA and Concurrency rules delay"},
 		"fixed window":  {"FixedWindow", delay("500ms", 10), "FixedWindow cannot book future capacity exactly"},
 		"max too long":  {"TokenBucket", delay("31s", 10), "rules[1](api).onLimit.delay.max: must be a whole number of microseconds between 1ms and 30s, got 31s"},
 		"max too short": {"GCRA", delay("10us", 10), "onLimit.delay.max: must be a whole number of microseconds between 1ms and 30s"},

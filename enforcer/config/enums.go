@@ -133,14 +133,25 @@ const (
 	SlidingWindowCounter Algorithm = "SlidingWindowCounter"
 	FixedWindow          Algorithm = "FixedWindow"
 	GCRA                 Algorithm = "GCRA"
+	// Concurrency limits the requests in flight: its limits set Concurrent
+	// instead of Requests and Period (concurrency.go).
+	Concurrency Algorithm = "Concurrency"
 )
 
-// Algorithms lists every Algorithm.
+// Algorithms lists the algorithms that count requests per period, every
+// Algorithm but Concurrency.
 var Algorithms = []Algorithm{TokenBucket, SlidingWindowLog, SlidingWindowCounter, FixedWindow, GCRA}
 
+// AllAlgorithms lists every Algorithm.
+var AllAlgorithms = append(Algorithms[:len(Algorithms):len(Algorithms)], Concurrency)
+
 // Capacity is the most a window of algorithm a can ever admit at once: the
-// Burst of a token bucket or GCRA when set, else Requests.
+// Burst of a token bucket or GCRA when set, a Concurrency limit's
+// Concurrent, else Requests.
 func (a Algorithm) Capacity(l Limit) int64 {
+	if a == Concurrency && l.Concurrent > 0 {
+		return l.Concurrent
+	}
 	if (a == TokenBucket || a == GCRA) && l.Burst > 0 {
 		return l.Burst
 	}

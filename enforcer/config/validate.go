@@ -163,6 +163,7 @@ func (p *Policy) validate(path string, add addFunc) {
 	}
 	p.validateDomain(path, add)
 	p.validateAnswersDomain(path, add)
+	p.validateConcurrency(path, add)
 }
 
 func (r *Rule) validate(path string, add addFunc) {
@@ -185,7 +186,7 @@ func (r *Rule) validate(path string, add addFunc) {
 		r.Ban.validate(path+".ban", add)
 	}
 	r.Identity.validate(path+".identity", add)
-	oneOf(add, path+".algorithm", r.Algorithm, Algorithms)
+	oneOf(add, path+".algorithm", r.Algorithm, AllAlgorithms)
 	if r.Leasing != "" {
 		oneOf(add, path+".leasing", r.Leasing, Leasings)
 	}
@@ -210,6 +211,15 @@ func (r *Rule) validate(path string, add addFunc) {
 // validateLimits checks one set of windows of r: the limiter decides any set
 // that passes, so the request path does not check again.
 func (r *Rule) validateLimits(path string, limits []Limit, add addFunc) {
+	if r.Algorithm == Concurrency {
+		r.validateConcurrent(path, limits, add)
+		return
+	}
+	for i, l := range limits {
+		if l.Concurrent != 0 {
+			add(fmt.Sprintf("%s[%d].concurrent", path, i), "is for algorithm Concurrency; %s counts requests per period: remove concurrent", r.Algorithm)
+		}
+	}
 	if len(limits) == 0 || len(limits) > MaxWindows {
 		add(path, "a rule needs 1 to %d limits, got %d", MaxWindows, len(limits))
 	}

@@ -41,14 +41,21 @@ type algorithm struct {
 	// lease, lease.go): those whose state only time frees, so units taken
 	// now and spent a little later never admit more than the limit.
 	leases bool
+	// refundsAt is set for an algorithm whose give-back names the time
+	// (µs, Redis' clock) the units were taken at, as a lease's does.
+	refundsAt bool
 }
 
-// algorithms is the one table of algorithms, in the order of the API's enum.
+// algorithms is the one table of the algorithms that count requests per
+// period, in the order of the API's enum; allAlgorithms adds Concurrency
+// (concurrency.go), which counts requests in flight.
 var algorithms = []*algorithm{&tokenBucket, &slidingWindowLog, &slidingWindowCounter, &fixedWindow, &gcra}
 
+var allAlgorithms = append(algorithms[:len(algorithms):len(algorithms)], &concurrency)
+
 var algorithmsByName = func() map[Algorithm]*algorithm {
-	m := make(map[Algorithm]*algorithm, len(algorithms))
-	for _, d := range algorithms {
+	m := make(map[Algorithm]*algorithm, len(allAlgorithms))
+	for _, d := range allAlgorithms {
 		m[d.name] = d
 	}
 	return m

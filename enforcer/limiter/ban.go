@@ -81,8 +81,8 @@ func (s BanState) Active() bool { return !s.Until.IsZero() }
 // banScripts are the algorithms' scripts wrapped by ban.lua.
 var banScripts = func() map[Algorithm]algorithmScript {
 	wrapper, _ := mustScript("ban.lua")
-	m := make(map[Algorithm]algorithmScript, len(algorithms))
-	for _, d := range algorithms {
+	m := make(map[Algorithm]algorithmScript, len(allAlgorithms))
+	for _, d := range allAlgorithms {
 		src := strings.Replace(wrapper, "--ALGORITHM--\n", d.script.src, 1)
 		m[d.name] = scriptOf(src)
 	}

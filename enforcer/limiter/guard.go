@@ -42,7 +42,9 @@ type Guard struct {
 	cache  *decisionCache
 	leases *leases
 	bans   banCounts
-	now    func() time.Time
+	// slots are the Concurrency rules' slots held (slots.go).
+	slots *slotTable
+	now   func() time.Time
 
 	failures     atomic.Int64 // consecutive Redis failures
 	failingSince atomic.Int64 // unix nanoseconds of the first of them
@@ -71,7 +73,7 @@ func NewGuard(r *Redis, opts ...LocalOption) *Guard {
 func newGuardWith(r *Redis, c clock, opts ...LocalOption) *Guard {
 	cache := newDecisionCache(c)
 	g := &Guard{redis: r, local: NewLocal(nil, opts...), clock: c, cache: cache, leases: newLeases(c, cache),
-		now: time.Now, stop: make(chan struct{}), done: make(chan struct{})}
+		slots: newSlotTable(), now: time.Now, stop: make(chan struct{}), done: make(chan struct{})}
 	go g.sweep()
 	return g
 }
@@ -90,6 +92,7 @@ func (g *Guard) Close() {
 	g.prefetchMu.Unlock()
 	g.prefetches.Wait()
 	g.leases.giveBack(context.Background(), g.redis, g.leases.release(g.clock.now()))
+	g.slots.close()
 }
 
 // Release gives back every lease and forgets every cached refusal, waiting
@@ -184,6 +187,13 @@ func (g *Guard) AllowAll(ctx context.Context, reqs []Request, out []Outcome) []O
 			if ban, banned = g.cache.lookup(banKey(req.Bucket), g.clock.now()); banned == cacheHit {
 				g.bans.refusedCounter(req.Bucket.Policy).Add(1)
 				out[i] = Outcome{Decision: ban}
+				continue
+			}
+		}
+		// A slot this enforcer is about to give back goes to this request.
+		if req.Algorithm == Concurrency && banned == cacheMiss {
+			if d, ok := g.slots.reuse(req, now); ok {
+				out[i] = Outcome{Decision: d}
 				continue
 			}
 		}
@@ -401,6 +411,9 @@ func (g *Guard) fallback(req *Request) Decision {
 		return Decision{Limit: w.Requests, Period: w.Length(now), Calendar: w.Calendar, Reset: now.Add(closedRetryAfter),
 			RetryAfter: closedRetryAfter, Now: now, Degraded: true}
 	case config.FailLocal:
+		if req.Algorithm == Concurrency {
+			return g.slots.local.take(req, now)
+		}
 		share := *req
 		share.Windows = make([]Window, len(req.Windows))
 		for i, w := range req.Windows {

@@ -55,6 +55,12 @@ type Request struct {
 	Delay time.Duration
 	// Ban, when set, bans tenants that keep hitting the rule (ban.go).
 	Ban *Ban
+	// SlotWait is, for a Concurrency rule with onLimit.delay, the longest
+	// a request refused for want of a slot may wait for one of this
+	// enforcer's (Guard.AwaitSlot), and SlotQueue how many of the tenant's
+	// requests may wait at once here; Delay stays zero.
+	SlotWait  time.Duration
+	SlotQueue int
 
 	// calendar is set when a window is a calendar window: the call
 	// carries the windows' bounds (calendar.go).
@@ -80,6 +86,9 @@ func WindowsOf(limits []config.Limit) []Window {
 	ws := make([]Window, len(limits))
 	for i, l := range limits {
 		ws[i] = Window{Requests: l.Requests, Period: l.Period.Duration, Burst: l.Burst, Calendar: l.Calendar}
+		if l.Concurrent > 0 {
+			ws[i] = ConcurrencyWindow(l.Concurrent)
+		}
 	}
 	return ws
 }
@@ -101,6 +110,9 @@ func NewRule(b Bucket, cr *config.Rule, windows []Window, f FailurePolicy) (Rule
 		// settled after the answer goes to Redis (charge.go): those rules
 		// decide every request in Redis
 		req.Lease = false
+	}
+	if req.Algorithm == Concurrency && req.Delay > 0 {
+		req.SlotWait, req.SlotQueue, req.Delay = req.Delay, int(cr.OnLimit.Delay.MaxQueued), 0
 	}
 	req.Bucket.Tenant = "-" // any tenant Rule.Request accepts; checked there
 	if err := req.validate(); err != nil {

@@ -90,7 +90,7 @@ func evalSHA(req *Request, cost, extra, at int64) (s algorithmScript, cmd []any)
 		}
 	}
 	switch {
-	case d.leases && cost < 0:
+	case (d.leases || d.refundsAt) && cost < 0:
 		cmd = append(cmd, extra)
 	case d.leases:
 		cmd = append(cmd, max(cost, extra))

@@ -274,9 +274,18 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx := context.WithoutCancel(r.Context())
 	h.enqueue(st)
 	h.decide(ctx, snap, st)
+	h.concurrencyAnswers(snap, st)
 	refusing, wouldDeny := h.evaluate(st)
+	var handed *heldSlots
+	if refusing >= 0 {
+		if handed = h.awaitSlots(r.Context(), snap, st); handed != nil {
+			refusing, wouldDeny = h.evaluate(st)
+		}
+	}
+	h.countSlotRefusals(snap, st)
 	if refusing >= 0 {
 		h.refund(ctx, snap, st)
+		h.freeRefusedLocal(snap, st)
 	}
 	hdr := w.Header()
 	st.buf = writeLimitHeaders(hdr, st.checks, st.outs, refusing, st.buf)
@@ -292,6 +301,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, p)
 		return
 	}
+	slots := h.holdSlots(snap, st, handed)
+	defer slots.free()
 	if wait := h.dequeue(st, true); wait > 0 && !h.await(ctx, w, r, snap, st, wait) {
 		st.release()
 		return

@@ -60,7 +60,11 @@ func writeLimitHeaders(h http.Header, checks []route.Check, outs []limiter.Outco
 			if len(b) > start {
 				b = append(b, ',', ' ')
 			}
-			b = ratelimitheaders.AppendPolicyItem(b, c.Policy.Name, c.Rule.Name, o.Decision.Limit, o.Decision.Period)
+			if c.Request.Algorithm == limiter.Concurrency {
+				b = ratelimitheaders.AppendConcurrencyPolicyItem(b, c.Policy.Name, c.Rule.Name, o.Decision.Limit)
+			} else {
+				b = ratelimitheaders.AppendPolicyItem(b, c.Policy.Name, c.Rule.Name, o.Decision.Limit, o.Decision.Period)
+			}
 		}
 	}
 	if len(b) > start {

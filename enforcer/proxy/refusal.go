@@ -28,6 +28,11 @@ func refusal(c *route.Check, d *limiter.Decision) *Problem {
 		return p
 	}
 	p.Type, p.Status, p.Title = ProblemRateLimited, http.StatusTooManyRequests, "Too Many Requests"
+	if c.Request.Algorithm == limiter.Concurrency {
+		p.Detail = fmt.Sprintf("Rule %s of policy %s allows %d requests in flight at once. Retry in %d s.",
+			c.Rule.Name, c.Policy.Name, d.Limit, retry)
+		return p
+	}
 	per := formatPeriod(d.Period)
 	if d.Calendar != nil {
 		per = d.Calendar.String()

@@ -239,7 +239,7 @@ func limits(in []v1alpha1.Limit) []config.Limit {
 	}
 	out := make([]config.Limit, 0, len(in))
 	for _, l := range in {
-		cl := config.Limit{Requests: l.Requests, Period: config.Duration{Duration: l.Period.Duration}}
+		cl := config.Limit{Requests: l.Requests, Period: config.Duration{Duration: l.Period.Duration}, Concurrent: l.Concurrent}
 		if l.Burst != nil {
 			cl.Burst = *l.Burst
 		}
