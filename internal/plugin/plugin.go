@@ -180,7 +180,7 @@ func (o *Options) confirm(question string) error {
 	if o.In == nil {
 		return fmt.Errorf("%s: confirm with --yes", question)
 	}
-	fmt.Fprintf(o.Out, "%s [y/N] ", question)
+	fmt.Fprintf(o.ErrOut, "%s [y/N] ", question)
 	var answer string
 	_, _ = fmt.Fscanln(o.In, &answer)
 	switch strings.ToLower(strings.TrimSpace(answer)) {

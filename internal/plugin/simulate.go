@@ -50,6 +50,13 @@ type SimulateReport struct {
 	Errors []string `json:"errors,omitempty"`
 }
 
+// SimulatedWindow is one window of a rule.
+type SimulatedWindow struct {
+	Requests      int64   `json:"requests"`
+	PeriodSeconds float64 `json:"periodSeconds"`
+	Burst         int64   `json:"burst,omitempty"`
+}
+
 // SimulatedRule is one check of the request.
 type SimulatedRule struct {
 	Policy      string `json:"policy"`
@@ -63,6 +70,9 @@ type SimulatedRule struct {
 	// Override says the limits are the tenant's own.
 	Override bool     `json:"override"`
 	Limits   []string `json:"limits"`
+	// Windows are Limits as numbers: requests per period (seconds), and
+	// the burst of the algorithms that have one.
+	Windows []SimulatedWindow `json:"windows"`
 	// Identity is the tenant as the rule counts it, and Sources where the
 	// rule reads it from in a request.
 	Identity string   `json:"identity"`
@@ -186,12 +196,12 @@ func Simulate(ctx context.Context, c *Clients, namespace string, req SimulateReq
 		report.ExemptBy = append(report.ExemptBy, e.Policy+"/"+e.Rule)
 	}
 	for i := range matches {
-		report.Rules = append(report.Rules, simulatedRule(&matches[i], req, res.Config))
+		report.Rules = append(report.Rules, simulatedRule(&matches[i], req))
 	}
 	return report, nil
 }
 
-func simulatedRule(m *route.TenantMatch, req SimulateRequest, cfg *config.Config) SimulatedRule {
+func simulatedRule(m *route.TenantMatch, req SimulateRequest) SimulatedRule {
 	mode := config.ModeEnforce
 	if m.Policy.DryRun {
 		mode = config.ModeDryRun
@@ -209,6 +219,7 @@ func simulatedRule(m *route.TenantMatch, req SimulateRequest, cfg *config.Config
 			l += fmt.Sprintf(" (burst %d)", w.Burst)
 		}
 		out.Limits = append(out.Limits, l)
+		out.Windows = append(out.Windows, SimulatedWindow{Requests: w.Requests, PeriodSeconds: w.Period.Seconds(), Burst: w.Burst})
 	}
 	for _, s := range m.Rule.Identity.Sources {
 		out.Sources = append(out.Sources, describeSource(s))
@@ -219,7 +230,6 @@ func simulatedRule(m *route.TenantMatch, req SimulateRequest, cfg *config.Config
 	if req.FromCluster {
 		out.Keys = r.Keys()
 	}
-	_ = cfg
 	return out
 }
 

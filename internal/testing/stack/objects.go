@@ -95,7 +95,7 @@ func (s *Stack) CreatePolicies(ctx context.Context, namespace string, policies .
 func AppPod(namespace, name string, labels map[string]string, port int32) *corev1.Pod {
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, Labels: labels},
-		Spec: corev1.PodSpec{Containers: []corev1.Container{{
+		Spec: corev1.PodSpec{NodeName: NodeName, Containers: []corev1.Container{{
 			Name: "app", Image: "example.com/app:1",
 			Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: port, Protocol: corev1.ProtocolTCP}},
 		}}},
