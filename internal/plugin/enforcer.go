@@ -3,6 +3,7 @@ package plugin
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -66,9 +67,12 @@ func (PortForwarder) Open(ctx context.Context, c *Clients, pod *corev1.Pod, port
 		return "", nil, ctx.Err()
 	}
 	ports, err := fw.GetPorts()
-	if err != nil || len(ports) == 0 {
+	if err == nil && len(ports) == 0 {
+		err = errors.New("none listens")
+	}
+	if err != nil {
 		close(stop)
-		return "", nil, fmt.Errorf("port-forward to pod %s: no local port: %v", pod.Name, err)
+		return "", nil, fmt.Errorf("port-forward to pod %s: no local port: %w", pod.Name, err)
 	}
 	return "http://127.0.0.1:" + strconv.Itoa(int(ports[0].Local)), func() { close(stop) }, nil
 }

@@ -35,9 +35,9 @@ type ExplainReport struct {
 	Reason  string `json:"reason"`
 	Message string `json:"message,omitempty"`
 	// ConfigHash is the hash of the namespace's published configuration.
-	ConfigHash string            `json:"configHash,omitempty"`
-	Enforcers  []EnforcerConfig  `json:"enforcers,omitempty"`
-	Notes      []string          `json:"notes,omitempty"`
+	ConfigHash string           `json:"configHash,omitempty"`
+	Enforcers  []EnforcerConfig `json:"enforcers,omitempty"`
+	Notes      []string         `json:"notes,omitempty"`
 	sidecar    *inject.EnforcerSidecar
 }
 

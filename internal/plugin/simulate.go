@@ -39,7 +39,7 @@ type SimulateRequest struct {
 // SimulateReport is what simulate prints: the rules a request of the
 // tenant is checked against, with the limits and identity of each.
 type SimulateReport struct {
-	Namespace string         `json:"namespace"`
+	Namespace string          `json:"namespace"`
 	Request   SimulateRequest `json:"request"`
 	// Rules are the limited rules that apply, by policy in configuration
 	// order; the request passes only if each one does.

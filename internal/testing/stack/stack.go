@@ -83,8 +83,8 @@ type Stack struct {
 	cp        *controlPlane
 	streaming *streamingServer
 	reap      *reaper
-	cancel context.CancelFunc
-	once   sync.Once
+	cancel    context.CancelFunc
+	once      sync.Once
 }
 
 // Scheme knows the core types and RateLimitPolicy.
