@@ -164,6 +164,9 @@ func (s *Server) Status() status.Document {
 		out.Redis = append(out.Redis, redisStatus(be, byBackend[be]))
 	}
 	s.addAdaptive(&out)
+	if s.opts.Metrics != nil {
+		out.TopTenants = s.opts.Metrics.top.Report()
+	}
 	return out
 }
 

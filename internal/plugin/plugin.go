@@ -74,7 +74,7 @@ func NewCommand(streams genericiooptions.IOStreams) *cobra.Command {
 	}
 	o.Flags.AddFlags(root.PersistentFlags())
 	root.PersistentFlags().StringVarP(&o.Output, "output", "o", "", "output format: "+strings.Join(o.Print.AllowedFormats(), "|")+" (empty: a table for people)")
-	root.AddCommand(newStatusCommand(o), newExplainCommand(o), newSimulateCommand(o),
+	root.AddCommand(newStatusCommand(o), newExplainCommand(o), newSimulateCommand(o), newTopCommand(o),
 		newTenantCommand(o), newUnbanCommand(o), newResetCommand(o))
 	return root
 }

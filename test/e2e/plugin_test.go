@@ -212,6 +212,25 @@ spec:
 			ContainSubstring(`TenantReset: sluice-admin deleted the counters of tenant "mallory" with kubectl sluice: login (done)`)))
 	})
 
+	It("top adds up every enforcer's heaviest and most refused tenants", func(ctx SpecContext) {
+		out, err := kubectlSluice(ctx, "", "-n", namespace, "top", "shop", "-o", "json")
+		Expect(err).NotTo(HaveOccurred())
+		var top plugin.TopReport
+		Expect(json.Unmarshal([]byte(out), &top)).To(Succeed())
+		Expect(top.Enforcers).To(ConsistOf(eps[0].Pod, eps[1].Pod))
+		var reads *plugin.RuleTop
+		for i := range top.Rules {
+			if top.Rules[i].Rule == "reads" {
+				reads = &top.Rules[i]
+			}
+		}
+		Expect(reads).NotTo(BeNil(), out)
+		Expect(reads.Heaviest[0].Tenant).To(Equal("carol"), "carol sent 7 reads, spread over both enforcers: %s", out)
+		Expect(reads.Heaviest[0].Count).To(BeEquivalentTo(7))
+		Expect(reads.Refused[0].Tenant).To(Equal("carol"))
+		Expect(reads.Refused[0].Count).To(BeEquivalentTo(2))
+	})
+
 	It("names the permission a user lacks, in one line", func(ctx SpecContext) {
 		role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "sluice-viewer"}, Rules: []rbacv1.PolicyRule{
 			{APIGroups: []string{"sluice.dev"}, Resources: []string{"ratelimitpolicies"}, Verbs: []string{"get", "list"}},
