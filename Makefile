@@ -28,6 +28,14 @@ build: ## Build bin/sluice-manager, bin/sluice-enforcer, bin/sluice-ratelimit, b
 	go build -o $(BIN)/sluice-load ./cmd/sluice-load
 	go build -o $(BIN)/kubectl-sluice ./cmd/kubectl-sluice
 
+# Where the release archives of kubectl-sluice are published; make krew
+# writes their URLs into plugins/sluice.yaml.
+KREW_URL_BASE ?= https://github.com/sluice-dev/sluice/releases/download/$(VERSION)
+
+.PHONY: krew
+krew: ## Build kubectl-sluice's release archives into bin/krew and fill plugins/sluice.yaml with their URLs (KREW_URL_BASE) and sha256.
+	hack/krew.sh $(VERSION) $(KREW_URL_BASE) $(BIN)/krew plugins/sluice.yaml
+
 ##@ Test
 
 .PHONY: test
