@@ -33,8 +33,8 @@ build: ## Build bin/sluice-manager, bin/sluice-enforcer, bin/sluice-ratelimit, b
 KREW_URL_BASE ?= https://github.com/sluice-dev/sluice/releases/download/$(VERSION)
 
 .PHONY: krew
-krew: ## Build kubectl-sluice's release archives into bin/krew and fill plugins/sluice.yaml with their URLs (KREW_URL_BASE) and sha256.
-	hack/krew.sh $(VERSION) $(KREW_URL_BASE) $(BIN)/krew plugins/sluice.yaml
+krew: ## Build kubectl-sluice's release archives into dist/krew and fill plugins/sluice.yaml with their URLs (KREW_URL_BASE) and sha256.
+	hack/krew.sh $(VERSION) $(KREW_URL_BASE) $(CURDIR)/dist/krew plugins/sluice.yaml
 
 ##@ Test
 

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Builds kubectl-sluice's release archives, one per platform, into OUT, and
 # writes the krew manifest MANIFEST with each archive's URL (URL_BASE/NAME)
-# and sha256.
+# and sha256. KREW_PLATFORMS (space-separated GOOS/GOARCH) narrows the
+# platforms.
 #   hack/krew.sh VERSION URL_BASE OUT MANIFEST
 set -euo pipefail
 version=$1 url_base=${2%/} out=$3 manifest=$4
-platforms=(linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64)
+read -r -a platforms <<<"${KREW_PLATFORMS:-linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64}"
 rm -rf "$out" && mkdir -p "$out"
 root=$(cd "$(dirname "$0")/.." && pwd)
 

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/internal/plugin"
 	"github.com/sluice-dev/sluice/internal/testing/stack"
 )
@@ -229,6 +230,24 @@ spec:
 		Expect(reads.Heaviest[0].Count).To(BeEquivalentTo(7))
 		Expect(reads.Refused[0].Tenant).To(Equal("carol"))
 		Expect(reads.Refused[0].Count).To(BeEquivalentTo(2))
+	})
+
+	It("lists the top tenants in the policy's status when spec.status.topTenants asks", func(ctx SpecContext) {
+		Expect(policy(ctx, namespace, "shop").Status.TopTenants).To(BeEmpty(), "off by default")
+		editPolicy(ctx, namespace, "shop", func(p *v1alpha1.RateLimitPolicy) {
+			p.Spec.Status = &v1alpha1.StatusOptions{TopTenants: true}
+		})
+		Eventually(func(g Gomega) {
+			var reads *v1alpha1.RuleTopTenants
+			for _, r := range policy(ctx, namespace, "shop").Status.TopTenants {
+				if r.Rule == "reads" {
+					reads = &r
+				}
+			}
+			g.Expect(reads).NotTo(BeNil())
+			g.Expect(reads.Heaviest).To(ContainElement(v1alpha1.TenantCount{Tenant: "carol", Count: 7}))
+			g.Expect(reads.Refused).To(ContainElement(v1alpha1.TenantCount{Tenant: "carol", Count: 2}))
+		}).Should(Succeed(), "the manager adds up both enforcers' sketches within a status interval")
 	})
 
 	It("names the permission a user lacks, in one line", func(ctx SpecContext) {
