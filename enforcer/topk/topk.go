@@ -50,9 +50,9 @@ func (s *Sketch) Add(key string, n int64) {
 		heap.Push(&s.items, Item{Key: key, Count: n})
 		return
 	}
-	min := &s.items.entries[0]
-	delete(s.index, min.Key)
-	*min = Item{Key: key, Count: min.Count + n, Error: min.Count}
+	least := &s.items.entries[0]
+	delete(s.index, least.Key)
+	*least = Item{Key: key, Count: least.Count + n, Error: least.Count}
 	s.index[key] = 0
 	heap.Fix(&s.items, 0)
 }
