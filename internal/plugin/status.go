@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -113,7 +114,7 @@ func policyStatus(p *v1alpha1.RateLimitPolicy) PolicyStatus {
 		n := p.Status.Bans.Active
 		st.ActiveBans = &n
 	}
-	for _, c := range p.Status.Conditions {
+	for _, c := range sortedConditions(p.Status.Conditions) {
 		st.Conditions = append(st.Conditions, Condition{Type: c.Type, Status: string(c.Status), Reason: c.Reason, Message: c.Message})
 		if needsAttention(c) {
 			st.Problems = append(st.Problems, Problem{Condition: c.Type, Reason: c.Reason, Do: c.Message})
@@ -129,6 +130,28 @@ func policyStatus(p *v1alpha1.RateLimitPolicy) PolicyStatus {
 		st.Warnings = append(st.Warnings, "mode DryRun: nothing is refused, refusals are counted as wouldDeny")
 	}
 	return st
+}
+
+// conditionOrder is the order status lists conditions in, whatever order
+// their writers left them in.
+var conditionOrder = []string{v1alpha1.ConditionAccepted, v1alpha1.ConditionReady, v1alpha1.ConditionReconciling,
+	v1alpha1.ConditionStalled, v1alpha1.ConditionThrottled}
+
+func sortedConditions(in []metav1.Condition) []metav1.Condition {
+	out := slices.Clone(in)
+	rank := func(t string) int {
+		if i := slices.Index(conditionOrder, t); i >= 0 {
+			return i
+		}
+		return len(conditionOrder)
+	}
+	slices.SortStableFunc(out, func(a, b metav1.Condition) int {
+		if c := rank(a.Type) - rank(b.Type); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Type, b.Type)
+	})
+	return out
 }
 
 // needsAttention says whether c is in a state a user should act on.

@@ -69,7 +69,23 @@ var _ = Describe("kubectl sluice", Ordered, func() {
 	BeforeAll(func(ctx SpecContext) {
 		policyYAML, err := os.ReadFile(pluginPolicyFile)
 		Expect(err).NotTo(HaveOccurred())
-		eps = deploy(ctx, namespace, string(policyYAML), "shop", 8080, 2)
+		// deploy, with the pods bound to the stand-in kubelet's Node, which
+		// pods/portforward needs.
+		Expect(sluice.CreateNamespace(ctx, namespace)).To(Succeed())
+		policies, err := stack.ParsePolicies(policyYAML)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(sluice.CreatePolicies(ctx, namespace, policies...)).To(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(policy(ctx, namespace, "shop").Status.ObservedGeneration).To(BeEquivalentTo(1))
+		}).Should(Succeed())
+		for _, name := range []string{"shop-0", "shop-1"} {
+			pod := stack.AppPod(namespace, name, map[string]string{"app": "shop"}, 8080)
+			pod.Spec.NodeName = stack.NodeName
+			Expect(sluice.Client.Create(ctx, pod)).To(Succeed())
+		}
+		eps, err = sluice.WaitReady(ctx, namespace, "shop-0", "shop-1")
+		Expect(err).NotTo(HaveOccurred())
+		expectConfigLoaded(ctx, namespace, eps)
 		expectReady(ctx, namespace, "shop", 2)
 		plain := stack.AppPod(namespace, "plain", map[string]string{"app": "other"}, 8080)
 		Expect(sluice.Client.Create(ctx, plain)).To(Succeed())

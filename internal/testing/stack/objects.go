@@ -91,13 +91,13 @@ func (s *Stack) CreatePolicies(ctx context.Context, namespace string, policies .
 }
 
 // AppPod is a pod of an application listening on port, as a Deployment
-// would create it: the webhook decides whether it gets the enforcer. It is
-// bound to the stand-in kubelet's Node, as a scheduler would bind it, so
-// that pods/portforward reaches it.
+// would create it: the webhook decides whether it gets the enforcer. Set
+// Spec.NodeName to NodeName for pods/portforward to reach it (a bound pod
+// is deleted gracefully, no longer at once).
 func AppPod(namespace, name string, labels map[string]string, port int32) *corev1.Pod {
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, Labels: labels},
-		Spec: corev1.PodSpec{NodeName: NodeName, Containers: []corev1.Container{{
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{
 			Name: "app", Image: "example.com/app:1",
 			Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: port, Protocol: corev1.ProtocolTCP}},
 		}}},

@@ -17,9 +17,10 @@ import (
 	"k8s.io/cri-streaming/pkg/streaming/portforward"
 )
 
-// NodeName is the Node the stand-in kubelet registers. AppPod binds its
-// pods to it, so that the API server's pods/portforward reaches the
-// kubelet's streaming server, as kubectl port-forward does in a cluster.
+// NodeName is the Node the stand-in kubelet registers. A pod bound to it
+// (spec.nodeName) is reached by the API server's pods/portforward through
+// the kubelet's streaming server, as kubectl port-forward does in a
+// cluster.
 const NodeName = "stand-in-node"
 
 // streamingServer serves the kubelet's /portForward/{namespace}/{pod}
