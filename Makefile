@@ -21,11 +21,20 @@ all: build
 ##@ Build
 
 .PHONY: build
-build: ## Build bin/sluice-manager, bin/sluice-enforcer, bin/sluice-ratelimit and bin/sluice-load.
+build: ## Build bin/sluice-manager, bin/sluice-enforcer, bin/sluice-ratelimit, bin/sluice-load and bin/kubectl-sluice.
 	go build -o $(BIN)/sluice-manager ./cmd/manager
 	go build -o $(BIN)/sluice-enforcer ./cmd/enforcer
 	go build -o $(BIN)/sluice-ratelimit ./cmd/ratelimit
 	go build -o $(BIN)/sluice-load ./cmd/sluice-load
+	go build -o $(BIN)/kubectl-sluice ./cmd/kubectl-sluice
+
+# Where the release archives of kubectl-sluice are published; make krew
+# writes their URLs into plugins/sluice.yaml.
+KREW_URL_BASE ?= https://github.com/sluice-dev/sluice/releases/download/$(VERSION)
+
+.PHONY: krew
+krew: ## Build kubectl-sluice's release archives into dist/krew and fill plugins/sluice.yaml with their URLs (KREW_URL_BASE) and sha256.
+	hack/krew.sh $(VERSION) $(KREW_URL_BASE) $(CURDIR)/dist/krew plugins/sluice.yaml
 
 ##@ Test
 

@@ -176,6 +176,11 @@ type RateLimitPolicySpec struct {
 	// +optional
 	FailureMode FailureMode `json:"failureMode,omitempty"`
 
+	// Status chooses what the policy's status reports beyond the
+	// defaults (toptenants_types.go).
+	// +optional
+	Status *StatusOptions `json:"status,omitempty"`
+
 	// Timeout is the time budget for one storage round trip, a Go duration
 	// between 1ms and 1s such as 50ms. When it runs out, failureMode applies.
 	// +kubebuilder:default="50ms"
@@ -374,6 +379,14 @@ type RateLimitPolicyStatus struct {
 	// +kubebuilder:validation:MaxItems=64
 	// +optional
 	EffectiveLimits []EffectiveLimit `json:"effectiveLimits,omitempty"`
+	// TopTenants are, per rule, the tenants with the most requests and the
+	// most refusals over the last minute or two, from every enforcer; only
+	// with spec.status.topTenants.
+	// +listType=map
+	// +listMapKey=rule
+	// +kubebuilder:validation:MaxItems=64
+	// +optional
+	TopTenants []RuleTopTenants `json:"topTenants,omitempty"`
 }
 
 // EnforcerCounts counts the selected pods by the state of their enforcer.

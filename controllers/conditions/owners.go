@@ -67,6 +67,7 @@ var EnforcerStatus = Owner{
 		dst.Decisions = src.Decisions
 		dst.Bans = src.Bans
 		dst.EffectiveLimits = src.EffectiveLimits
+		dst.TopTenants = src.TopTenants
 	},
 }
 

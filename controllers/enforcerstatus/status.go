@@ -66,6 +66,7 @@ func setEnforcerStatus(p *v1alpha1.RateLimitPolicy, pods []selectedPod, publishe
 	p.Status.Enforcers = check.counts
 	p.Status.Decisions = check.decisions
 	p.Status.Bans = check.bans
+	p.Status.TopTenants = check.top.status()
 	cond := readyCondition(p, check)
 	cond.LastTransitionTime = now
 	apimeta.SetStatusCondition(&p.Status.Conditions, cond)
@@ -82,6 +83,8 @@ type enforcerCheck struct {
 	decisions v1alpha1.DecisionCounts
 	// bans are the policy's bans in force, nil when no enforcer counted them.
 	bans *v1alpha1.BanStatus
+	// top are the enforcers' top tenants, with spec.status.topTenants.
+	top topTenants
 	// notInjected pods run without an enforcer.
 	notInjected []selectedPod
 	// optedOut pods run without an enforcer by the user's choice: they are
@@ -171,6 +174,7 @@ func (c *enforcerCheck) pollAnswer(p *v1alpha1.RateLimitPolicy, sp selectedPod, 
 	c.decisions.WouldDeny += d.WouldDeny
 	c.decisions.Banned += d.Banned
 	c.bans = addBans(c.bans, st, p)
+	c.top.add(st, p)
 
 	if o := st.Overload; o != nil && o.Overloaded {
 		c.counts.Overloaded++

@@ -89,14 +89,17 @@ func TestProbesAndMetricsNeedNoCredential(t *testing.T) {
 	g.Expect(w.Body.String()).To(Equal("ok\n"))
 }
 
-func TestDebugIsNotOnTheAdminListener(t *testing.T) {
+func TestAdminListenerServesDebugTenantBehindTheTokenOnly(t *testing.T) {
 	g := NewWithT(t)
 	f := startWith(t, twoPolicies(t), redisURL, staticToken("t"))
-	for _, path := range []string{"/debug/tenant?policy=api&rule=all&tenant=acme", "/debug/pprof/"} {
-		for _, remote := range []string{"127.0.0.1:41234", "10.244.1.7:41234"} {
-			w := request(f.server, remote, path, "Bearer t")
-			g.Expect(w.Code).To(Equal(http.StatusNotFound), "%s from %s", path, remote)
-		}
+	for _, remote := range []string{"127.0.0.1:41234", "10.244.1.7:41234"} {
+		w := request(f.server, remote, "/debug/pprof/", "Bearer t")
+		g.Expect(w.Code).To(Equal(http.StatusNotFound), "profiles are not on the admin listener (from %s)", remote)
+		w = request(f.server, remote, "/debug/tenant?policy=api&rule=all&tenant=acme", "")
+		g.Expect(w.Code).To(Equal(http.StatusUnauthorized), "/debug/tenant from %s without the token", remote)
+		g.Expect(w.Body.String()).NotTo(ContainSubstring("remaining"))
+		w = request(f.server, remote, "/debug/tenant?policy=api&rule=all&tenant=acme", "Bearer t")
+		g.Expect(w.Code).To(Equal(http.StatusOK), "/debug/tenant from %s with the token: %s", remote, w.Body.String())
 	}
 	// The debug handler serves loopback peers only, whatever its listener.
 	w := request(f.server.Debug(), "10.244.1.7:41234", "/debug/tenant?policy=api&rule=all&tenant=acme", "Bearer t")
@@ -140,7 +143,7 @@ func TestStatusOverTheNetwork(t *testing.T) {
 	code, _ = fetch(g, base+"/readyz")
 	g.Expect(code).To(Equal(http.StatusOK))
 	code, _ = fetch(g, base+"/debug/tenant?policy=api&rule=all&tenant=acme")
-	g.Expect(code).To(Equal(http.StatusNotFound))
+	g.Expect(code).To(Equal(http.StatusUnauthorized), "a tenant's usage needs the token on the admin listener")
 
 	// A rotated Secret: the new token is in force once the cache expires.
 	g.Expect(os.WriteFile(tokenPath, []byte("second"), 0o600)).To(Succeed())

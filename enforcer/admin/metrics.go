@@ -22,6 +22,8 @@ import (
 // Metrics implements runtime.Recorder and reload.Observer.
 type Metrics struct {
 	Registry *prometheus.Registry
+	// top keeps the heaviest and most refused tenants (toptenants.go).
+	top *TopTenants
 
 	decisions      *prometheus.CounterVec
 	failureMode    *prometheus.CounterVec
@@ -64,6 +66,7 @@ type policyCounts struct {
 func NewMetrics(version string) *Metrics {
 	m := &Metrics{
 		Registry: prometheus.NewRegistry(),
+		top:      NewTopTenants(),
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_enforcer_decisions_total",
 			Help: "Rule decisions, by policy, rule, decision (allowed, denied, would_deny, banned) and tier.",

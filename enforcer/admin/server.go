@@ -73,8 +73,9 @@ type Server struct {
 }
 
 // New serves /healthz, /readyz, /metrics and /status on the admin handler
-// (Server itself), and /debug/tenant, with /debug/pprof/ when opts.Pprof is
-// set, on Debug.
+// (Server itself), with /bans, /debug/tenant and DELETE /tenant behind the
+// status token; and /debug/tenant, with /debug/pprof/ when opts.Pprof is
+// set, on Debug for loopback peers.
 func New(opts Options) *Server {
 	s := &Server{opts: opts, mux: http.NewServeMux()}
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -91,6 +92,8 @@ func New(opts Options) *Server {
 	s.mux.HandleFunc("GET "+status.Path, s.status)
 	s.mux.HandleFunc("GET /bans", s.listBans)
 	s.mux.HandleFunc("DELETE /bans", s.liftBan)
+	s.mux.HandleFunc("GET /debug/tenant", s.authenticated(s.debugTenant))
+	s.mux.HandleFunc("DELETE /tenant", s.resetTenant)
 
 	debug := http.NewServeMux()
 	debug.HandleFunc("GET /debug/tenant", s.debugTenant)
@@ -161,6 +164,9 @@ func (s *Server) Status() status.Document {
 		out.Redis = append(out.Redis, redisStatus(be, byBackend[be]))
 	}
 	s.addAdaptive(&out)
+	if s.opts.Metrics != nil {
+		out.TopTenants = s.opts.Metrics.top.Report()
+	}
 	return out
 }
 

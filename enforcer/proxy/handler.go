@@ -452,6 +452,9 @@ func (h *Handler) record(st *requestState) {
 			h.rec.Degraded(c.Policy)
 		}
 		h.rec.Check(c.Policy, c.Rule, c.Tier, v)
+		if tr, ok := h.rec.(runtime.TenantRecorder); ok {
+			tr.Tenant(c.Policy, c.Rule, c.Tenant, v)
+		}
 		policyVerdict = max(policyVerdict, v)
 		// Checks come grouped by policy: close the group at its last check.
 		if i == len(st.checks)-1 || st.checks[i+1].Policy != c.Policy {

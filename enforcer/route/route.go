@@ -68,6 +68,9 @@ type Check struct {
 	// Request is what to ask the limiter. Its Windows are shared with every
 	// other check of the same rule: do not modify them.
 	Request limiter.Request
+	// Tenant is the tenant as overrides name it (identity.Identity.Name):
+	// client input, never a label or a log field.
+	Tenant string
 }
 
 // Table is a compiled configuration: the policies an enforcer applies. It
@@ -175,6 +178,7 @@ func (t *Table) Checks(r *request.Request, dst []Check) []Check {
 			id, tenant := ids.resolve(r, p.salt, rule.identity)
 			limits, _ := t.windows(rule, tier, id.Name())
 			dst = append(dst, t.check(p, rule, tier, tenant, limits))
+			dst[len(dst)-1].Tenant = id.Name()
 		}
 	}
 	return dst

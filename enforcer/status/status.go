@@ -48,6 +48,8 @@ type Document struct {
 	// counts once per request it applies to (denied when one of its rules
 	// refused it, wouldDeny for a DryRun policy, else allowed).
 	Decisions map[string]DecisionCounts `json:"decisions"`
+	// TopTenants are the heaviest and most refused tenants of each rule.
+	TopTenants []TopTenants `json:"topTenants,omitempty"`
 }
 
 // Overload is what the enforcer holds of what it may hold. While

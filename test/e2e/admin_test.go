@@ -71,10 +71,10 @@ var _ = Describe("The enforcer's admin and debug listeners", Ordered, func() {
 		Expect(body).To(Equal("ok\n"))
 	})
 
-	It("serves /debug on the pod's loopback only, not on the admin port", func() {
+	It("serves /debug on the pod's loopback, and on the admin port only with the token", func() {
 		request(ep, http.MethodGet, "/x", "X-Tenant-ID", "acme")
 		code, _ := get(ep.Admin+"/debug/tenant?policy=admin&rule=all&tenant=acme", "")
-		Expect(code).To(Equal(http.StatusNotFound))
+		Expect(code).To(Equal(http.StatusUnauthorized))
 		Expect(ep.Debug).To(HavePrefix("http://" + ep.IP + ":9902"))
 		code, body := get(ep.Debug+"/debug/tenant?policy=admin&rule=all&tenant=acme", "")
 		Expect(code).To(Equal(http.StatusOK), body)

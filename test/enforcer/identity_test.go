@@ -71,7 +71,9 @@ func TestJWTClaimIdentity(t *testing.T) {
 }
 
 // TestAPIKeysAreNeverKept: the raw key never reaches Redis keys, logs,
-// metrics or /status, and overrides name a key by its hash.
+// metrics or /status, and overrides name a key by its hash. Its unsalted
+// hash, the form overrides and /debug/tenant use, is only in the
+// authenticated /status's top tenants.
 func TestAPIKeysAreNeverKept(t *testing.T) {
 	g := NewWithT(t)
 	const key, otherKey = "sk_live_TOPSECRET_4242", "sk_live_OTHERSECRET_77"
@@ -96,8 +98,13 @@ func TestAPIKeysAreNeverKept(t *testing.T) {
 	keys, err := shared.Client().Keys(context.Background(), "sl:{"+namespace(t)+"/*").Result()
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(keys).To(HaveLen(3), "one bucket per key, and the anonymous one")
-	seen := strings.Join(keys, "\n") + get(t, e.admin+"/metrics").body + get(t, e.admin+"/status").body + e.logs.String()
+	status := get(t, e.admin+"/status").body
+	seen := strings.Join(keys, "\n") + get(t, e.admin+"/metrics").body + e.logs.String()
 	for _, secret := range []string{key, otherKey, "TOPSECRET", "OTHERSECRET", hex.EncodeToString(sum[:])} {
 		g.Expect(seen).NotTo(ContainSubstring(secret), fmt.Sprintf("%q leaked", secret))
 	}
+	for _, secret := range []string{key, otherKey, "TOPSECRET", "OTHERSECRET"} {
+		g.Expect(status).NotTo(ContainSubstring(secret), fmt.Sprintf("%q leaked into /status", secret))
+	}
+	g.Expect(status).To(ContainSubstring(`"tenant": "`+hashed+`"`), "the top tenants name the key by its hash")
 }

@@ -91,7 +91,9 @@ func (s *Stack) CreatePolicies(ctx context.Context, namespace string, policies .
 }
 
 // AppPod is a pod of an application listening on port, as a Deployment
-// would create it: the webhook decides whether it gets the enforcer.
+// would create it: the webhook decides whether it gets the enforcer. Set
+// Spec.NodeName to NodeName for pods/portforward to reach it (a bound pod
+// is deleted gracefully, no longer at once).
 func AppPod(namespace, name string, labels map[string]string, port int32) *corev1.Pod {
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, Labels: labels},

@@ -80,10 +80,11 @@ type Stack struct {
 	root          string
 	kubeletLog    *os.File
 
-	cp     *controlPlane
-	reap   *reaper
-	cancel context.CancelFunc
-	once   sync.Once
+	cp        *controlPlane
+	streaming *streamingServer
+	reap      *reaper
+	cancel    context.CancelFunc
+	once      sync.Once
 }
 
 // Scheme knows the core types and RateLimitPolicy.
@@ -172,6 +173,10 @@ func Start(ctx context.Context, opts Options) (_ *Stack, err error) {
 	if err = s.Kubelet.start(runCtx); err != nil {
 		return nil, err
 	}
+	s.streaming = startStreamingServer(s.Kubelet)
+	if err = s.registerNode(ctx, s.streaming.server.Listener.Addr().String()); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -223,6 +228,9 @@ func (s *Stack) Close() {
 	s.once.Do(func() {
 		if s.cancel != nil {
 			s.cancel()
+		}
+		if s.streaming != nil {
+			s.streaming.close()
 		}
 		if s.Kubelet != nil {
 			s.Kubelet.stopAll()

@@ -1,0 +1,21 @@
+// Command kubectl-sluice is the kubectl plugin of Sluice: kubectl sluice
+// status, explain, simulate, tenant, top, unban and reset
+// (docs/kubectl-plugin.md).
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+
+	"github.com/sluice-dev/sluice/internal/plugin"
+)
+
+func main() {
+	cmd := plugin.NewCommand(genericiooptions.IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr})
+	if err := cmd.Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, "error:", err)
+		os.Exit(1)
+	}
+}

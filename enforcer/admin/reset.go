@@ -1,0 +1,73 @@
+package admin
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/sluice-dev/sluice/enforcer/route"
+)
+
+// TenantReset is what DELETE /tenant answers.
+type TenantReset struct {
+	Policy string `json:"policy"`
+	Rule   string `json:"rule"`
+	// Tenant is the salted hash Redis keys use, as GET /bans lists it.
+	Tenant string `json:"tenantHash"`
+	// Deleted is how many of the bucket's keys existed: 0 when the tenant
+	// had no state under the rule's current windows.
+	Deleted int64 `json:"deleted"`
+}
+
+// authenticated serves next to callers with the status token only, as
+// /status is served.
+func (s *Server) authenticated(next http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if s.authorizeStatus(w, r) {
+			next(w, r)
+		}
+	}
+}
+
+// resetTenant answers DELETE /tenant?policy=P&rule=R&tenant=T[&tier=X]
+// [&method=M&path=/p&host=h]: it deletes the tenant's counters under the
+// rule's windows for the tenant (its override's, or its tier's), as
+// /debug/tenant names the bucket, so that its next request starts afresh.
+// A ban stays: DELETE /bans lifts it.
+func (s *Server) resetTenant(w http.ResponseWriter, r *http.Request) {
+	if !s.authorizeStatus(w, r) {
+		return
+	}
+	q := r.URL.Query()
+	policy, rule := q.Get("policy"), q.Get("rule")
+	if policy == "" || rule == "" || !q.Has("tenant") {
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "policy, rule and tenant are required"})
+		return
+	}
+	snap := s.opts.Snapshots.Snapshot()
+	if snap == nil {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "no configuration loaded"})
+		return
+	}
+	p := snap.Policy(policy)
+	if p == nil {
+		writeJSON(w, http.StatusNotFound, map[string]string{"error": fmt.Sprintf("policy %q is not applied by this enforcer", policy)})
+		return
+	}
+	matches, _ := snap.Table.TenantChecks(route.TenantRequest{Policy: policy, Rule: rule, Tenant: q.Get("tenant"),
+		Tier: q.Get("tier"), Method: q.Get("method"), Path: q.Get("path"), Host: strings.ToLower(q.Get("host"))})
+	if len(matches) == 0 {
+		writeJSON(w, http.StatusNotFound, map[string]string{"error": fmt.Sprintf("policy %s has no limited rule %q", policy, rule)})
+		return
+	}
+	req := matches[0].Request
+	ctx, cancel := context.WithTimeout(r.Context(), bansTimeout)
+	defer cancel()
+	n, err := snap.BackendOf(p).Guard.ResetTenant(ctx, req)
+	if err != nil {
+		writeJSON(w, http.StatusBadGateway, map[string]string{"error": err.Error()})
+		return
+	}
+	writeJSON(w, http.StatusOK, TenantReset{Policy: policy, Rule: rule, Tenant: string(req.Bucket.Tenant), Deleted: n})
+}

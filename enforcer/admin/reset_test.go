@@ -1,0 +1,66 @@
+package admin
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	. "github.com/onsi/gomega"
+)
+
+// send serves method path to h as from a pod's address, with the bearer
+// token when not empty.
+func send(h http.Handler, method, path, token string) *httptest.ResponseRecorder {
+	req := httptest.NewRequest(method, path, nil)
+	req.RemoteAddr = "10.244.1.7:41234"
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, req)
+	return w
+}
+
+func TestTenantEndpointsOnTheAdminPortNeedTheToken(t *testing.T) {
+	g := NewWithT(t)
+	f := startWith(t, twoPolicies(t), redisURL, staticToken("t"))
+	for _, c := range []struct{ method, path string }{
+		{http.MethodGet, "/debug/tenant?policy=api&rule=all&tenant=acme"},
+		{http.MethodDelete, "/tenant?policy=api&rule=all&tenant=acme"},
+	} {
+		g.Expect(send(f.server, c.method, c.path, "").Code).To(Equal(http.StatusUnauthorized), "%s %s without a token", c.method, c.path)
+		g.Expect(send(f.server, c.method, c.path, "wrong").Code).To(Equal(http.StatusUnauthorized), "%s %s with a wrong token", c.method, c.path)
+		w := send(f.server, c.method, c.path, "t")
+		g.Expect(w.Code).To(Equal(http.StatusOK), "%s %s: %s", c.method, c.path, w.Body.String())
+	}
+}
+
+func TestResetTenantStartsItsBucketAfresh(t *testing.T) {
+	g := NewWithT(t)
+	f := startWith(t, twoPolicies(t), redisURL, staticToken("t"))
+	for range 5 {
+		fetch(g, f.proxy+"/x", "X-Tenant: bob")
+	}
+	fetch(g, f.proxy+"/x", "X-Tenant: carol")
+	code, _ := fetch(g, f.proxy+"/x", "X-Tenant: bob")
+	g.Expect(code).To(Equal(http.StatusTooManyRequests), "bob used his 5 an hour")
+
+	w := send(f.server, http.MethodDelete, "/tenant?policy=api&rule=all&tenant=bob", "t")
+	g.Expect(w.Code).To(Equal(http.StatusOK), w.Body.String())
+	var reset TenantReset
+	g.Expect(json.Unmarshal(w.Body.Bytes(), &reset)).To(Succeed())
+	g.Expect(reset.Deleted).To(BeEquivalentTo(1))
+	g.Expect(reset.Tenant).To(HaveLen(24))
+
+	code, _ = fetch(g, f.proxy+"/x", "X-Tenant: bob")
+	g.Expect(code).To(Equal(http.StatusOK), "the refusal cached by this enforcer is forgotten too")
+	w = send(f.server, http.MethodGet, "/debug/tenant?policy=api&rule=all&tenant=carol", "t")
+	g.Expect(w.Body.String()).To(ContainSubstring(`"remaining": 4`), "another tenant keeps its count")
+
+	w = send(f.server, http.MethodDelete, "/tenant?policy=api&rule=all&tenant=nobody", "t")
+	g.Expect(w.Body.String()).To(ContainSubstring(`"deleted": 0`))
+	g.Expect(send(f.server, http.MethodDelete, "/tenant?policy=api&rule=nope&tenant=bob", "t").Code).To(Equal(http.StatusNotFound))
+	g.Expect(send(f.server, http.MethodDelete, "/tenant?policy=nope&rule=all&tenant=bob", "t").Code).To(Equal(http.StatusNotFound))
+	g.Expect(send(f.server, http.MethodDelete, "/tenant?policy=api&rule=all", "t").Code).To(Equal(http.StatusBadRequest))
+}

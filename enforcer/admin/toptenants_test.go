@@ -1,0 +1,63 @@
+package admin
+
+import (
+	"encoding/json"
+	"net/http"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+
+	"github.com/sluice-dev/sluice/enforcer/status"
+)
+
+func TestStatusListsTheHeaviestAndMostRefusedTenants(t *testing.T) {
+	g := NewWithT(t)
+	f := startWith(t, twoPolicies(t), redisURL, staticToken("t"))
+	for range 8 {
+		fetch(g, f.proxy+"/x", "X-Tenant: bob") // 5 admitted, 3 refused
+	}
+	for range 2 {
+		fetch(g, f.proxy+"/x", "X-Tenant: carol")
+	}
+	w := send(f.server, http.MethodGet, "/status", "t")
+	var doc status.Document
+	g.Expect(json.Unmarshal(w.Body.Bytes(), &doc)).To(Succeed())
+	var api *status.TopTenants
+	for i := range doc.TopTenants {
+		if doc.TopTenants[i].Policy == "api" && doc.TopTenants[i].Rule == "all" {
+			api = &doc.TopTenants[i]
+		}
+	}
+	g.Expect(api).NotTo(BeNil(), "top tenants of api/all in %s", w.Body.String())
+	g.Expect(api.Heaviest).To(Equal([]status.TenantCount{{Tenant: "bob", Count: 8}, {Tenant: "carol", Count: 2}}))
+	g.Expect(api.Refused).To(Equal([]status.TenantCount{{Tenant: "bob", Count: 3}}))
+}
+
+func TestTopTenantsForgetAfterTwoWindows(t *testing.T) {
+	g := NewWithT(t)
+	now := time.Unix(1_800_000_000, 0)
+	top := NewTopTenants()
+	top.now = func() time.Time { return now }
+	cfg := twoPolicies(t)
+	f := startWith(t, cfg, redisURL, nil)
+	snap := f.handler.Snapshot()
+	p := snap.Policy("api")
+	r := p.Limited()[0]
+	top.Tenant(p, r, "bob", 0)
+	now = now.Add(topTenantsWindow + time.Second)
+	top.Tenant(p, r, "carol", 0)
+	g.Expect(top.Report()[0].Heaviest).To(HaveLen(2), "the last complete window and the current one")
+	now = now.Add(topTenantsWindow)
+	g.Expect(top.Report()[0].Heaviest).To(Equal([]status.TenantCount{{Tenant: "carol", Count: 1}}), "bob's window is past")
+	now = now.Add(3 * topTenantsWindow)
+	g.Expect(top.Report()).To(BeEmpty())
+}
+
+func TestJWTClaimTenantsAreHashed(t *testing.T) {
+	g := NewWithT(t)
+	g.Expect(tenantName("alice@example.com", true)).To(HavePrefix("sha256:"))
+	g.Expect(tenantName("alice@example.com", true)).To(HaveLen(len("sha256:") + 64))
+	g.Expect(tenantName("10.0.0.1", true)).To(Equal("10.0.0.1"))
+	g.Expect(tenantName("acme", false)).To(Equal("acme"))
+}

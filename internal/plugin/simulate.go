@@ -1,0 +1,302 @@
+package plugin
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/textproto"
+	"sort"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/enforcer/config"
+	"github.com/sluice-dev/sluice/enforcer/route"
+	"github.com/sluice-dev/sluice/internal/compile"
+	"github.com/sluice-dev/sluice/internal/policyfile"
+)
+
+// SimulateRequest is the request kubectl sluice simulate decides.
+type SimulateRequest struct {
+	Files []string `json:"files"`
+	// Tenant is the identity as the policy's identity yields it (a header
+	// or claim value, a client IP, sha256:<hex> of an API key), as
+	// /debug/tenant and overrides name it; empty is the anonymous bucket.
+	Tenant string              `json:"tenant"`
+	Method string              `json:"method"`
+	Path   string              `json:"path"`
+	Host   string              `json:"host,omitempty"`
+	Header map[string][]string `json:"header,omitempty"`
+	Tier   string              `json:"tier,omitempty"`
+	// FromCluster reads each policy's UID from the cluster: the salt of
+	// its Redis keys there.
+	FromCluster bool `json:"fromCluster,omitempty"`
+}
+
+// SimulateReport is what simulate prints: the rules a request of the
+// tenant is checked against, with the limits and identity of each.
+type SimulateReport struct {
+	Namespace string          `json:"namespace"`
+	Request   SimulateRequest `json:"request"`
+	// Rules are the limited rules that apply, by policy in configuration
+	// order; the request passes only if each one does.
+	Rules []SimulatedRule `json:"rules"`
+	// ExemptBy are the exempt rules that let it through their policy.
+	ExemptBy []string `json:"exemptBy,omitempty"`
+	// Errors are the policies that did not compile, with why.
+	Errors []string `json:"errors,omitempty"`
+}
+
+// SimulatedWindow is one window of a rule.
+type SimulatedWindow struct {
+	Requests      int64   `json:"requests"`
+	PeriodSeconds float64 `json:"periodSeconds"`
+	Burst         int64   `json:"burst,omitempty"`
+}
+
+// SimulatedRule is one check of the request.
+type SimulatedRule struct {
+	Policy      string `json:"policy"`
+	Rule        string `json:"rule"`
+	Mode        string `json:"mode"`
+	FailureMode string `json:"failureMode"`
+	Tier        string `json:"tier,omitempty"`
+	TierReason  string `json:"tierReason,omitempty"`
+	Algorithm   string `json:"algorithm"`
+	Cost        int64  `json:"cost"`
+	// Override says the limits are the tenant's own.
+	Override bool     `json:"override"`
+	Limits   []string `json:"limits"`
+	// Windows are Limits as numbers: requests per period (seconds), and
+	// the burst of the algorithms that have one.
+	Windows []SimulatedWindow `json:"windows"`
+	// Identity is the tenant as the rule counts it, and Sources where the
+	// rule reads it from in a request.
+	Identity string   `json:"identity"`
+	Sources  []string `json:"sources"`
+	// TenantHash is the salted hash the rule's Redis keys hold; with
+	// --from-cluster, Keys are those keys in the cluster.
+	TenantHash string   `json:"tenantHash"`
+	Keys       []string `json:"keys,omitempty"`
+}
+
+func newSimulateCommand(o *Options) *cobra.Command {
+	req := SimulateRequest{}
+	var headers []string
+	cmd := &cobra.Command{
+		Use:   "simulate -f POLICY.yaml --tenant T --path /x [--method GET] [--header K=V ...]",
+		Short: "Which rule, which limit and which identity a request meets, from policy files, with no cluster",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			h, err := parseHeaders(headers)
+			if err != nil {
+				return err
+			}
+			req.Header = h
+			var c *Clients
+			namespace := ""
+			if o.Flags.Namespace != nil {
+				namespace = *o.Flags.Namespace
+			}
+			if req.FromCluster {
+				if c, err = o.Clients(); err != nil {
+					return err
+				}
+				namespace = c.Namespace
+			}
+			report, err := Simulate(cmd.Context(), c, namespace, req)
+			if err != nil {
+				return err
+			}
+			return o.print("SimulateReport", report, report.write)
+		},
+	}
+	cmd.Flags().StringSliceVarP(&req.Files, "filename", "f", nil, "policy files (YAML, several documents each)")
+	cmd.Flags().StringVar(&req.Tenant, "tenant", "", "the tenant as the policy's identity yields it (header or claim value, client IP, sha256:<hex> of an API key); empty: anonymous")
+	cmd.Flags().StringVar(&req.Method, "method", http.MethodGet, "the request's method")
+	cmd.Flags().StringVar(&req.Path, "path", "/", "the request's path")
+	cmd.Flags().StringVar(&req.Host, "host", "", "the request's host (empty: matches whatever a rule asks)")
+	cmd.Flags().StringArrayVar(&headers, "header", nil, "a request header K=V (repeatable), from which the tier is read")
+	cmd.Flags().StringVar(&req.Tier, "tier", "", "the tier, instead of the one the headers name")
+	cmd.Flags().BoolVar(&req.FromCluster, "from-cluster", false, "read the policies' UIDs from the cluster to show their Redis keys there")
+	_ = cmd.MarkFlagRequired("filename")
+	return cmd
+}
+
+// parseHeaders reads K=V (or K:V) arguments.
+func parseHeaders(args []string) (map[string][]string, error) {
+	if len(args) == 0 {
+		return nil, nil
+	}
+	h := http.Header{}
+	for _, a := range args {
+		k, v, ok := strings.Cut(a, "=")
+		if !ok {
+			k, v, ok = strings.Cut(a, ":")
+		}
+		if !ok || strings.TrimSpace(k) == "" {
+			return nil, fmt.Errorf("--header %q: give NAME=VALUE", a)
+		}
+		h.Add(textproto.CanonicalMIMEHeaderKey(strings.TrimSpace(k)), strings.TrimSpace(v))
+	}
+	return h, nil
+}
+
+// Simulate compiles req's policy files as the manager does
+// (internal/policyfile admits them as the API server would,
+// internal/compile compiles them) and asks the enforcer's route table
+// which checks a request of the tenant makes, as /debug/tenant does. With
+// req.FromCluster, c reads each policy's UID, the salt of its keys.
+func Simulate(ctx context.Context, c *Clients, namespace string, req SimulateRequest) (*SimulateReport, error) {
+	if req.Path == "" {
+		req.Path = "/"
+	}
+	if req.Method == "" {
+		req.Method = http.MethodGet
+	}
+	ns, policies, err := policyfile.Load(namespace, req.Files...)
+	if err != nil {
+		return nil, err
+	}
+	report := &SimulateReport{Namespace: ns, Request: req, Rules: []SimulatedRule{}}
+	if req.FromCluster {
+		if c == nil {
+			return nil, fmt.Errorf("--from-cluster needs a cluster")
+		}
+		for i := range policies {
+			live := &v1alpha1.RateLimitPolicy{}
+			if err := c.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: policies[i].Name}, live); err != nil {
+				return nil, apiError(err, "get", "ratelimitpolicies.sluice.dev", ns, policies[i].Name)
+			}
+			policies[i].UID = live.UID
+		}
+	}
+	res, err := compile.Namespace(ns, policies, compile.Options{})
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, 0, len(res.Errors))
+	for name := range res.Errors {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		report.Errors = append(report.Errors, res.Errors[name].Error())
+	}
+	table, err := route.New(res.Config)
+	if err != nil {
+		return nil, err
+	}
+	matches, exempt := table.TenantChecks(route.TenantRequest{Tenant: req.Tenant, Method: req.Method, Path: req.Path,
+		Host: strings.ToLower(req.Host), Header: req.Header, Tier: req.Tier})
+	for _, e := range exempt {
+		report.ExemptBy = append(report.ExemptBy, e.Policy+"/"+e.Rule)
+	}
+	for i := range matches {
+		report.Rules = append(report.Rules, simulatedRule(&matches[i], req))
+	}
+	return report, nil
+}
+
+func simulatedRule(m *route.TenantMatch, req SimulateRequest) SimulatedRule {
+	mode := config.ModeEnforce
+	if m.Policy.DryRun {
+		mode = config.ModeDryRun
+	}
+	r := m.Request
+	out := SimulatedRule{Policy: m.Policy.Name, Rule: m.Rule.Name, Mode: string(mode), FailureMode: string(m.Policy.Failure.Mode),
+		Tier: m.Tier, TierReason: tierChoice(m), Algorithm: string(r.Algorithm), Cost: r.Cost, Override: m.Override,
+		Identity: req.Tenant, TenantHash: string(r.Bucket.Tenant)}
+	if out.Identity == "" {
+		out.Identity = "(anonymous)"
+	}
+	for _, w := range r.Windows {
+		l := fmt.Sprintf("%d per %s", w.Requests, config.Duration{Duration: w.Period})
+		if w.Burst > 0 && w.Burst != w.Requests {
+			l += fmt.Sprintf(" (burst %d)", w.Burst)
+		}
+		out.Limits = append(out.Limits, l)
+		out.Windows = append(out.Windows, SimulatedWindow{Requests: w.Requests, PeriodSeconds: w.Period.Seconds(), Burst: w.Burst})
+	}
+	for _, s := range m.Rule.Identity.Sources {
+		out.Sources = append(out.Sources, describeSource(s))
+	}
+	for _, p := range m.Rule.Identity.PartitionBy {
+		out.Sources = append(out.Sources, "partitioned by "+string(p))
+	}
+	if req.FromCluster {
+		out.Keys = r.Keys()
+	}
+	return out
+}
+
+// tierChoice says how the tier was found, as /debug/tenant says it.
+func tierChoice(m *route.TenantMatch) string {
+	c := m.TierChoice
+	switch {
+	case c.Default == "":
+		return ""
+	case c.Source == "" && c.Named != "":
+		return "named with --tier"
+	case c.Known:
+		return c.Source + " names it"
+	case c.Named == "":
+		return "no " + c.Source + ": the default tier"
+	}
+	return fmt.Sprintf("%s names %q, no tier of the policy: the default tier", c.Source, c.Named)
+}
+
+// describeSource is one identity source in words.
+func describeSource(s config.Source) string {
+	switch {
+	case s.Header != nil:
+		return "header " + s.Header.Name
+	case s.APIKey != nil:
+		return "API key in header " + s.APIKey.Name + " (as sha256:<hex>)"
+	case s.JWTClaim != nil:
+		return "JWT claim " + s.JWTClaim.Claim
+	case s.ClientIP != nil:
+		return "client IP"
+	case s.Shared != nil:
+		return "shared (one bucket for everyone)"
+	case s.Descriptor != nil:
+		return "descriptor " + s.Descriptor.Key
+	}
+	return "?"
+}
+
+func (r *SimulateReport) write(w io.Writer) error {
+	fmt.Fprintf(w, "%s %s for tenant %q in namespace %s\n", r.Request.Method, r.Request.Path, r.Request.Tenant, r.Namespace)
+	for _, e := range r.Errors {
+		fmt.Fprintf(w, "  ! does not compile: %s\n", e)
+	}
+	for _, e := range r.ExemptBy {
+		fmt.Fprintf(w, "  Exempt by %s: not limited by that policy\n", e)
+	}
+	if len(r.Rules) == 0 {
+		fmt.Fprintln(w, "  No limited rule applies: the request is not limited.")
+		return nil
+	}
+	for _, rule := range r.Rules {
+		fmt.Fprintf(w, "  Policy %s, rule %s (%s, failure mode %s)\n", rule.Policy, rule.Rule, rule.Mode, rule.FailureMode)
+		limits := strings.Join(rule.Limits, ", ")
+		if rule.Override {
+			limits += " (the tenant's override)"
+		}
+		fmt.Fprintf(w, "    Limit:    %s, %s, cost %d\n", limits, rule.Algorithm, rule.Cost)
+		if rule.Tier != "" {
+			fmt.Fprintf(w, "    Tier:     %s (%s)\n", rule.Tier, rule.TierReason)
+		}
+		fmt.Fprintf(w, "    Identity: %s, from %s; tenant hash %s\n", rule.Identity, strings.Join(rule.Sources, ", "), rule.TenantHash)
+		for _, k := range rule.Keys {
+			fmt.Fprintf(w, "    Key:      %s\n", k)
+		}
+	}
+	if len(r.Rules) > 0 && !r.Request.FromCluster {
+		fmt.Fprintln(w, "  (Redis keys are salted with each policy's UID in a cluster: --from-cluster shows them)")
+	}
+	return nil
+}

@@ -1,0 +1,36 @@
+package plugin
+
+import (
+	"context"
+	"testing"
+
+	. "github.com/onsi/gomega"
+)
+
+func TestSimulateNeedsNoCluster(t *testing.T) {
+	g := NewWithT(t)
+	files := []string{"testdata/shop-policy.yaml"}
+	r, err := Simulate(context.Background(), nil, "shop", SimulateRequest{Files: files, Tenant: "acme", Method: "GET", Path: "/v1/items"})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(r.Namespace).To(Equal("shop"))
+	g.Expect(r.Rules).To(HaveLen(1))
+	g.Expect(r.Rules[0].Rule).To(Equal("reads"))
+	g.Expect(r.Rules[0].Windows).To(Equal([]SimulatedWindow{{Requests: 5, PeriodSeconds: 60}}))
+	g.Expect(r.Rules[0].Sources).To(Equal([]string{"header X-Tenant-ID"}))
+	g.Expect(r.Rules[0].TenantHash).To(MatchRegexp(`^[0-9a-f]{24}$`))
+	g.Expect(r.Rules[0].Keys).To(BeEmpty(), "keys only with --from-cluster")
+
+	r, err = Simulate(context.Background(), nil, "shop", SimulateRequest{Files: files, Tenant: "acme", Method: "GET", Path: "/healthz"})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(r.Rules).To(BeEmpty())
+	g.Expect(r.ExemptBy).To(Equal([]string{"shop/healthz"}))
+
+	r, err = Simulate(context.Background(), nil, "shop", SimulateRequest{Files: files, Method: "DELETE", Path: "/v1/items"})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(r.Rules).To(BeEmpty(), "no rule limits DELETE")
+
+	_, err = Simulate(context.Background(), nil, "shop", SimulateRequest{Files: []string{"testdata/missing.yaml"}})
+	g.Expect(err).To(MatchError(ContainSubstring("missing.yaml")))
+	_, err = Simulate(context.Background(), nil, "shop", SimulateRequest{Files: files, FromCluster: true})
+	g.Expect(err).To(MatchError("--from-cluster needs a cluster"))
+}

@@ -1,0 +1,286 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/internal/plugin"
+	"github.com/sluice-dev/sluice/internal/testing/stack"
+)
+
+// updateGolden rewrites the golden files of kubectl sluice's output:
+// go test ./test/e2e/ -run TestE2E -args -update-golden
+var updateGolden = flag.Bool("update-golden", false, "rewrite test/e2e/testdata/plugin/*.golden")
+
+const pluginPolicyFile = "testdata/plugin/shop-policy.yaml"
+
+// kubectlSluice runs kubectl-sluice's command tree with the suite's
+// kubeconfig, stdin as its input; it returns what it printed.
+func kubectlSluice(ctx context.Context, stdin string, args ...string) (string, error) {
+	var out, errOut bytes.Buffer
+	cmd := plugin.NewCommand(genericiooptions.IOStreams{In: strings.NewReader(stdin), Out: &out, ErrOut: &errOut})
+	cmd.SetArgs(append([]string{"--kubeconfig", sluice.Kubeconfig}, args...))
+	err := cmd.ExecuteContext(ctx)
+	return out.String(), err
+}
+
+var (
+	goldenTime = regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ`)
+	goldenHash = regexp.MustCompile(`\b[0-9a-f]{16,64}\b`)
+	goldenWait = regexp.MustCompile(`Retry-After \d+s`)
+)
+
+// expectGolden compares out, with times and hashes masked, to
+// testdata/plugin/NAME.golden.
+func expectGolden(name, out string) {
+	GinkgoHelper()
+	out = goldenTime.ReplaceAllString(out, "<time>")
+	out = goldenHash.ReplaceAllString(out, "<hash>")
+	out = goldenWait.ReplaceAllString(out, "Retry-After <n>s")
+	path := filepath.Join("testdata", "plugin", name+".golden")
+	if *updateGolden {
+		Expect(os.WriteFile(path, []byte(out), 0o644)).To(Succeed())
+	}
+	want, err := os.ReadFile(path)
+	Expect(err).NotTo(HaveOccurred(), "run with -args -update-golden to write it")
+	Expect(out).To(Equal(string(want)), "kubectl sluice output against %s", path)
+}
+
+var _ = Describe("kubectl sluice", Ordered, func() {
+	const namespace = "e2e-plugin"
+	var eps []stack.Endpoint
+	BeforeAll(func(ctx SpecContext) {
+		policyYAML, err := os.ReadFile(pluginPolicyFile)
+		Expect(err).NotTo(HaveOccurred())
+		// deploy, with the pods bound to the stand-in kubelet's Node, which
+		// pods/portforward needs.
+		Expect(sluice.CreateNamespace(ctx, namespace)).To(Succeed())
+		policies, err := stack.ParsePolicies(policyYAML)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(sluice.CreatePolicies(ctx, namespace, policies...)).To(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(policy(ctx, namespace, "shop").Status.ObservedGeneration).To(BeEquivalentTo(1))
+		}).Should(Succeed())
+		for _, name := range []string{"shop-0", "shop-1"} {
+			pod := stack.AppPod(namespace, name, map[string]string{"app": "shop"}, 8080)
+			pod.Spec.NodeName = stack.NodeName
+			Expect(sluice.Client.Create(ctx, pod)).To(Succeed())
+		}
+		eps, err = sluice.WaitReady(ctx, namespace, "shop-0", "shop-1")
+		Expect(err).NotTo(HaveOccurred())
+		expectConfigLoaded(ctx, namespace, eps)
+		expectReady(ctx, namespace, "shop", 2)
+		plain := stack.AppPod(namespace, "plain", map[string]string{"app": "other"}, 8080)
+		Expect(sluice.Client.Create(ctx, plain)).To(Succeed())
+	})
+
+	It("status shows the policy's enforcers, modes and conditions on one screen", func(ctx SpecContext) {
+		out, err := kubectlSluice(ctx, "", "-n", namespace, "status")
+		Expect(err).NotTo(HaveOccurred())
+		expectGolden("status", out)
+
+		out, err = kubectlSluice(ctx, "", "-n", namespace, "status", "shop", "-o", "json")
+		Expect(err).NotTo(HaveOccurred())
+		var report plugin.StatusReport
+		Expect(json.Unmarshal([]byte(out), &report)).To(Succeed(), "-o json parses: %s", out)
+		Expect(report.Policies).To(HaveLen(1))
+		Expect(report.Policies[0].Enforcers.Ready).To(BeEquivalentTo(2))
+		Expect(out).To(ContainSubstring(`"kind": "StatusReport"`))
+
+		out, err = kubectlSluice(ctx, "", "-n", namespace, "status", "shop", "-o", "yaml")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(yaml.Unmarshal([]byte(out), &report)).To(Succeed())
+		Expect(report.Policies[0].Name).To(Equal("shop"))
+	})
+
+	It("status of a missing policy says it is not there", func(ctx SpecContext) {
+		_, err := kubectlSluice(ctx, "", "-n", namespace, "status", "nope")
+		Expect(err).To(MatchError(`ratelimitpolicies.sluice.dev "nope" not found in namespace e2e-plugin`))
+	})
+
+	It("explain says a selected pod runs an enforcer with the namespace's configuration, through a port-forward", func(ctx SpecContext) {
+		out, err := kubectlSluice(ctx, "", "-n", namespace, "explain", eps[0].Pod)
+		Expect(err).NotTo(HaveOccurred())
+		expectGolden("explain-injected", out)
+		Expect(out).To(ContainSubstring("(up to date)"))
+
+		out, err = kubectlSluice(ctx, "", "-n", namespace, "explain", "pod/"+eps[0].Pod, "-o", "json")
+		Expect(err).NotTo(HaveOccurred())
+		var report plugin.ExplainReport
+		Expect(json.Unmarshal([]byte(out), &report)).To(Succeed())
+		Expect(report.Enforcers).To(HaveLen(1))
+		Expect(report.Enforcers[0].UpToDate).To(BeTrue(), "the enforcer's /status hash, read through the API server's port-forward: %+v", report.Enforcers[0])
+	})
+
+	It("explain says why a pod runs no enforcer", func(ctx SpecContext) {
+		out, err := kubectlSluice(ctx, "", "-n", namespace, "explain", "plain")
+		Expect(err).NotTo(HaveOccurred())
+		expectGolden("explain-not-selected", out)
+
+		idle, err := stack.ParsePolicies([]byte(`
+apiVersion: sluice.dev/v1alpha1
+kind: RateLimitPolicy
+metadata: {name: idle}
+spec:
+  selector: {matchLabels: {app: other}}
+  upstreamPort: 8080
+  rules: [{name: all, limits: [{requests: 1, period: 1s}]}]
+`))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(sluice.CreatePolicies(ctx, namespace, idle...)).To(Succeed())
+		Eventually(func() (string, error) {
+			return kubectlSluice(ctx, "", "-n", namespace, "explain", "plain", "--no-enforcer")
+		}).Should(ContainSubstring("Selected by: idle"))
+		_, err = kubectlSluice(ctx, "", "-n", namespace, "tenant", "idle", "alice")
+		Expect(err).To(MatchError("no running pod selected by policy idle has an enforcer: kubectl sluice explain POD says why"))
+		out, err = kubectlSluice(ctx, "", "-n", namespace, "explain", "plain", "--no-enforcer")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(out).To(ContainSubstring("NotInjectedYet"), "created before the policy: restart it")
+		_, err = kubectlSluice(ctx, "", "-n", namespace, "explain", "deployment/none")
+		Expect(err).To(MatchError(`deployments.apps "none" not found in namespace e2e-plugin`))
+	})
+
+	It("simulate names the rule and limit the enforcer applies to the same request", func(ctx SpecContext) {
+		out, err := kubectlSluice(ctx, "", "-n", namespace, "simulate", "-f", pluginPolicyFile, "--tenant", "carol",
+			"--method", "GET", "--path", "/v1/items", "-o", "json")
+		Expect(err).NotTo(HaveOccurred())
+		var sim plugin.SimulateReport
+		Expect(json.Unmarshal([]byte(out), &sim)).To(Succeed())
+		Expect(sim.Rules).To(HaveLen(1))
+		Expect(sim.Rules[0].Rule).To(Equal("reads"))
+		limit := int(sim.Rules[0].Windows[0].Requests)
+
+		replies := spread(eps, limit+2, http.MethodGet, "/v1/items", "X-Tenant-ID", "carol")
+		Expect(codes(replies)).To(Equal(map[int]int{http.StatusOK: limit, http.StatusTooManyRequests: 2}),
+			"the enforcers admit what simulate says the rule allows")
+
+		out, err = kubectlSluice(ctx, "", "-n", namespace, "simulate", "-f", pluginPolicyFile, "--tenant", "carol",
+			"--path", "/healthz")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(out).To(ContainSubstring("Exempt by shop/healthz"))
+		Expect(request(eps[0], http.MethodGet, "/healthz", "X-Tenant-ID", "carol").code).To(Equal(http.StatusOK), "the exempt path is not limited")
+
+		out, err = kubectlSluice(ctx, "", "-n", namespace, "simulate", "-f", pluginPolicyFile, "--tenant", "carol",
+			"--path", "/v1/items", "--from-cluster", "-o", "json")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(json.Unmarshal([]byte(out), &sim)).To(Succeed())
+		Expect(sim.Rules[0].Keys).To(HaveLen(1))
+		n, err := sluice.Redis.Client().Exists(ctx, sim.Rules[0].Keys[0]).Result()
+		Expect(err).NotTo(HaveOccurred())
+		Expect(n).To(BeEquivalentTo(1), "the key simulate names is the one the enforcers counted in: %s", sim.Rules[0].Keys[0])
+	})
+
+	It("tenant shows usage and the ban; unban and reset act and are recorded as Events", func(ctx SpecContext) {
+		for range 5 { // 2 admitted, then the third refusal starts the ban
+			request(eps[0], http.MethodPost, "/login", "X-Tenant-ID", "mallory")
+		}
+		request(eps[0], http.MethodGet, "/v1/a", "X-Tenant-ID", "mallory")
+		out, err := kubectlSluice(ctx, "", "-n", namespace, "tenant", "shop", "mallory")
+		Expect(err).NotTo(HaveOccurred())
+		expectGolden("tenant-banned", out)
+
+		_, err = kubectlSluice(ctx, "n\n", "-n", namespace, "unban", "shop", "mallory")
+		Expect(err).To(MatchError(ContainSubstring("aborted")), "answered no")
+		Expect(request(eps[1], http.MethodPost, "/login", "X-Tenant-ID", "mallory").body).To(ContainSubstring("banned"))
+
+		out, err = kubectlSluice(ctx, "y\n", "-n", namespace, "unban", "shop", "mallory")
+		Expect(err).NotTo(HaveOccurred())
+		expectGolden("unban", out)
+		Eventually(func() int {
+			return request(eps[1], http.MethodPost, "/login", "X-Tenant-ID", "mallory").code
+		}).Should(Equal(http.StatusTooManyRequests), "still over the login limit, but no longer banned")
+		Expect(request(eps[0], http.MethodPost, "/login", "X-Tenant-ID", "mallory").body).NotTo(ContainSubstring("problems/banned"))
+
+		out, err = kubectlSluice(ctx, "", "-n", namespace, "reset", "shop", "mallory", "--rule", "login", "--yes", "-o", "json")
+		Expect(err).NotTo(HaveOccurred())
+		var action plugin.ActionReport
+		Expect(json.Unmarshal([]byte(out), &action)).To(Succeed())
+		Expect(action.Results).To(HaveLen(1))
+		Expect(action.Results[0].Changed).To(BeTrue())
+		Expect(request(eps[0], http.MethodPost, "/login", "X-Tenant-ID", "mallory").code).To(Equal(http.StatusOK), "the counters are gone")
+
+		var events corev1.EventList
+		Expect(sluice.Client.List(ctx, &events, client.InNamespace(namespace))).To(Succeed())
+		var recorded []string
+		for _, e := range events.Items {
+			if e.InvolvedObject.Name == "shop" && e.Source.Component == "kubectl-sluice" {
+				recorded = append(recorded, e.Reason+": "+e.Message)
+			}
+		}
+		Expect(recorded).To(ConsistOf(
+			ContainSubstring(`TenantUnbanned: sluice-admin lifted the ban of tenant "mallory" with kubectl sluice: login (done)`),
+			ContainSubstring(`TenantReset: sluice-admin deleted the counters of tenant "mallory" with kubectl sluice: login (done)`)))
+	})
+
+	It("top adds up every enforcer's heaviest and most refused tenants", func(ctx SpecContext) {
+		out, err := kubectlSluice(ctx, "", "-n", namespace, "top", "shop", "-o", "json")
+		Expect(err).NotTo(HaveOccurred())
+		var top plugin.TopReport
+		Expect(json.Unmarshal([]byte(out), &top)).To(Succeed())
+		Expect(top.Enforcers).To(ConsistOf(eps[0].Pod, eps[1].Pod))
+		var reads *plugin.RuleTop
+		for i := range top.Rules {
+			if top.Rules[i].Rule == "reads" {
+				reads = &top.Rules[i]
+			}
+		}
+		Expect(reads).NotTo(BeNil(), out)
+		Expect(reads.Heaviest[0].Tenant).To(Equal("carol"), "carol sent 7 reads, spread over both enforcers: %s", out)
+		Expect(reads.Heaviest[0].Count).To(BeEquivalentTo(7))
+		Expect(reads.Refused[0].Tenant).To(Equal("carol"))
+		Expect(reads.Refused[0].Count).To(BeEquivalentTo(2))
+	})
+
+	It("lists the top tenants in the policy's status when spec.status.topTenants asks", func(ctx SpecContext) {
+		Expect(policy(ctx, namespace, "shop").Status.TopTenants).To(BeEmpty(), "off by default")
+		editPolicy(ctx, namespace, "shop", func(p *v1alpha1.RateLimitPolicy) {
+			p.Spec.Status = &v1alpha1.StatusOptions{TopTenants: true}
+		})
+		Eventually(func(g Gomega) {
+			var reads *v1alpha1.RuleTopTenants
+			for _, r := range policy(ctx, namespace, "shop").Status.TopTenants {
+				if r.Rule == "reads" {
+					reads = &r
+				}
+			}
+			g.Expect(reads).NotTo(BeNil())
+			g.Expect(reads.Heaviest).To(ContainElement(v1alpha1.TenantCount{Tenant: "carol", Count: 7}))
+			g.Expect(reads.Refused).To(ContainElement(v1alpha1.TenantCount{Tenant: "carol", Count: 2}))
+		}).Should(Succeed(), "the manager adds up both enforcers' sketches within a status interval")
+	})
+
+	It("names the permission a user lacks, in one line", func(ctx SpecContext) {
+		role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "sluice-viewer"}, Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{"sluice.dev"}, Resources: []string{"ratelimitpolicies"}, Verbs: []string{"get", "list"}},
+			{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list"}},
+		}}
+		Expect(sluice.Client.Create(ctx, role)).To(Succeed())
+		Expect(sluice.Client.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "sluice-viewer"},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "sluice-viewer"},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "viewer"}}})).To(Succeed())
+
+		_, err := kubectlSluice(ctx, "", "--as", "viewer", "-n", namespace, "status")
+		Expect(err).NotTo(HaveOccurred(), "viewer may read policies")
+		_, err = kubectlSluice(ctx, "", "--as", "viewer", "-n", namespace, "tenant", "shop", "alice")
+		Expect(err).To(MatchError("missing permission: get secrets in namespace e2e-plugin (ask for a Role that grants it)"))
+		_, err = kubectlSluice(ctx, "", "--as", "nobody", "-n", namespace, "status")
+		Expect(err).To(MatchError("missing permission: list ratelimitpolicies.sluice.dev in namespace e2e-plugin (ask for a Role that grants it)"))
+	})
+})
