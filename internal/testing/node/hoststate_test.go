@@ -93,8 +93,8 @@ func TestRuleFieldsKeepQuotedCommentsWhole(t *testing.T) {
 		`-A INPUT -m conntrack --ctstate NEW -m comment --comment "kubernetes load balancer firewall" -j KUBE-PROXY-FIREWALL`: {
 			"-A", "INPUT", "-m", "conntrack", "--ctstate", "NEW", "-m", "comment", "--comment", "kubernetes load balancer firewall", "-j", "KUBE-PROXY-FIREWALL"},
 		`-A KUBE-SERVICES -m comment --comment "say \"hi\" \\ there" -j ACCEPT`: {"-A", "KUBE-SERVICES", "-m", "comment", "--comment", `say "hi" \ there`, "-j", "ACCEPT"},
-		`-A FORWARD  -j KUBE-FORWARD`: {"-A", "FORWARD", "-j", "KUBE-FORWARD"},
-		`-A X --comment ""`: {"-A", "X", "--comment", ""},
+		`-A FORWARD  -j KUBE-FORWARD`:                                           {"-A", "FORWARD", "-j", "KUBE-FORWARD"},
+		`-A X --comment ""`:                                                     {"-A", "X", "--comment", ""},
 	} {
 		if got := ruleFields(line); !slices.Equal(got, want) {
 			t.Errorf("ruleFields(%s) = %q, want %q", line, got, want)
