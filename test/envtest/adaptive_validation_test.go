@@ -18,8 +18,6 @@ package envtest
 
 import (
 	. "github.com/onsi/ginkgo/v2"
-	. "github.com/onsi/gomega"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 )
 
 // adaptiveRule is a rule with the given adaptive settings.
@@ -29,13 +27,7 @@ func adaptiveRule(adaptive string) string {
 
 var _ = Describe("RateLimitPolicy adaptive validation", func() {
 	DescribeTable("rejects invalid adaptive settings with a message that says what to fix",
-		func(spec, message string) {
-			err := createSpec(spec)
-			GinkgoWriter.Printf("API server: %v\n", err)
-			Expect(apierrors.IsInvalid(err)).To(BeTrue(), "want an Invalid error, got %v", err)
-			Expect(err.Error()).To(ContainSubstring(message))
-			Expect(parseSpec(spec)).To(MatchError(ContainSubstring(message)), "--policy-file refuses it alike")
-		},
+		expectRefusedAlike,
 		Entry("no target", adaptiveRule(`{target: {}}`), "adaptive.target needs latency, errorRate or both"),
 		Entry("latency that is not a duration", adaptiveRule(`{target: {latency: fast}}`), "adaptive.target.latency must be a duration"),
 		Entry("latency above 60s", adaptiveRule(`{target: {latency: 2m}}`), "adaptive.target.latency must be between 1ms and 60s"),
@@ -54,10 +46,7 @@ var _ = Describe("RateLimitPolicy adaptive validation", func() {
 	)
 
 	DescribeTable("accepts valid adaptive settings",
-		func(spec string) {
-			Expect(createSpec(spec)).To(Succeed())
-			Expect(parseSpec(spec)).To(Succeed(), "--policy-file accepts it alike")
-		},
+		expectAcceptedAlike,
 		Entry("the issue's example", adaptiveRule(`{target: {latency: 250ms, errorRate: 5%}, minimum: 25%}`)),
 		Entry("latency only, with the defaults", adaptiveRule(`{target: {latency: 1s}}`)),
 		Entry("the bounds", adaptiveRule(`{target: {latency: 60s, errorRate: 0.1%}, minimum: 100%, interval: 10m}`)),

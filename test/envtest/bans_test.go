@@ -22,7 +22,6 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -36,13 +35,7 @@ func loginRule(ban string) string {
 
 var _ = Describe("RateLimitPolicy ban validation", func() {
 	DescribeTable("rejects an invalid ban with a message that names the rule",
-		func(spec, message string) {
-			err := createSpec(spec)
-			GinkgoWriter.Printf("API server: %v\n", err)
-			Expect(apierrors.IsInvalid(err)).To(BeTrue(), "want an Invalid error, got %v", err)
-			Expect(err.Error()).To(ContainSubstring(message))
-			Expect(parseSpec(spec)).To(MatchError(ContainSubstring(message)), "--policy-file refuses it alike")
-		},
+		expectRefusedAlike,
 		Entry("exempt rule with a ban",
 			`{rules: [{name: health, exempt: true, ban: {after: {denials: 3, within: 1m}, durations: [5m]}}]}`,
 			"rule health is exempt, so it cannot have a ban"),

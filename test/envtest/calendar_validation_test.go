@@ -18,19 +18,11 @@ package envtest
 
 import (
 	. "github.com/onsi/ginkgo/v2"
-	. "github.com/onsi/gomega"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 )
 
 var _ = Describe("RateLimitPolicy calendar limits validation", func() {
 	DescribeTable("rejects a calendar limit that cannot be counted, with a message naming the field and the fix",
-		func(spec, message string) {
-			err := createSpec(spec)
-			GinkgoWriter.Printf("API server: %v\n", err)
-			Expect(apierrors.IsInvalid(err)).To(BeTrue(), "want an Invalid error, got %v", err)
-			Expect(err.Error()).To(ContainSubstring(message))
-			Expect(parseSpec(spec)).To(MatchError(ContainSubstring(message)), "--policy-file refuses it alike")
-		},
+		expectRefusedAlike,
 		Entry("a period and a calendar",
 			`{rules: [{name: plan, algorithm: FixedWindow, limits: [{requests: 100, period: 24h, calendar: {unit: Day}}]}]}`,
 			"a limit needs exactly one of period (a duration such as 1h) or calendar"),
@@ -67,10 +59,7 @@ var _ = Describe("RateLimitPolicy calendar limits validation", func() {
 	)
 
 	DescribeTable("accepts calendar limits on FixedWindow rules",
-		func(spec string) {
-			Expect(createSpec(spec)).To(Succeed())
-			Expect(parseSpec(spec)).To(Succeed(), "--policy-file accepts it alike")
-		},
+		expectAcceptedAlike,
 		Entry("a monthly plan quota in Berlin",
 			`{rules: [{name: plan, algorithm: FixedWindow, limits: [{requests: 10000, calendar: {unit: Month, timeZone: Europe/Berlin}}]}]}`),
 		Entry("a daily and a monthly quota with a per-minute limit on one rule",

@@ -19,7 +19,6 @@ package envtest
 import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/yaml"
 
 	"github.com/sluice-dev/sluice/internal/compile"
@@ -50,13 +49,7 @@ func compileSpec(specYAML string) error {
 
 var _ = Describe("RateLimitPolicy Concurrency validation", func() {
 	DescribeTable("rejects a Concurrency rule written wrong, with a message naming the field and the fix",
-		func(spec, message string) {
-			err := createSpec(spec)
-			GinkgoWriter.Printf("API server: %v\n", err)
-			Expect(apierrors.IsInvalid(err)).To(BeTrue(), "want an Invalid error, got %v", err)
-			Expect(err.Error()).To(ContainSubstring(message))
-			Expect(parseSpec(spec)).To(MatchError(ContainSubstring(message)), "--policy-file refuses it alike")
-		},
+		expectRefusedAlike,
 		Entry("requests beside concurrent",
 			`{rules: [{name: exports, algorithm: Concurrency, limits: [{concurrent: 4, requests: 10, period: 1s}]}]}`,
 			"rule exports uses Concurrency, which limits the requests a tenant has in flight at once: give each of its limits concurrent"),

@@ -18,19 +18,11 @@ package envtest
 
 import (
 	. "github.com/onsi/ginkgo/v2"
-	. "github.com/onsi/gomega"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 )
 
 var _ = Describe("RateLimitPolicy onLimit.delay validation", func() {
 	DescribeTable("rejects a delay that cannot be exact, with a message naming the rule",
-		func(spec, message string) {
-			err := createSpec(spec)
-			GinkgoWriter.Printf("API server: %v\n", err)
-			Expect(apierrors.IsInvalid(err)).To(BeTrue(), "want an Invalid error, got %v", err)
-			Expect(err.Error()).To(ContainSubstring(message))
-			Expect(parseSpec(spec)).To(MatchError(ContainSubstring(message)), "--policy-file refuses it alike")
-		},
+		expectRefusedAlike,
 		Entry("on SlidingWindowLog",
 			`{rules: [{name: search, algorithm: SlidingWindowLog, limits: [{requests: 20, period: 1s}], onLimit: {delay: {max: 500ms}}}]}`,
 			"rule search uses SlidingWindowLog, which cannot book future capacity exactly"),
@@ -54,10 +46,7 @@ var _ = Describe("RateLimitPolicy onLimit.delay validation", func() {
 	)
 
 	DescribeTable("accepts a delay on the algorithms that book exactly",
-		func(spec string) {
-			Expect(createSpec(spec)).To(Succeed())
-			Expect(parseSpec(spec)).To(Succeed(), "--policy-file accepts it alike")
-		},
+		expectAcceptedAlike,
 		Entry("TokenBucket, the default algorithm",
 			`{rules: [{name: search, limits: [{requests: 20, period: 1s, burst: 20}], onLimit: {delay: {max: 500ms}}}]}`),
 		Entry("GCRA with a queue bound",

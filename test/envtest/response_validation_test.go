@@ -24,13 +24,7 @@ import (
 
 var _ = Describe("RateLimitPolicy responseCost and countResponses validation", func() {
 	DescribeTable("rejects what cannot be charged from the answer, with a message naming the field and the fix",
-		func(spec, message string) {
-			err := createSpec(spec)
-			GinkgoWriter.Printf("API server: %v\n", err)
-			Expect(apierrors.IsInvalid(err)).To(BeTrue(), "want an Invalid error, got %v", err)
-			Expect(err.Error()).To(ContainSubstring(message))
-			Expect(parseSpec(spec)).To(MatchError(ContainSubstring(message)), "--policy-file refuses it alike")
-		},
+		expectRefusedAlike,
 		Entry("responseCost on SlidingWindowLog",
 			`{rules: [{name: llm, algorithm: SlidingWindowLog, limits: [{requests: 1000, period: 1m}], responseCost: {header: X-Sluice-Cost}}]}`,
 			"rule llm uses SlidingWindowLog, which stores one entry per request and cannot charge a cost after the answer"),
@@ -76,10 +70,7 @@ var _ = Describe("RateLimitPolicy responseCost and countResponses validation", f
 	})
 
 	DescribeTable("accepts costs from the answer on the algorithms that settle them",
-		func(spec string) {
-			Expect(createSpec(spec)).To(Succeed())
-			Expect(parseSpec(spec)).To(Succeed(), "--policy-file accepts it alike")
-		},
+		expectAcceptedAlike,
 		Entry("a header on FixedWindow",
 			`{rules: [{name: llm, algorithm: FixedWindow, limits: [{requests: 100000, period: 24h}], responseCost: {header: X-Sluice-Cost}}]}`),
 		Entry("jsonUsage on TokenBucket with a cost up front",

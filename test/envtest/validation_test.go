@@ -92,13 +92,7 @@ var _ = Describe("RateLimitPolicy validation", func() {
 	)
 
 	DescribeTable("rejects an invalid spec with a message that says what to fix",
-		func(spec, message string) {
-			err := createSpec(spec)
-			GinkgoWriter.Printf("API server: %v\n", err)
-			Expect(apierrors.IsInvalid(err)).To(BeTrue(), "want an Invalid error, got %v", err)
-			Expect(err.Error()).To(ContainSubstring(message))
-			Expect(parseSpec(spec)).To(MatchError(ContainSubstring(message)), "--policy-file refuses it alike")
-		},
+		expectRefusedAlike,
 
 		// Policy-wide settings.
 		Entry("unknown consistency", `{storage: {consistency: Sync}, rules: [`+apiRule+`]}`, `Unsupported value: "Sync"`),
@@ -284,10 +278,7 @@ var _ = Describe("RateLimitPolicy validation", func() {
 	)
 
 	DescribeTable("accepts a valid spec",
-		func(spec string) {
-			Expect(createSpec(spec)).To(Succeed())
-			Expect(parseSpec(spec)).To(Succeed(), "--policy-file accepts it alike")
-		},
+		expectAcceptedAlike,
 		Entry("the smallest policy", `{rules: [`+apiRule+`]}`),
 		Entry("every identity source in order",
 			`{identity: {sources: [{header: {name: X-Tenant-ID}}, {apiKey: {}}, {jwtClaim: {claim: tenant_id}}, {clientIP: {trustedProxies: [10.0.0.0/8, "fd00::/8", 192.0.2.7/32]}}], partitionBy: [Method, Path, Host]},
@@ -325,3 +316,21 @@ var _ = Describe("RateLimitPolicy validation", func() {
 		Entry("replicated counts on the policy's Redis", `{storage: {secretRef: {name: redis}, consistency: Replicated}, rules: [`+apiRule+`]}`),
 	)
 })
+
+// expectRefusedAlike is the body of the tables of refused specs: the API
+// server refuses spec as invalid with message, and --policy-file refuses
+// it with the same message.
+func expectRefusedAlike(spec, message string) {
+	err := createSpec(spec)
+	GinkgoWriter.Printf("API server: %v\n", err)
+	Expect(apierrors.IsInvalid(err)).To(BeTrue(), "want an Invalid error, got %v", err)
+	Expect(err.Error()).To(ContainSubstring(message))
+	Expect(parseSpec(spec)).To(MatchError(ContainSubstring(message)), "--policy-file refuses it alike")
+}
+
+// expectAcceptedAlike is the body of the tables of valid specs: both the
+// API server and --policy-file accept spec.
+func expectAcceptedAlike(spec string) {
+	Expect(createSpec(spec)).To(Succeed())
+	Expect(parseSpec(spec)).To(Succeed(), "--policy-file accepts it alike")
+}
