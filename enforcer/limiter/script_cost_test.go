@@ -2,6 +2,7 @@ package limiter
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -86,7 +87,7 @@ func measureScript(b *testing.B, client *redis.Client, call func(context.Context
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			if err := call(ctx, n.Add(1)); err != nil && err != redis.Nil {
+			if err := call(ctx, n.Add(1)); err != nil && !errors.Is(err, redis.Nil) {
 				b.Error(err)
 				return
 			}
