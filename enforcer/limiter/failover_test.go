@@ -2,6 +2,7 @@ package limiter
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -126,6 +127,17 @@ func TestFailoverLosesOnlyUnreplicatedCounts(t *testing.T) {
 					return addr
 				}, 60*time.Second, 100*time.Millisecond).Should(Equal([]string{"127.0.0.1", replicaPort}), "the Sentinels promote the replica")
 			}
+			// The client reaches the new primary before the old one comes
+			// back on the same port, empty and a primary until the Sentinels
+			// turn it into a replica: a decision runs there (a Replicated one
+			// finds no replica yet).
+			g.Eventually(func() error {
+				_, err := decide()
+				if errors.Is(err, ErrNotReplicated) {
+					return nil
+				}
+				return err
+			}, 60*time.Second, 50*time.Millisecond).Should(Succeed(), "the client reaches the promoted replica")
 			g.Expect(primary.Restart()).To(Succeed())
 
 			deadline := time.Now().Add(90 * time.Second)
