@@ -486,3 +486,58 @@ func TestConcurrencyRefusalsBanATenant(t *testing.T) {
 	Expect(r.body).To(ContainSubstring("https://sluice.dev/problems/banned"))
 	Expect(get(t, in.url+"/slow?ms=1", "X-Tenant-ID: other").status).To(Equal(http.StatusOK))
 }
+
+func TestConcurrencyRefusalsUnderLoadTakeNothingOfTheRate(t *testing.T) {
+	RegisterTestingT(t)
+	app := newInFlightApp(t)
+	const rate = 300
+	policy := concurrencyPolicy(2, "Closed", fmt.Sprintf("  - {name: rate, limits: [{requests: %d, period: 1h}]}\n", rate))
+	in := start(t, setup{policies: policy, upstream: app.url})
+	tenant := fmt.Sprintf("X-Tenant-ID: acme-%d", time.Now().UnixNano())
+
+	// 24 clients against 2 slots: most requests are refused by the
+	// Concurrency rule, and each of them must give back what the rate
+	// rule counted for it.
+	var admitted, refused atomic.Int64
+	var wg sync.WaitGroup
+	stop := time.Now().Add(3 * time.Second)
+	for range 24 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Now().Before(stop) {
+				r := get(t, in.url+"/slow?ms=100", tenant)
+				switch {
+				case r.status == http.StatusOK:
+					admitted.Add(1)
+				case r.status == http.StatusTooManyRequests && strings.Contains(r.body, "workers"):
+					refused.Add(1)
+				default:
+					t.Errorf("status %d: %s", r.status, r.body)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	t.Logf("under load: %d admitted, %d refused by the Concurrency rule", admitted.Load(), refused.Load())
+	Expect(refused.Load()).To(BeNumerically(">", admitted.Load()), "the load refuses more than it admits")
+	Expect(admitted.Load()).To(BeNumerically("<", rate))
+
+	// What is left of the rate is the limit less the admitted requests.
+	after := 0
+	for ; after <= rate; after++ {
+		r := get(t, in.url+"/slow?ms=1", tenant)
+		if r.status == http.StatusTooManyRequests && strings.Contains(r.body, "workers") {
+			// the slot of the request before is on its way back
+			time.Sleep(20 * time.Millisecond)
+			after--
+			continue
+		}
+		if r.status != http.StatusOK {
+			Expect(r.body).To(ContainSubstring("Rule rate of policy php"), "refused by the rate rule")
+			break
+		}
+	}
+	Expect(int64(after)).To(Equal(rate-admitted.Load()), "every refused request's unit of the rate came back")
+}
