@@ -67,7 +67,7 @@ func (t *TopTenants) Tenant(p *route.Policy, r *route.Rule, tenant string, v run
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
 	rt.rotate(now)
-	name := tenantName(tenant, rt.hashes)
+	name := keptName(tenant, rt.hashes)
 	rt.cur[0].Add(name, 1)
 	if v != runtime.Allowed {
 		rt.cur[1].Add(name, 1)
@@ -107,6 +107,16 @@ func (rt *ruleTop) rotate(now time.Time) {
 		}
 		rt.started = rt.started.Add(topTenantsWindow)
 	}
+}
+
+// keptName is how a sketch keeps a tenant: as it is, hashed only at
+// Report for the few a report lists, so that a decision pays no hash; a
+// value too long to keep is hashed (a rule that hashes) or cut here.
+func keptName(tenant string, hash bool) string {
+	if len(tenant) <= maxTenantName {
+		return tenant
+	}
+	return tenantName(tenant, hash)
 }
 
 // tenantName is how a tenant is shown: API keys are already
@@ -157,15 +167,16 @@ func (t *TopTenants) Report() []status.TopTenants {
 		if len(heaviest) == 0 {
 			continue
 		}
-		out = append(out, status.TopTenants{Policy: k.policy, Rule: k.rule, Heaviest: counts(heaviest), Refused: counts(refused)})
+		out = append(out, status.TopTenants{Policy: k.policy, Rule: k.rule,
+			Heaviest: counts(heaviest, rt.hashes), Refused: counts(refused, rt.hashes)})
 	}
 	return out
 }
 
-func counts(items []topk.Item) []status.TenantCount {
+func counts(items []topk.Item, hash bool) []status.TenantCount {
 	out := make([]status.TenantCount, len(items))
 	for i, it := range items {
-		out[i] = status.TenantCount{Tenant: it.Key, Count: it.Count, Error: it.Error}
+		out[i] = status.TenantCount{Tenant: tenantName(it.Key, hash), Count: it.Count, Error: it.Error}
 	}
 	return out
 }

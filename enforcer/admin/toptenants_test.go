@@ -3,11 +3,15 @@ package admin
 import (
 	"encoding/json"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
 
+	"github.com/sluice-dev/sluice/enforcer/config"
+	"github.com/sluice-dev/sluice/enforcer/route"
+	"github.com/sluice-dev/sluice/enforcer/runtime"
 	"github.com/sluice-dev/sluice/enforcer/status"
 )
 
@@ -60,4 +64,31 @@ func TestJWTClaimTenantsAreHashed(t *testing.T) {
 	g.Expect(tenantName("alice@example.com", true)).To(HaveLen(len("sha256:") + 64))
 	g.Expect(tenantName("10.0.0.1", true)).To(Equal("10.0.0.1"))
 	g.Expect(tenantName("acme", false)).To(Equal("acme"))
+}
+
+func TestTopTenantsOfAJWTRuleReportOnlyHashes(t *testing.T) {
+	g := NewWithT(t)
+	f := startWith(t, twoPolicies(t), redisURL, nil)
+	p := f.handler.Snapshot().Policy("api")
+	cr := *p.Limited()[0].Rule
+	cr.Identity.Sources = []config.Source{{JWTClaim: &config.JWTClaimSource{}}}
+	r := &route.Rule{Rule: &cr}
+	top := NewTopTenants()
+	long := strings.Repeat("x", 2*maxTenantName)
+	for range 3 {
+		top.Tenant(p, r, "alice@example.com", runtime.Denied)
+	}
+	top.Tenant(p, r, long, runtime.Allowed)
+	top.Tenant(p, r, "10.0.0.1", runtime.Allowed)
+	report := top.Report()
+	g.Expect(report).To(HaveLen(1))
+	g.Expect(report[0].Heaviest).To(ConsistOf(
+		status.TenantCount{Tenant: tenantName("alice@example.com", true), Count: 3},
+		status.TenantCount{Tenant: tenantName(long, true), Count: 1},
+		status.TenantCount{Tenant: "10.0.0.1", Count: 1},
+	))
+	g.Expect(report[0].Refused).To(Equal([]status.TenantCount{{Tenant: tenantName("alice@example.com", true), Count: 3}}))
+	body, err := json.Marshal(report)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(string(body)).NotTo(ContainSubstring("alice"))
 }
