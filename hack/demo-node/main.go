@@ -297,9 +297,10 @@ func (d *demo) deploy(ctx context.Context) error {
 	if _, err := d.sh(ctx, "kubectl wait rlp/public-api -n demo --for=condition=Ready --timeout=3m"); err != nil {
 		// What keeps it from Ready is in the condition's message and the
 		// policy's Events.
-		_, _ = d.sh(ctx, `kubectl get rlp/public-api -n demo -o jsonpath='{range .status.conditions[*]}{.type}={.status} {.reason}: {.message}{"\n"}{end}'`)
+		conds, _ := d.sh(ctx, `kubectl get rlp/public-api -n demo -o jsonpath='{range .status.conditions[*]}{.type}={.status} {.reason}: {.message}{"\n"}{end}'`)
 		_, _ = d.sh(ctx, "kubectl events -n demo --for rlp/public-api")
-		return err
+		_, _ = d.sh(ctx, "kubectl get pods -n demo -o wide")
+		return fmt.Errorf("%w\n  the policy's conditions:\n%s", err, conds)
 	}
 	for _, line := range []string{
 		"kubectl get pods -n demo -o wide | cut -c1-100",
