@@ -284,6 +284,17 @@ func (d *demo) deploy(ctx context.Context) error {
 			return err
 		}
 	}
+	// With webhook.failurePolicy Ignore, a pod created before the API
+	// server reaches the webhook (its Service's endpoints follow the
+	// manager's readiness by a moment) starts without the enforcer; a
+	// server-side dry run of a selected pod says when it no longer would.
+	fmt.Println("\n   (until the API server reaches the webhook, new pods would start without the enforcer: a server-side dry run says when it does)")
+	if _, err := d.sh(ctx, fmt.Sprintf("for i in $(seq 60); do kubectl -n demo run injection-check --image=%s --labels=app.kubernetes.io/name=public-api "+
+		"--restart=Never --dry-run=server -o jsonpath='{.spec.initContainers[*].name}' 2>/dev/null | grep -q sluice-enforcer && "+
+		"echo 'a pod created now gets the enforcer' && exit 0; sleep 2; done; echo 'the webhook did not inject within 2 minutes'; exit 1",
+		d.cluster.Images["sluice-echo.tar"])); err != nil {
+		return err
+	}
 	if err := d.apply(ctx, "public-api.yaml", fmt.Sprintf(appManifest, d.cluster.Images["sluice-echo.tar"])); err != nil {
 		return err
 	}
