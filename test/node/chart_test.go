@@ -23,6 +23,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -105,6 +106,7 @@ var _ = Describe("Sluice installed with helm on the real node", Ordered, func() 
 		grpcSample, err := os.ReadFile(filepath.Join(root, "config", "samples", "ratelimitpolicy_grpc.yaml"))
 		Expect(err).NotTo(HaveOccurred())
 		applyPolicies(ctx, shopNS, string(grpcSample))
+		awaitInjection(ctx, shopNS, labels, cluster.Images["sluice-echo.tar"])
 
 		api := appDeployment(shopNS, "api", labels, cluster.Images["sluice-echo.tar"], []string{"--listen=:8080"}, 8080)
 		api.Spec.Replicas = new(int32(2))
@@ -467,4 +469,19 @@ func (s *steadyTraffic) stop() (int64, []string) {
 	s.stopped.Store(true)
 	s.wg.Wait()
 	return s.sent.Load(), s.failures
+}
+
+// awaitInjection waits until the API server reaches the injection webhook:
+// a server-side dry run of a pod with labels in ns comes back with the
+// enforcer. With failurePolicy Ignore, a pod created before then would
+// start without it (install.md).
+func awaitInjection(ctx context.Context, ns string, labels map[string]string, image string) {
+	Eventually(func(g Gomega) {
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: "injection-check-", Labels: labels},
+			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: image}}},
+		}
+		g.Expect(cluster.Client.Create(ctx, pod, client.DryRunAll)).To(Succeed())
+		g.Expect(pod.Spec.InitContainers).To(ContainElement(HaveField("Name", "sluice-enforcer")))
+	}).WithTimeout(2*time.Minute).WithPolling(time.Second).Should(Succeed(), "the webhook injects pods of namespace %s", ns)
 }
