@@ -119,3 +119,15 @@ func declaredMetrics(t *testing.T, root string) map[string]bool {
 	}
 	return out
 }
+
+func TestDashboardQueriesGetTheirVariables(t *testing.T) {
+	g := NewWithT(t)
+	d := &promtest.Dashboard{Panels: []promtest.Panel{{ID: 2, Title: "Rate", Targets: []promtest.Target{
+		{RefID: "A", Expr: `sum(rate(m{namespace=~"$namespace", policy=~"${policy}"}[$__rate_interval]))`},
+	}}}}
+	queries, err := d.Queries(map[string]string{"namespace": "shop", "policy": "(api|web)", "__rate_interval": "10s"})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(queries).To(ConsistOf(HaveField("PromQL", `sum(rate(m{namespace=~"shop", policy=~"(api|web)"}[10s]))`)))
+	_, err = d.Queries(map[string]string{"namespace": "shop", "__rate_interval": "10s"})
+	g.Expect(err).To(MatchError(ContainSubstring("[policy]")))
+}
