@@ -1,10 +1,6 @@
 package monitoring
 
 import (
-	"io/fs"
-	"os"
-	"path/filepath"
-	"strings"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -41,83 +37,6 @@ func TestDashboardProblemsAreFound(t *testing.T) {
 		`panel 1 () target 0 has no expr`,
 		`panel 1 () target 1 has no refId or repeats one`,
 	))
-}
-
-// TestEveryMetricReadIsDeclared fails when an alert or a panel reads a
-// Sluice metric that no program's source declares: a renamed metric, or a
-// typo, would otherwise leave a panel empty and an alert silent for good.
-func TestEveryMetricReadIsDeclared(t *testing.T) {
-	g := NewWithT(t)
-	root, err := proc.Root()
-	g.Expect(err).NotTo(HaveOccurred())
-	declared := declaredMetrics(t, root)
-
-	read := map[string]string{} // metric -> where it is read
-	alerts, err := promtest.Alerts(renderRules(t, t.TempDir()))
-	g.Expect(err).NotTo(HaveOccurred())
-	for _, a := range alerts {
-		for _, m := range promtest.Metrics(a.Expr) {
-			read[m] = "alert " + a.Name
-		}
-	}
-	d, err := promtest.ReadDashboard(root)
-	g.Expect(err).NotTo(HaveOccurred())
-	for _, p := range d.Panels {
-		for _, q := range p.Targets {
-			for _, m := range promtest.Metrics(q.Expr) {
-				read[m] = "panel " + p.Title
-			}
-		}
-	}
-	for _, v := range d.Templating.List {
-		for _, m := range promtest.Metrics(v.Definition) {
-			read[m] = "variable " + v.Name
-		}
-	}
-	g.Expect(read).NotTo(BeEmpty())
-	for m, where := range read {
-		base := m
-		for _, suffix := range []string{"_bucket", "_sum", "_count"} {
-			if b, ok := strings.CutSuffix(m, suffix); ok && declared[b] {
-				base = b
-			}
-		}
-		g.Expect(declared).To(HaveKey(base), "%s reads %s, which no program declares", where, m)
-	}
-}
-
-// declaredMetrics are the quoted sluice_* names in the programs' Go source
-// (tests and test harnesses left out).
-func declaredMetrics(t *testing.T, root string) map[string]bool {
-	t.Helper()
-	out := map[string]bool{}
-	for _, dir := range []string{"cmd", "controllers", "enforcer", "internal", "ratelimit"} {
-		err := filepath.WalkDir(filepath.Join(root, dir), func(path string, e fs.DirEntry, err error) error {
-			if err != nil {
-				return err
-			}
-			if e.IsDir() && e.Name() == "testing" {
-				return filepath.SkipDir
-			}
-			if e.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
-				return nil
-			}
-			src, err := os.ReadFile(path)
-			if err != nil {
-				return err
-			}
-			for _, m := range promtest.Metrics(string(src)) {
-				if strings.Contains(string(src), `"`+m+`"`) {
-					out[m] = true
-				}
-			}
-			return nil
-		})
-		if err != nil && !os.IsNotExist(err) {
-			t.Fatal(err)
-		}
-	}
-	return out
 }
 
 func TestDashboardQueriesGetTheirVariables(t *testing.T) {

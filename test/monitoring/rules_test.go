@@ -1,10 +1,9 @@
 // Package monitoring checks the chart's alert rules and Grafana dashboard
 // with the real Prometheus tools: promtool checks the rules rendered out of
 // the chart and runs their unit tests (testdata/alerts.test.yaml), and the
-// dashboard's structure and the metrics it and the rules read are checked
-// against what the components declare. The end-to-end suite (test/e2e,
-// monitoring_test.go) evaluates the same queries on a real Prometheus
-// scraping the real components.
+// dashboard's structure is checked. The end-to-end suite (test/e2e,
+// monitoring_test.go) evaluates the same rules and the dashboard's queries
+// on a real Prometheus scraping the real components.
 package monitoring
 
 import (
