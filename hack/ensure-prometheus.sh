@@ -19,10 +19,12 @@ sudo=""
 export DEBIAN_FRONTEND=noninteractive
 $sudo apt-get update -qq
 $sudo apt-get install -y -qq --no-install-recommends prometheus >/dev/null
-# The package starts a system-wide server on :9090 where systemd runs; the
-# tests never use it.
+# The package starts a system-wide server on :9090 (through systemd, or its
+# init script where policy-rc.d allows); the tests never use it.
 if command -v systemctl >/dev/null && systemctl is-active --quiet prometheus 2>/dev/null; then
   $sudo systemctl stop prometheus || true
   $sudo systemctl disable prometheus >/dev/null 2>&1 || true
+elif [ -x /etc/init.d/prometheus ] && /etc/init.d/prometheus status >/dev/null 2>&1; then
+  $sudo /etc/init.d/prometheus stop || true
 fi
 prometheus --version 2>&1 | head -1 >&2
