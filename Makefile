@@ -1,5 +1,5 @@
 # Sluice — build, test and generate.
-# Every target installs what it needs (Redis via apt-get, envtest binaries and
+# Every target installs what it needs (Redis and Prometheus via apt-get, envtest binaries and
 # pinned tools built from the Go module proxy into ./bin), so a fresh machine
 # only needs Go and make.
 
@@ -51,12 +51,16 @@ fuzz: ## Run each fuzz target for FUZZTIME (default 10s).
 	FUZZTIME=$(FUZZTIME) hack/fuzz.sh
 
 .PHONY: deps
-deps: redis envtest erl ## Install Redis, build the envtest binaries and the reference rate limit service (cached).
+deps: redis prometheus envtest erl ## Install Redis and Prometheus, build the envtest binaries and the reference rate limit service (cached).
 	go mod download
 
 .PHONY: redis
 redis: ## Ensure redis-server, redis-cli and redis-benchmark are installed.
 	hack/ensure-redis.sh
+
+.PHONY: prometheus
+prometheus: ## Ensure prometheus and promtool are installed (the monitoring tests run their own server).
+	hack/ensure-prometheus.sh
 
 .PHONY: envtest
 envtest: ## Build etcd and kube-apiserver for envtest into ./bin/k8s (cached).

@@ -23,24 +23,35 @@ type Manager struct {
 	bin, logPath string
 	args         []string
 	probeAddr    string
+	metricsAddr  string
 
 	mu   sync.Mutex
 	proc *Process
 }
 
-// newManager is the manager to run with args; its health probes get a free
-// port other than taken (the webhook's, which nothing listens on yet).
+// newManager is the manager to run with args; its health probes and its
+// metrics get free ports other than taken (the webhook's, which nothing
+// listens on yet).
 func newManager(bin, dir string, args []string, taken int) (*Manager, error) {
-	port, err := freePort(taken)
+	ports, err := freeport.Loopback(3) // distinct: two of them are not taken
 	if err != nil {
 		return nil, err
 	}
-	probe := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	var addrs []string
+	for _, p := range ports {
+		if p != taken {
+			addrs = append(addrs, net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
+		}
+	}
+	probe, metrics := addrs[0], addrs[1]
 	return &Manager{
-		bin: bin, logPath: filepath.Join(dir, "sluice-manager.log"), probeAddr: probe,
-		args: append([]string{"--health-probe-bind-address=" + probe, "--metrics-bind-address=0"}, args...),
+		bin: bin, logPath: filepath.Join(dir, "sluice-manager.log"), probeAddr: probe, metricsAddr: metrics,
+		args: append([]string{"--health-probe-bind-address=" + probe, "--metrics-bind-address=" + metrics}, args...),
 	}, nil
 }
+
+// MetricsAddr is where the manager serves Prometheus /metrics (host:port).
+func (m *Manager) MetricsAddr() string { return m.metricsAddr }
 
 // Args is the manager's command line, without the binary.
 func (m *Manager) Args() []string { return append([]string(nil), m.args...) }
@@ -107,17 +118,4 @@ func (m *Manager) Running() bool {
 func (m *Manager) Restart(ctx context.Context) error {
 	m.Stop()
 	return m.Start(ctx)
-}
-
-// freePort is a loopback port nothing listens on, other than taken.
-func freePort(taken int) (int, error) {
-	for {
-		ports, err := freeport.Loopback(1)
-		if err != nil {
-			return 0, err
-		}
-		if ports[0] != taken {
-			return ports[0], nil
-		}
-	}
 }

@@ -25,6 +25,12 @@ type Process struct {
 	exitErr error
 }
 
+// StartProcess starts cmd as a Process of the stack, with its output
+// appended to logPath: for the programs a test runs beside the stack.
+func StartProcess(name, logPath string, cmd *exec.Cmd) (*Process, error) {
+	return startProcess(name, logPath, cmd)
+}
+
 // startProcess starts cmd with its output appended to logPath.
 func startProcess(name, logPath string, cmd *exec.Cmd) (*Process, error) {
 	log, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
