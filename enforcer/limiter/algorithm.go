@@ -28,6 +28,11 @@ type algorithm struct {
 	// code is the algorithm's part of its Redis keys.
 	code   string
 	script algorithmScript
+	// single, when the algorithm has one, decides the rules of one period
+	// window without delay or ban (NewRule chooses it, Request.single): the
+	// script's work for that shape alone, on the same keys, arguments and
+	// reply. Peeks and refunds of those rules still run script.
+	single algorithmScript
 	args   func(dst []any, w Window) []any
 	// read is the check phase of one window: it reads the state at now and
 	// reports whether cost fits.

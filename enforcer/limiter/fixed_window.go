@@ -9,6 +9,7 @@ var fixedWindow = algorithm{
 	name:   FixedWindow,
 	code:   "fw",
 	script: newScript("fixed_window.lua"),
+	single: newScript("fixed_window_single.lua"),
 	args:   windowArgs,
 	read:   (*localWindow).readFixedWindow,
 	answer: (*localWindow).answerFixedWindow,

@@ -13,6 +13,7 @@ var gcra = algorithm{
 	name:   GCRA,
 	code:   "gcra",
 	script: newScript("gcra.lua"),
+	single: newScript("gcra_single.lua"),
 	args:   gcraArgs,
 	read:   (*localWindow).readGCRA,
 	answer: (*localWindow).answerGCRA,

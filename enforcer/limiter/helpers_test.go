@@ -25,12 +25,14 @@ func (g *Guard) Allow(ctx context.Context, req Request) (Decision, error) {
 	return o.Decision, o.Err
 }
 
-// Allow decides req against Redis alone; a Redis failure is returned as an
+// Allow decides req against Redis alone, by the script NewRule would
+// choose for its rule; a Redis failure is returned as an
 // error with a zero Decision.
 func (r *Redis) Allow(ctx context.Context, req Request) (Decision, error) {
 	if err := req.validate(); err != nil {
 		return Decision{}, err
 	}
+	req.single = decidesAlone(&req) // as NewRule would choose
 	return r.check(ctx, &req, req.Cost)
 }
 

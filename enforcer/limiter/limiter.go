@@ -65,6 +65,9 @@ type Request struct {
 	// calendar is set when a window is a calendar window: the call
 	// carries the windows' bounds (calendar.go).
 	calendar bool
+	// single is set by NewRule for a rule of one period window without
+	// delay or ban: its decisions run the algorithm's single-window script.
+	single bool
 
 	// checked is set by Rule.Request: the request's rule passed NewRule and
 	// its tenant is not empty. Guard.AllowAll refuses any other Request.
@@ -111,6 +114,7 @@ func NewRule(b Bucket, cr *config.Rule, windows []Window, f FailurePolicy) (Rule
 		// decide every request in Redis
 		req.Lease = false
 	}
+	req.single = decidesAlone(&req)
 	if req.Algorithm == Concurrency && req.Delay > 0 {
 		req.SlotWait, req.SlotQueue, req.Delay = req.Delay, int(cr.OnLimit.Delay.MaxQueued), 0
 	}
@@ -129,6 +133,13 @@ func NewRule(b Bucket, cr *config.Rule, windows []Window, f FailurePolicy) (Rule
 	req.Bucket.Tenant = ""
 	req.checked = true
 	return Rule{req: req}, nil
+}
+
+// decidesAlone says req's decisions can run its algorithm's single-window
+// script: one period window, no delay, no ban.
+func decidesAlone(req *Request) bool {
+	d := descriptorOf(req.Algorithm)
+	return d != nil && d.single.sha != "" && len(req.Windows) == 1 && req.Windows[0].Calendar == nil && req.Delay == 0 && req.Ban == nil
 }
 
 // Windows are the rule's windows, shared by every Request it builds: do not

@@ -47,7 +47,8 @@ func (r *Redis) Peek(ctx context.Context, req Request) (Decision, error) {
 		return Decision{}, errUncheckedRequest
 	}
 	delay := req.Delay
-	req.Ban, req.Delay = nil, 0 // the bucket alone, booking nothing
+	// the bucket alone, booking nothing, by the script that can peek
+	req.Ban, req.Delay, req.single = nil, 0, false
 	script, args := evalSHA(&req, req.Cost, req.Cost, r.believedNow(&req))
 	raw, err := r.receiveWindow(ctx, &req, req.Cost, req.Cost, script, r.send(ctx, append(args, peekArg)), true)
 	if err != nil {

@@ -45,11 +45,18 @@ func newScript(name string) algorithmScript {
 // EVALSHA sha numkeys bankey logkey key... banarg... cost arg... [want [delay]]
 // A refund has nothing to do with the ban, and runs the algorithm alone.
 //
+// A decision of a rule NewRule found to have one period window, no delay
+// and no ban runs the algorithm's single-window script instead, with the
+// same keys and arguments.
+//
 // A calendar window's key and arguments are those of its window holding at
 // (µs), which Redis' TIME checks (calendar.go).
 func evalSHA(req *Request, cost, extra, at int64) (s algorithmScript, cmd []any) {
 	d := descriptorOf(req.Algorithm)
 	s = d.script
+	if req.single && cost >= 0 {
+		s = d.single
+	}
 	ban := req.Ban != nil && cost >= 0
 	var banKeys, banArgs int
 	if ban {

@@ -14,6 +14,7 @@ var slidingWindowCounter = algorithm{
 	name:   SlidingWindowCounter,
 	code:   "swc",
 	script: newScript("sliding_window_counter.lua"),
+	single: newScript("sliding_window_counter_single.lua"),
 	args:   windowArgs,
 	read:   (*localWindow).readSlidingWindowCounter,
 	answer: (*localWindow).answerSlidingWindowCounter,

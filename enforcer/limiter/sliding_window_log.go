@@ -10,6 +10,7 @@ var slidingWindowLog = algorithm{
 	name:   SlidingWindowLog,
 	code:   "swl",
 	script: newScript("sliding_window_log.lua"),
+	single: newScript("sliding_window_log_single.lua"),
 	args:   windowArgs,
 	read:   (*localWindow).readSlidingWindowLog,
 	answer: (*localWindow).answerSlidingWindowLog,

@@ -14,6 +14,7 @@ var tokenBucket = algorithm{
 	name:   TokenBucket,
 	code:   "tb",
 	script: newScript("token_bucket.lua"),
+	single: newScript("token_bucket_single.lua"),
 	args:   tokenBucketArgs,
 	read:   (*localWindow).readTokenBucket,
 	answer: (*localWindow).answerTokenBucket,
