@@ -364,45 +364,54 @@ func TestLocalRetryAndResetHold(t *testing.T) {
 // TIME): every decision and every window's remaining, reset and retry must be
 // identical, so a fallback decision reads like one Redis made. The scripts
 // are called with their descriptors' arguments, independently of the Redis
-// limiter.
+// limiter: a rule of two windows by the general script, one of one window
+// by the single-window script.
 func TestLocalMatchesRedisScripts(t *testing.T) {
 	client := redistest.Start(t).Client()
-	windows := []Window{{Requests: 7, Period: 30 * time.Millisecond, Burst: 9}, {Requests: 13, Period: 110 * time.Millisecond}}
-	for _, a := range config.Algorithms {
-		t.Run(string(a), func(t *testing.T) {
-			g := NewWithT(t)
-			rng := rand.New(rand.NewPCG(2, uint64(len(a))))
-			clock := &localClock{}
-			l := NewLocal(clock.now)
-			req := Request{Algorithm: a, Windows: windows,
-				Bucket: localBucket(fmt.Sprint(t.Name(), time.Now().UnixNano()))}
-			refused := 0
-			for i := range 1000 {
-				req.Cost = rng.Int64N(4) // 0 reads
-				want := runLocalScript(t, client, &req)
-				clock.set(time.UnixMicro(want[1]).Sub(localEpoch))
-				allowed, now, results := l.Check(&req)
-				got := []int64{0, now.UnixMicro()}
-				if allowed {
-					got[0] = 1
-				}
-				for _, r := range results {
-					got = append(got, r.Remaining, r.Reset.UnixMicro(), r.Retry.Microseconds())
-				}
-				g.Expect(got).To(Equal(want), "call %d cost %d: {allowed, now, then remaining, reset, retry per window}", i, req.Cost)
-				if !allowed {
-					refused++
-				}
-				if rng.IntN(8) == 0 {
-					time.Sleep(time.Duration(rng.Int64N(int64(15 * time.Millisecond))))
-				}
-			}
-			g.Expect(refused).To(BeNumerically(">", 100), "the traffic reached the limits")
-		})
+	two := []Window{{Requests: 7, Period: 30 * time.Millisecond, Burst: 9}, {Requests: 13, Period: 110 * time.Millisecond}}
+	for _, tc := range []struct {
+		name    string
+		windows []Window
+	}{{"general", two}, {"single", two[:1]}} {
+		for _, a := range config.Algorithms {
+			t.Run(tc.name+"/"+string(a), func(t *testing.T) { testLocalMatchesRedisScript(t, client, a, tc.windows) })
+		}
 	}
 }
 
-// runLocalScript runs req's algorithm script without asking for a lease and
+func testLocalMatchesRedisScript(t *testing.T, client *redis.Client, a Algorithm, windows []Window) {
+	g := NewWithT(t)
+	rng := rand.New(rand.NewPCG(2, uint64(len(a))))
+	clock := &localClock{}
+	l := NewLocal(clock.now)
+	req := Request{Algorithm: a, Windows: windows,
+		Bucket: localBucket(fmt.Sprint(t.Name(), time.Now().UnixNano()))}
+	refused := 0
+	for i := range 1000 {
+		req.Cost = rng.Int64N(4) // 0 reads
+		want := runLocalScript(t, client, &req)
+		clock.set(time.UnixMicro(want[1]).Sub(localEpoch))
+		allowed, now, results := l.Check(&req)
+		got := []int64{0, now.UnixMicro()}
+		if allowed {
+			got[0] = 1
+		}
+		for _, r := range results {
+			got = append(got, r.Remaining, r.Reset.UnixMicro(), r.Retry.Microseconds())
+		}
+		g.Expect(got).To(Equal(want), "call %d cost %d: {allowed, now, then remaining, reset, retry per window}", i, req.Cost)
+		if !allowed {
+			refused++
+		}
+		if rng.IntN(8) == 0 {
+			time.Sleep(time.Duration(rng.Int64N(int64(15 * time.Millisecond))))
+		}
+	}
+	g.Expect(refused).To(BeNumerically(">", 100), "the traffic reached the limits")
+}
+
+// runLocalScript runs req's algorithm script (for one window, its
+// single-window script) without asking for a lease and
 // returns its reply, without the taken units of the algorithms that lease:
 // those must be the cost when allowed, 0 when refused.
 func runLocalScript(t *testing.T, client *redis.Client, req *Request) []int64 {
@@ -413,7 +422,11 @@ func runLocalScript(t *testing.T, client *redis.Client, req *Request) []int64 {
 		keys = append(keys, req.Bucket.Key(req.Algorithm, w.Period))
 		args = d.args(args, w)
 	}
-	reply, err := redis.NewScript(d.script.src).Run(context.Background(), client, keys, args...).Int64Slice()
+	src := d.script.src
+	if len(req.Windows) == 1 {
+		src = d.single.src
+	}
+	reply, err := redis.NewScript(src).Run(context.Background(), client, keys, args...).Int64Slice()
 	if err != nil {
 		t.Fatal(err)
 	}

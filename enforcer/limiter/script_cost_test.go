@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -19,17 +21,24 @@ import (
 )
 
 // BenchmarkScriptCost measures what Redis spends on each algorithm's
-// script, by Redis' own account (INFO commandstats, usec_per_call of
-// EVALSHA), beside a minimal twin (testdata/twins) that does the same
-// single-window work and nothing else: read TIME and the state, decide,
-// write it back with its expiry. Warm calls find their key, cold ones
-// create it; 16 callers share one server of their own, so no other test's
-// commands are counted. Each run reports redis-µs/call.
+// script, by Redis' own account (INFO commandstats, usec of EVALSHA per
+// call), side by side in one run: the script a rule of that shape runs
+// (for one window, the algorithm's single-window script), the general
+// script it ran before, and a minimal twin (testdata/twins) that does the
+// same single-window work and nothing else: read TIME and the state,
+// decide, write it back with its expiry. The three take turns in blocks of
+// blockCalls, so that what else runs on the machine weighs on each alike;
+// each block is 16 callers' pipelines of 16 calls, which keeps the server
+// busy and its figures steady. Warm calls find their key, cold ones create
+// it; the server is the benchmark's own. Each run reports µs per call of
+// each and the script's ratio to its twin.
 //
-//	go test ./enforcer/limiter -run '^$' -bench BenchmarkScriptCost -benchtime 20000x
+//	go test ./enforcer/limiter -run '^$' -bench BenchmarkScriptCost -benchtime 20000x -count 3
 func BenchmarkScriptCost(b *testing.B) {
 	srv := redistest.Start(b)
 	client := srv.Client()
+	ctx := context.Background()
+	loadScripts(b, client)
 	for _, a := range config.Algorithms {
 		period := time.Minute
 		if a == SlidingWindowLog {
@@ -37,32 +46,120 @@ func BenchmarkScriptCost(b *testing.B) {
 		}
 		one := []Window{{Requests: 1 << 40, Period: period}}
 		three := []Window{{Requests: 1 << 40, Period: period}, {Requests: 1 << 41, Period: time.Hour}, {Requests: 1 << 42, Period: 24 * time.Hour}}
+		twin := loadTwin(b, client, a)
 		for _, tc := range []struct {
 			name    string
 			windows []Window
 			cold    bool
 		}{{"1w/warm", one, false}, {"1w/cold", one, true}, {"3w/warm", three, false}} {
-			b.Run(fmt.Sprintf("%s/script/%s", a, tc.name), func(b *testing.B) {
-				measureScript(b, client, func(ctx context.Context, i int64) error {
-					req := Request{Algorithm: a, Cost: 1, Windows: tc.windows,
-						Bucket: Bucket{Namespace: "bench", Policy: "p", Rule: tc.name, Tenant: HashTenant("salt", benchTenant(tc.cold, i))}}
-					s, cmd := evalSHA(&req, 1, 1, 0)
-					return runScript(ctx, client, s.src, cmd)
-				})
+			b.Run(fmt.Sprintf("%s/%s", a, tc.name), func(b *testing.B) {
+				rule, err := newRule(Bucket{Namespace: "bench", Policy: "p", Rule: strings.ReplaceAll(tc.name, "/", "-")}, a, tc.windows, 1, FailurePolicy{}, withLeasing(config.LeasingOff))
+				if err != nil {
+					b.Fatal(err)
+				}
+				var n atomic.Int64
+				script := func(single bool) func() []any {
+					return func() []any {
+						req := rule.Request(HashTenant("salt", benchTenant(tc.cold, n.Add(1))))
+						req.single = req.single && single
+						_, cmd := evalSHA(&req, 1, 1, 0)
+						return cmd
+					}
+				}
+				variants := []costVariant{{name: "script", call: script(true)}}
+				if len(tc.windows) == 1 {
+					variants = append(variants, costVariant{name: "general", call: script(false)},
+						costVariant{name: "twin", call: func() []any {
+							key := "twin:" + string(a) + ":" + benchTenant(tc.cold, n.Add(1))
+							return append([]any{"evalsha", twin, 1, key}, twinArgs(a, one[0])...)
+						}})
+				}
+				usec := measureScripts(ctx, b, client, variants, nil)
+				for i, v := range variants {
+					b.ReportMetric(usec[i], v.name+"-µs/call")
+				}
+				if len(usec) == 3 {
+					b.ReportMetric(usec[0]/usec[2], "script/twin")
+				}
 			})
 		}
-		twin := loadTwin(b, client, a)
-		for _, cold := range []bool{false, true} {
-			name := "1w/warm"
-			if cold {
-				name = "1w/cold"
+	}
+}
+
+// BenchmarkSlidingWindowLogEntries measures what the sliding window log's
+// single-window script costs with n entries in the log, beside its twin on
+// a log of as many: admitted calls, each adding one entry (the log is cut
+// back to n between blocks), and refused calls, each reading the entry
+// that must leave before the request fits and the newest.
+//
+//	go test ./enforcer/limiter -run '^$' -bench BenchmarkSlidingWindowLogEntries -benchtime 5000x -count 3
+func BenchmarkSlidingWindowLogEntries(b *testing.B) {
+	srv := redistest.Start(b)
+	client := srv.Client()
+	ctx := context.Background()
+	loadScripts(b, client)
+	twin := loadTwin(b, client, SlidingWindowLog)
+	for _, entries := range []int64{10, 100, 1000, 10000, 100000} {
+		b.Run(fmt.Sprintf("entries=%d", entries), func(b *testing.B) {
+			bucket := Bucket{Namespace: "bench", Policy: "p", Rule: fmt.Sprint("log", entries)}
+			admit, err := newRule(bucket, SlidingWindowLog, []Window{{Requests: 1 << 40, Period: time.Hour}}, 1, FailurePolicy{})
+			if err != nil {
+				b.Fatal(err)
 			}
-			b.Run(fmt.Sprintf("%s/twin/%s", a, name), func(b *testing.B) {
-				measureScript(b, client, func(ctx context.Context, i int64) error {
-					key := "twin:" + string(a) + ":" + benchTenant(cold, i)
-					return client.EvalSha(ctx, twin, []string{key}, twinArgs(a, one[0])...).Err()
-				})
+			refuse, err := newRule(bucket, SlidingWindowLog, []Window{{Requests: entries, Period: time.Hour}}, 1, FailurePolicy{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			admitted, refused := admit.Request("admitted"), refuse.Request("refused")
+			twinKey := fmt.Sprint("twin:log:", entries)
+			keys := []string{bucket.withTenant(admitted.Bucket.Tenant).Key(SlidingWindowLog, time.Hour),
+				bucket.withTenant(refused.Bucket.Tenant).Key(SlidingWindowLog, time.Hour), twinKey}
+			fillLog(ctx, b, client, keys, entries)
+			call := func(req *Request) func() []any {
+				return func() []any {
+					_, cmd := evalSHA(req, 1, 1, 0)
+					return cmd
+				}
+			}
+			variants := []costVariant{{name: "admitted", call: call(&admitted)}, {name: "refused", call: call(&refused)},
+				{name: "twin", call: func() []any {
+					return append([]any{"evalsha", twin, 1, twinKey}, twinArgs(SlidingWindowLog, Window{Requests: 1 << 40, Period: time.Hour})...)
+				}}}
+			usec := measureScripts(ctx, b, client, variants, func() {
+				for _, k := range keys {
+					if err := client.ZRemRangeByRank(ctx, k, entries, -1).Err(); err != nil {
+						b.Fatal(err)
+					}
+				}
 			})
+			for i, v := range variants {
+				b.ReportMetric(usec[i], v.name+"-µs/call")
+			}
+		})
+	}
+}
+
+// withTenant is b for tenant.
+func (b Bucket) withTenant(tenant Tenant) Bucket {
+	b.Tenant = tenant
+	return b
+}
+
+// fillLog gives each sorted set of keys n entries over the last half hour,
+// named as the script names its own.
+func fillLog(ctx context.Context, b *testing.B, client *redis.Client, keys []string, n int64) {
+	now := time.Now().UnixMicro()
+	for _, k := range keys {
+		_, err := client.Pipelined(ctx, func(p redis.Pipeliner) error {
+			p.Del(ctx, k)
+			for i := range n {
+				at := now - int64(30*time.Minute/time.Microsecond) + i*int64(30*time.Minute/time.Microsecond)/n
+				p.ZAdd(ctx, k, redis.Z{Score: float64(at), Member: fmt.Sprint(at, "-1")})
+			}
+			return nil
+		})
+		if err != nil {
+			b.Fatal(err)
 		}
 	}
 }
@@ -75,47 +172,97 @@ func benchTenant(cold bool, i int64) string {
 	return "cold-" + strconv.FormatInt(i, 10)
 }
 
-// measureScript runs call b.N times from 16 callers after resetting the
-// server's statistics, and reports EVALSHA's usec_per_call.
-func measureScript(b *testing.B, client *redis.Client, call func(context.Context, int64) error) {
-	ctx := context.Background()
-	if err := client.ConfigResetStat(ctx).Err(); err != nil {
-		b.Fatal(err)
-	}
-	var n atomic.Int64
-	b.SetParallelism(8)
+// costVariant is one script whose cost is measured: call builds the
+// EVALSHA command of its next call.
+type costVariant struct {
+	name string
+	call func() []any
+}
+
+const (
+	costCallers = 16
+	costBatch   = 16
+	blockCalls  = costCallers * costBatch
+)
+
+// measureScripts runs each variant b.N times (at least one block), the
+// variants taking turns in blocks of blockCalls, with between blocks,
+// when set, and returns each one's EVALSHA usec per call, from the
+// changes of INFO commandstats around its blocks.
+func measureScripts(ctx context.Context, b *testing.B, client *redis.Client, variants []costVariant, between func()) []float64 {
+	usec, calls := make([]int64, len(variants)), make([]int64, len(variants))
 	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			if err := call(ctx, n.Add(1)); err != nil && !errors.Is(err, redis.Nil) {
-				b.Error(err)
-				return
+	for done := 0; done < b.N; done += blockCalls {
+		for i, v := range variants {
+			u0, c0 := evalshaStats(ctx, b, client)
+			runBlock(ctx, b, client, v.call)
+			u1, c1 := evalshaStats(ctx, b, client)
+			usec[i] += u1 - u0
+			calls[i] += c1 - c0
+			if between != nil {
+				between()
 			}
 		}
-	})
+	}
 	b.StopTimer()
+	out := make([]float64, len(variants))
+	for i := range variants {
+		out[i] = float64(usec[i]) / float64(calls[i])
+	}
+	return out
+}
+
+// runBlock sends blockCalls calls from costCallers pipelines at once.
+func runBlock(ctx context.Context, b *testing.B, client *redis.Client, call func() []any) {
+	var wg sync.WaitGroup
+	for range costCallers {
+		cmds := make([][]any, costBatch)
+		for i := range cmds {
+			cmds[i] = call()
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := client.Pipelined(ctx, func(p redis.Pipeliner) error {
+				for _, c := range cmds {
+					p.Do(ctx, c...)
+				}
+				return nil
+			})
+			if err != nil && !errors.Is(err, redis.Nil) {
+				b.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+var evalshaStatsLine = regexp.MustCompile(`cmdstat_evalsha:calls=(\d+),usec=(\d+),`)
+
+// evalshaStats are EVALSHA's total usec and calls so far.
+func evalshaStats(ctx context.Context, b *testing.B, client *redis.Client) (usec, calls int64) {
 	info, err := client.Info(ctx, "commandstats").Result()
 	if err != nil {
 		b.Fatal(err)
 	}
-	m := regexp.MustCompile(`cmdstat_evalsha:calls=\d+,usec=\d+,usec_per_call=([0-9.]+)`).FindStringSubmatch(info)
+	m := evalshaStatsLine.FindStringSubmatch(info)
 	if m == nil {
-		b.Fatalf("no EVALSHA in INFO commandstats:\n%s", info)
+		return 0, 0
 	}
-	usec, _ := strconv.ParseFloat(m[1], 64)
-	b.ReportMetric(usec, "redis-µs/call")
+	calls, _ = strconv.ParseInt(m[1], 10, 64)
+	usec, _ = strconv.ParseInt(m[2], 10, 64)
+	return usec, calls
 }
 
-// runScript sends an EVALSHA command, loading the script on NOSCRIPT.
-func runScript(ctx context.Context, client *redis.Client, src string, cmd []any) error {
-	err := client.Do(ctx, cmd...).Err()
-	if redis.HasErrorPrefix(err, "NOSCRIPT") {
-		if err := client.ScriptLoad(ctx, src).Err(); err != nil {
-			return err
+// loadScripts loads every algorithm's scripts into the server.
+func loadScripts(b *testing.B, client *redis.Client) {
+	for _, d := range algorithms {
+		for _, s := range []algorithmScript{d.script, d.single} {
+			if err := client.ScriptLoad(context.Background(), s.src).Err(); err != nil {
+				b.Fatal(err)
+			}
 		}
-		err = client.Do(ctx, cmd...).Err()
 	}
-	return err
 }
 
 func loadTwin(b *testing.B, client *redis.Client, a Algorithm) string {
