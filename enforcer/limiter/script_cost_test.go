@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -26,12 +27,14 @@ import (
 // (for one window, the algorithm's single-window script), the general
 // script it ran before, and a minimal twin (testdata/twins) that does the
 // same single-window work and nothing else: read TIME and the state,
-// decide, write it back with its expiry. The three take turns in blocks of
+// decide, write it back with its expiry, answer 1; and that twin answering
+// a table the size of the script's reply, the least a script that replies
+// can cost. The four take turns in blocks of
 // blockCalls, so that what else runs on the machine weighs on each alike;
 // each block is 16 callers' pipelines of 16 calls, which keeps the server
 // busy and its figures steady. Warm calls find their key, cold ones create
-// it; the server is the benchmark's own. Each run reports µs per call of
-// each and the script's ratio to its twin.
+// it; the server is the benchmark's own. Each run reports the median over
+// rounds of µs per call of each and of the script's ratio to its twin.
 //
 //	go test ./enforcer/limiter -run '^$' -bench BenchmarkScriptCost -benchtime 20000x -count 3
 func BenchmarkScriptCost(b *testing.B) {
@@ -46,7 +49,7 @@ func BenchmarkScriptCost(b *testing.B) {
 		}
 		one := []Window{{Requests: 1 << 40, Period: period}}
 		three := []Window{{Requests: 1 << 40, Period: period}, {Requests: 1 << 41, Period: time.Hour}, {Requests: 1 << 42, Period: 24 * time.Hour}}
-		twin := loadTwin(b, client, a)
+		twin, replied := loadTwin(b, client, a, false), loadTwin(b, client, a, true)
 		for _, tc := range []struct {
 			name    string
 			windows []Window
@@ -66,21 +69,22 @@ func BenchmarkScriptCost(b *testing.B) {
 						return cmd
 					}
 				}
+				twinCall := func(sha string) func() []any {
+					return func() []any {
+						key := "twin:" + sha[:8] + ":" + benchTenant(tc.cold, n.Add(1))
+						return append([]any{"evalsha", sha, 1, key}, twinArgs(a, one[0])...)
+					}
+				}
 				variants := []costVariant{{name: "script", call: script(true)}}
 				if len(tc.windows) == 1 {
 					variants = append(variants, costVariant{name: "general", call: script(false)},
-						costVariant{name: "twin", call: func() []any {
-							key := "twin:" + string(a) + ":" + benchTenant(tc.cold, n.Add(1))
-							return append([]any{"evalsha", twin, 1, key}, twinArgs(a, one[0])...)
-						}})
+						costVariant{name: "twin", call: twinCall(twin)}, costVariant{name: "twin+reply", call: twinCall(replied)})
 				}
-				usec := measureScripts(ctx, b, client, variants, nil)
-				for i, v := range variants {
-					b.ReportMetric(usec[i], v.name+"-µs/call")
+				twin := 0
+				if len(variants) > 1 {
+					twin = 2
 				}
-				if len(usec) == 3 {
-					b.ReportMetric(usec[0]/usec[2], "script/twin")
-				}
+				reportMedians(b, variants, measureScripts(ctx, b, client, variants, nil), twin)
 			})
 		}
 	}
@@ -98,7 +102,7 @@ func BenchmarkSlidingWindowLogEntries(b *testing.B) {
 	client := srv.Client()
 	ctx := context.Background()
 	loadScripts(b, client)
-	twin := loadTwin(b, client, SlidingWindowLog)
+	twin := loadTwin(b, client, SlidingWindowLog, false)
 	for _, entries := range []int64{10, 100, 1000, 10000, 100000} {
 		b.Run(fmt.Sprintf("entries=%d", entries), func(b *testing.B) {
 			bucket := Bucket{Namespace: "bench", Policy: "p", Rule: fmt.Sprint("log", entries)}
@@ -125,16 +129,14 @@ func BenchmarkSlidingWindowLogEntries(b *testing.B) {
 				{name: "twin", call: func() []any {
 					return append([]any{"evalsha", twin, 1, twinKey}, twinArgs(SlidingWindowLog, Window{Requests: 1 << 40, Period: time.Hour})...)
 				}}}
-			usec := measureScripts(ctx, b, client, variants, func() {
+			rounds := measureScripts(ctx, b, client, variants, func() {
 				for _, k := range keys {
 					if err := client.ZRemRangeByRank(ctx, k, entries, -1).Err(); err != nil {
 						b.Fatal(err)
 					}
 				}
 			})
-			for i, v := range variants {
-				b.ReportMetric(usec[i], v.name+"-µs/call")
-			}
+			reportMedians(b, variants, rounds, 0)
 		})
 	}
 }
@@ -187,29 +189,48 @@ const (
 
 // measureScripts runs each variant b.N times (at least one block), the
 // variants taking turns in blocks of blockCalls, with between blocks,
-// when set, and returns each one's EVALSHA usec per call, from the
-// changes of INFO commandstats around its blocks.
-func measureScripts(ctx context.Context, b *testing.B, client *redis.Client, variants []costVariant, between func()) []float64 {
-	usec, calls := make([]int64, len(variants)), make([]int64, len(variants))
+// when set. It returns each one's EVALSHA usec per call in every round
+// (one block of each), from the changes of INFO commandstats around its
+// blocks.
+func measureScripts(ctx context.Context, b *testing.B, client *redis.Client, variants []costVariant, between func()) [][]float64 {
+	var rounds [][]float64
 	b.ResetTimer()
 	for done := 0; done < b.N; done += blockCalls {
+		round := make([]float64, len(variants))
 		for i, v := range variants {
 			u0, c0 := evalshaStats(ctx, b, client)
 			runBlock(ctx, b, client, v.call)
 			u1, c1 := evalshaStats(ctx, b, client)
-			usec[i] += u1 - u0
-			calls[i] += c1 - c0
+			round[i] = float64(u1-u0) / float64(c1-c0)
 			if between != nil {
 				between()
 			}
 		}
+		rounds = append(rounds, round)
 	}
 	b.StopTimer()
-	out := make([]float64, len(variants))
-	for i := range variants {
-		out[i] = float64(usec[i]) / float64(calls[i])
+	return rounds
+}
+
+// reportMedians reports each variant's median µs per call over the rounds
+// and, when twin is a variant's index, the median of the first variant's
+// ratio to it within a round: a burst of other work on the machine
+// weighs on a few rounds, not on the medians.
+func reportMedians(b *testing.B, variants []costVariant, rounds [][]float64, twin int) {
+	median := func(f func(round []float64) float64) float64 {
+		vs := make([]float64, len(rounds))
+		for i, r := range rounds {
+			vs[i] = f(r)
+		}
+		slices.Sort(vs)
+		return vs[len(vs)/2]
 	}
-	return out
+	for i, v := range variants {
+		b.ReportMetric(median(func(r []float64) float64 { return r[i] }), v.name+"-µs/call")
+	}
+	if twin > 0 {
+		b.ReportMetric(median(func(r []float64) float64 { return r[0] / r[twin] }), "script/twin")
+	}
 }
 
 // runBlock sends blockCalls calls from costCallers pipelines at once.
@@ -265,12 +286,23 @@ func loadScripts(b *testing.B, client *redis.Client) {
 	}
 }
 
-func loadTwin(b *testing.B, client *redis.Client, a Algorithm) string {
+// loadTwin loads a's twin and, when replied is set, the twin answering
+// with a reply of the size of a's script's (its last "return 1" made a
+// table of as many integers), and returns its sha.
+func loadTwin(b *testing.B, client *redis.Client, a Algorithm, replied bool) string {
 	names := map[Algorithm]string{TokenBucket: "token_bucket", FixedWindow: "fixed_window", GCRA: "gcra",
 		SlidingWindowCounter: "sliding_window_counter", SlidingWindowLog: "sliding_window_log"}
 	src, err := os.ReadFile(filepath.Join("testdata", "twins", names[a]+".lua"))
 	if err != nil {
 		b.Fatal(err)
+	}
+	if replied {
+		last := strings.LastIndex(string(src), "return 1")
+		reply := "return {1, now, 0, now, 0}"
+		if descriptorOf(a).leases {
+			reply = "return {1, now, 0, now, 0, 1}"
+		}
+		src = []byte(string(src[:last]) + reply + string(src[last+len("return 1"):]))
 	}
 	sha, err := client.ScriptLoad(context.Background(), string(src)).Result()
 	if err != nil {

@@ -14,13 +14,18 @@ local now = time[1] * 1000000 + time[2]
 local cost, requests, period = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3] * 1000
 -- Lua prints numbers with 14 digits; microsecond times need 16
 local stamp = string.format('%d', now)
--- the window is (now - period, now]: an entry leaves at its time + period
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', string.format('%d', now - period))
+-- the window is (now - period, now]: an entry leaves at its time + period.
+-- A number argument reaches Redis exact (as %.17g, or its shortest form)
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - period)
 local count = redis.call('ZCARD', KEYS[1])
 if count + cost <= requests and cost > 0 then
   -- Members must be unique: after a refund the count no longer names a
   -- free suffix within this microsecond, and ZADD NX refuses a taken name
   local added, seq = 0, count
+  if cost == 1 then
+    seq = seq + 1
+    added = redis.call('ZADD', KEYS[1], 'NX', stamp, stamp .. '-' .. seq)
+  end
   while added < cost do
     local args, n = {}, 0
     for _ = 1, math.min(cost - added, 256) do
