@@ -136,7 +136,7 @@ func BenchmarkSlidingWindowLogEntries(b *testing.B) {
 					}
 				}
 			})
-			reportMedians(b, variants, rounds, 0)
+			reportMedians(b, variants, rounds, 2)
 		})
 	}
 }
