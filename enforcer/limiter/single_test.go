@@ -2,6 +2,7 @@ package limiter
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strconv"
@@ -152,7 +153,7 @@ func frozenCall(t *testing.T, client *redis.Client, req *Request, cost, want int
 	}
 	out.state = frozenState(t, client, key)
 	out.expiry, err = client.HGet(ctx, frozenExpiryKey, key).Result()
-	if err != nil && err != redis.Nil {
+	if err != nil && !errors.Is(err, redis.Nil) {
 		t.Fatal(err)
 	}
 	return out
