@@ -66,10 +66,16 @@ type leaseEntry struct {
 	// for other algorithms): units never outlive it; window is that end on
 	// Redis' clock (µs), which names the window.
 	units, expires, end, window int64
-	// base is the decision of the last Redis grant, after it: what lease
-	// decisions report, with the lease's units added to Remaining. Its
-	// CountedAt dates the units (the fixed window they count in).
-	base Decision
+	// base is the last decision that admitted, from the bucket's first
+	// grant on: what lease decisions report, with the lease's units added
+	// to Remaining. Its CountedAt dates the units (the fixed window they
+	// count in). It is made at the first grant, since most buckets never
+	// lease: an entry without it is a third of the size.
+	base *Decision
+	// left is what the last decision that admitted said was left, once
+	// known (a decision with a time).
+	left  int64
+	known bool
 
 	// hits are requests since since; rate is requests per second.
 	hits, since int64
@@ -202,7 +208,7 @@ func (t *leases) answer(req *Request, first, mayWait bool) localAnswer {
 	// exact even when a refusal arrived after them.
 	if e.units >= req.Cost && now < e.expires {
 		e.units -= req.Cost
-		d := e.base
+		d := *e.base
 		d.Remaining = min(d.Limit, d.Remaining+e.units)
 		d.Now, d.Local = t.clock.wall(now), true
 		t.counts(req.Bucket.Policy).LeaseAdmits.Add(1)
@@ -298,8 +304,8 @@ func (e *leaseEntry) observe(now int64) {
 // grant), or just cost when that is not worth a lease.
 func (e *leaseEntry) want(cost int64) int64 {
 	n := int64(e.rate*leaseFor.Seconds()) * cost
-	left := e.base.Remaining
-	if e.base.Now.IsZero() {
+	left := e.left
+	if !e.known {
 		left = math.MaxInt64
 		for _, w := range e.req.Windows {
 			left = min(left, w.capacity(e.req.Algorithm))
@@ -337,8 +343,14 @@ func (t *leases) settle(e *leaseEntry, d Decision, taken, cost, sent int64, owne
 	if d.Delay > 0 {
 		return // a reservation: nothing to lease, and base describes admissions now
 	}
-	e.base = d
+	e.left, e.known = d.Remaining, !d.Now.IsZero()
 	extra := taken - cost
+	if e.base != nil || extra > 0 {
+		if e.base == nil {
+			e.base = new(Decision)
+		}
+		*e.base = d
+	}
 	if extra <= 0 {
 		return
 	}
