@@ -113,9 +113,11 @@ curl -sf -o /dev/null "http://127.0.0.1:$admin_port/readyz" || { tail -n 30 "$wo
 rss() { awk '/^VmRSS:/ {print $2}' "/proc/$epid/status"; } # KiB
 mib() { awk -v k="$1" 'BEGIN {printf "%.1f", k / 1024}'; }
 # heap_inuse: the Go heap in use (bytes), from the profile's header.
+# Read whole before awk stops at its match (SIGPIPE under pipefail).
 heap_inuse() {
-  curl -sf "http://127.0.0.1:$debug_port/debug/pprof/heap?debug=1" |
-    awk '/^# HeapInuse = / {print $4; exit}'
+  local profile
+  profile=$(curl -sf "http://127.0.0.1:$debug_port/debug/pprof/heap?debug=1")
+  awk '/^# HeapInuse = / {print $4; exit}' <<<"$profile"
 }
 
 idle=$(rss)
