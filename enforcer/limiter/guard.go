@@ -236,7 +236,7 @@ func (g *Guard) AllowAll(ctx context.Context, reqs []Request, out []Outcome) []O
 		deadline := deadlines.get(ctx, now.Add(req.Failure.timeout()))
 		d, taken, err := p.check.wait(deadline)
 		if err == nil && p.entry != nil {
-			g.leases.settle(p.entry, d, taken, req.Cost, p.sent, p.owner)
+			g.leases.settle(p.entry, req, d, taken, req.Cost, p.sent, p.owner)
 		} else if p.owner {
 			g.leases.unfetch(p.entry, p.check.want > req.Cost)
 		}
@@ -310,21 +310,23 @@ func (g *Guard) startPrefetch(e *leaseEntry, want int64) {
 // prefetch asks Redis for the next lease of e's bucket, want units, while
 // the current one still serves.
 func (g *Guard) prefetch(e *leaseEntry, want int64) {
-	ctx, cancel := context.WithTimeout(context.Background(), e.req.Failure.timeout())
+	// Only a lease prefetches: e has its grant, whose req is never changed.
+	req := &e.grant.req
+	ctx, cancel := context.WithTimeout(context.Background(), req.Failure.timeout())
 	defer cancel()
 	sent := g.clock.now()
-	g.leases.counts(e.req.Bucket.Policy).RedisCalls.Add(1)
-	d, taken, err := g.redis.submit(ctx, &e.req, 0, want).wait(ctx)
+	g.leases.counts(req.Bucket.Policy).RedisCalls.Add(1)
+	d, taken, err := g.redis.submit(ctx, req, 0, want).wait(ctx)
 	if err != nil {
 		g.leases.unfetch(e, true)
 		g.failed(err)
 		return
 	}
 	g.succeeded()
-	if e.req.Ban != nil {
-		g.observeBan(&e.req, d, sent)
+	if req.Ban != nil {
+		g.observeBan(req, d, sent)
 	}
-	g.leases.settle(e, d, taken, 0, sent, true)
+	g.leases.settle(e, req, d, taken, 0, sent, true)
 }
 
 // Refund gives back, best effort, what the admitted decisions of reqs took,

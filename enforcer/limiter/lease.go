@@ -59,17 +59,20 @@ const (
 // guarded by its shard's lock.
 type leaseEntry struct {
 	key bucketKey
-	req Request // for returns and prefetches
 
 	// units are the lease's unused units, until expires (the Guard's
 	// clock). end is a FixedWindow lease's window end (the Guard's clock, 0
 	// for other algorithms): units never outlive it; window is that end on
 	// Redis' clock (µs), which names the window.
 	units, expires, end, window int64
-	// base is the decision of the last Redis grant, after it: what lease
-	// decisions report, with the lease's units added to Remaining. Its
-	// CountedAt dates the units (the fixed window they count in).
-	base Decision
+	// grant is made at the bucket's first grant: most buckets never lease
+	// (a tenant sending a request a second asks Redis per request), and an
+	// entry without it is a third of the size.
+	grant *leaseGrant
+	// left is what the last decision that admitted said was left, once
+	// known (a decision with a time).
+	left  int64
+	known bool
 
 	// hits are requests since since; rate is requests per second.
 	hits, since int64
@@ -86,6 +89,17 @@ type leaseEntry struct {
 	// gone is set when the entry was dropped (Release): a grant arriving
 	// for it goes straight back.
 	gone bool
+}
+
+// leaseGrant is what a bucket that has leased keeps.
+type leaseGrant struct {
+	// req is the bucket's request, for returns and prefetches; set once.
+	req Request
+	// base is the last decision that admitted, from the first grant on:
+	// what lease decisions report, with the lease's units added to
+	// Remaining. Its CountedAt dates the units (the fixed window they
+	// count in).
+	base Decision
 }
 
 // leaseShard is what a shard of the lease table keeps besides its map.
@@ -191,7 +205,7 @@ func (t *leases) answer(req *Request, first, mayWait bool) localAnswer {
 			}
 			return localAnswer{want: req.Cost}
 		}
-		e = &leaseEntry{key: k, req: *req, since: now}
+		e = &leaseEntry{key: k, since: now}
 		sh.m[k] = e
 	}
 	e.lastSeen = now
@@ -202,12 +216,12 @@ func (t *leases) answer(req *Request, first, mayWait bool) localAnswer {
 	// exact even when a refusal arrived after them.
 	if e.units >= req.Cost && now < e.expires {
 		e.units -= req.Cost
-		d := e.base
+		d := e.grant.base
 		d.Remaining = min(d.Limit, d.Remaining+e.units)
 		d.Now, d.Local = t.clock.wall(now), true
 		t.counts(req.Bucket.Policy).LeaseAdmits.Add(1)
 		a := localAnswer{decision: d, local: true}
-		if want := e.want(req.Cost); !e.calling && want > req.Cost {
+		if want := e.want(req); !e.calling && want > req.Cost {
 			switch {
 			case e.units < want/2:
 				// running low: the next lease
@@ -236,7 +250,7 @@ func (t *leases) answer(req *Request, first, mayWait bool) localAnswer {
 	a := localAnswer{want: req.Cost, entry: e}
 	if !e.calling {
 		e.calling = true
-		a.want, a.owner = e.want(req.Cost), true
+		a.want, a.owner = e.want(req), true
 	}
 	return a
 }
@@ -259,7 +273,7 @@ func (t *leases) refused(req *Request, k bucketKey, now int64) (Decision, bool) 
 // it reached Redis asking for a lease.
 func (t *leases) unfetch(e *leaseEntry, asked bool) {
 	if asked {
-		t.counts(e.req.Bucket.Policy).LeaseFailures.Add(1)
+		t.counts(e.key.bucket.Policy).LeaseFailures.Add(1)
 	}
 	sh := t.m.shardOf(e.key)
 	sh.mu.Lock()
@@ -293,16 +307,18 @@ func (e *leaseEntry) observe(now int64) {
 	e.hits, e.since = 0, now
 }
 
-// want is the lease to ask for: leaseFor of the bucket's traffic, at most a
-// share of what Redis last said was left (of the capacity before any
-// grant), or just cost when that is not worth a lease.
-func (e *leaseEntry) want(cost int64) int64 {
+// want is the lease to ask for, for req of e's bucket: leaseFor of the
+// bucket's traffic, at most a share of what Redis last said was left (of
+// the capacity before any grant), or just req's cost when that is not
+// worth a lease.
+func (e *leaseEntry) want(req *Request) int64 {
+	cost := req.Cost
 	n := int64(e.rate*leaseFor.Seconds()) * cost
-	left := e.base.Remaining
-	if e.base.Now.IsZero() {
+	left := e.left
+	if !e.known {
 		left = math.MaxInt64
-		for _, w := range e.req.Windows {
-			left = min(left, w.capacity(e.req.Algorithm))
+		for _, w := range req.Windows {
+			left = min(left, w.capacity(req.Algorithm))
 		}
 	}
 	n = min(n, left/leaseShare, leaseMaxUnits)
@@ -312,21 +328,22 @@ func (e *leaseEntry) want(cost int64) int64 {
 	return n
 }
 
-// settle records a Redis decision of e's bucket sent at sent (the Guard's clock)
-// that took taken units at cost: a lease for what it took beyond cost, a
-// cached refusal when it refused. owner ends the call in flight.
-func (t *leases) settle(e *leaseEntry, d Decision, taken, cost, sent int64, owner bool) {
+// settle records a Redis decision for req, of e's bucket, sent at sent (the
+// Guard's clock) that took taken units at cost: a lease for what it took
+// beyond cost, a cached refusal when it refused. owner ends the call in
+// flight.
+func (t *leases) settle(e *leaseEntry, req *Request, d Decision, taken, cost, sent int64, owner bool) {
 	sh := t.m.shardOf(e.key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if owner {
 		e.done()
 	}
-	c := t.counts(e.req.Bucket.Policy)
+	c := t.counts(e.key.bucket.Policy)
 	if !d.Allowed {
 		// A rule with a ban counts every refusal in Redis: its refusals
 		// are not cached, its bans are (ban.go).
-		if d.RetryAfter > 0 && e.req.Ban == nil {
+		if d.RetryAfter > 0 && req.Ban == nil {
 			// Redis' clock read the state at some point after sent: ending
 			// the refusal at sent + RetryAfter ends it no later than Redis would.
 			until := sent + int64(d.RetryAfter)
@@ -337,21 +354,27 @@ func (t *leases) settle(e *leaseEntry, d Decision, taken, cost, sent int64, owne
 	if d.Delay > 0 {
 		return // a reservation: nothing to lease, and base describes admissions now
 	}
-	e.base = d
+	e.left, e.known = d.Remaining, !d.Now.IsZero()
 	extra := taken - cost
+	if e.grant == nil && extra > 0 {
+		e.grant = &leaseGrant{req: *req}
+	}
+	if e.grant != nil {
+		e.grant.base = d
+	}
 	if extra <= 0 {
 		return
 	}
 	c.Grants.Add(1)
 	c.UnitsLeased.Add(extra)
 	if e.gone {
-		t.orphan(pendingReturn{req: e.req, units: extra, counted: d.Now.UnixMicro()})
+		t.orphan(pendingReturn{req: e.grant.req, units: extra, counted: d.Now.UnixMicro()})
 		return
 	}
 	expires := sent + int64(leaseFor)
 	var end, window int64
-	if e.req.Algorithm == FixedWindow {
-		we := windowEnd(e.req.Windows, d.Now)
+	if req.Algorithm == FixedWindow {
+		we := windowEnd(req.Windows, d.Now)
 		end, window = sent+we.Sub(d.Now).Nanoseconds(), we.UnixMicro()
 		expires = min(expires, end)
 		if e.units > 0 && e.window != window {
@@ -399,7 +422,7 @@ func (t *leases) refund(req *Request, counted time.Time) bool {
 	if e == nil || !e.held || t.clock.now() >= e.expires {
 		return false
 	}
-	if e.end != 0 && windowEnd(e.req.Windows, counted).UnixMicro() != e.window {
+	if e.end != 0 && windowEnd(req.Windows, counted).UnixMicro() != e.window {
 		return false
 	}
 	e.units += req.Cost
@@ -441,9 +464,9 @@ func (t *leases) take(e *leaseEntry, now int64, dst []pendingReturn) []pendingRe
 		return dst
 	}
 	if e.end != 0 && now >= e.end {
-		t.counts(e.req.Bucket.Policy).UnitsExpired.Add(e.units)
+		t.counts(e.key.bucket.Policy).UnitsExpired.Add(e.units)
 	} else {
-		dst = append(dst, pendingReturn{req: e.req, units: e.units, counted: e.base.CountedAt.UnixMicro()})
+		dst = append(dst, pendingReturn{req: e.grant.req, units: e.units, counted: e.grant.base.CountedAt.UnixMicro()})
 	}
 	e.units = 0
 	return dst

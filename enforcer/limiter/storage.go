@@ -53,6 +53,9 @@ func NewClient(rawURL string, opts ClientOptions) (redis.UniversalClient, error)
 			return nil, fmt.Errorf("redis URL %s: %w", redact(u), err)
 		}
 		opts.apply(&o.MaxRetries, &o.DialerRetries, &o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, &o.PoolSize)
+		o.ReadBufferSize, o.WriteBufferSize = connBuffer, connBuffer
+		// The decisions' pipeline (AsyncAutoPipeline) has a pool of its own.
+		o.PipelineReadBufferSize, o.PipelineWriteBufferSize = pipelineBuffer, pipelineBuffer
 		opts.trust(o.TLSConfig)
 		o.OnConnect = checkVersion
 		return redis.NewClient(o), nil
@@ -62,6 +65,9 @@ func NewClient(rawURL string, opts ClientOptions) (redis.UniversalClient, error)
 			return nil, fmt.Errorf("redis cluster URL %s: %w", redact(u), err)
 		}
 		opts.apply(&o.MaxRetries, &o.DialerRetries, &o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, &o.PoolSize)
+		// Pipeline buffer sizes are left unset: setting them would give each
+		// node a pipeline pool of its own.
+		o.ReadBufferSize, o.WriteBufferSize = connBuffer, connBuffer
 		opts.trust(o.TLSConfig)
 		o.OnConnect = checkVersion
 		return redis.NewClusterClient(o), nil
@@ -74,12 +80,24 @@ func NewClient(rawURL string, opts ClientOptions) (redis.UniversalClient, error)
 			return nil, fmt.Errorf("redis sentinel URL %s: master_name is required", redact(u))
 		}
 		opts.apply(&o.MaxRetries, &o.DialerRetries, &o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, &o.PoolSize)
+		o.ReadBufferSize, o.WriteBufferSize = connBuffer, connBuffer
 		opts.trust(o.TLSConfig)
 		o.OnConnect = checkVersion
 		return redis.NewFailoverClient(o), nil
 	}
 	return nil, fmt.Errorf("redis URL %s: unknown topology %q (use redis+sentinel or redis+cluster)", redact(u), topology)
 }
+
+// The buffers of each Redis connection. The client's defaults (32 KiB each
+// way, 128 KiB for its pipeline pool) are sized for large values; the
+// enforcer's commands and replies are a few hundred bytes, and a batch
+// larger than a buffer is only written or read in more than one call. With
+// the defaults, a busy enforcer's connections to one Redis held about 4 MiB
+// of buffers (docs/performance.md, "Memory").
+const (
+	connBuffer     = 4 << 10
+	pipelineBuffer = 16 << 10
+)
 
 // apply sets the fields every topology's options share.
 func (opts ClientOptions) apply(maxRetries, dialRetries *int, dialTimeout, readTimeout, writeTimeout *time.Duration, poolSize *int) {

@@ -194,11 +194,15 @@ type requestState struct {
 	delays []uint8
 }
 
+// A pooled state holds about 1.5 KiB with room for two checks, which most
+// requests need (one limited rule, perhaps a tier's); a request with more
+// grows its state once, and the pool keeps the larger one. There is one
+// state per request in flight.
 var statePool = sync.Pool{New: func() any {
 	return &requestState{
-		checks: make([]route.Check, 0, 8),
-		reqs:   make([]limiter.Request, 0, 8),
-		outs:   make([]limiter.Outcome, 0, 8),
+		checks: make([]route.Check, 0, 2),
+		reqs:   make([]limiter.Request, 0, 2),
+		outs:   make([]limiter.Outcome, 0, 2),
 		buf:    make([]byte, 0, 256),
 	}
 }}

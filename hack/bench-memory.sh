@@ -1,0 +1,171 @@
+#!/usr/bin/env bash
+# The enforcer's memory beside its throughput (docs/performance.md): one
+# sluice-enforcer, a limit never reached (every request admitted), under
+# cmd/sluice-load's closed loop and then at a fixed RATE, X-Tenant-ID
+# rotating among TENANTS tenants over CONCURRENCY keep-alive connections.
+# Prints, per phase, requests/s beside the enforcer's resident memory (RSS,
+# sampled every 0.2s: peak and at the end) and the Go heap in use from its
+# /debug/pprof/heap, which the script keeps with a profile of the
+# allocations. Everything runs on loopback; every process it starts is
+# stopped on exit.
+#
+# Settings (environment): DURATION (whole seconds per phase; default 10),
+# CONCURRENCY (256), TENANTS (10000), RATE (10000; 0 skips the fixed-rate
+# phase), CONFIG=policy-file|compiled (default compiled: the sidecar's
+# --config, as the operator writes it; policy-file compiles the YAML
+# in-process), GOMEMLIMIT and GOGC (passed to the enforcer when set), RESULTS
+# (directory for the JSON and profiles; default a new temporary directory).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+duration=${DURATION:-10}
+concurrency=${CONCURRENCY:-256}
+tenants=${TENANTS:-10000}
+rate=${RATE:-10000}
+mode=${CONFIG:-compiled}
+for v in duration concurrency tenants rate; do
+  [[ ${!v} =~ ^[0-9]+$ ]] || { echo "error: ${v^^} must be a whole number, got '${!v}'" >&2; exit 2; }
+done
+[[ $mode == compiled || $mode == policy-file ]] || { echo "error: CONFIG must be compiled or policy-file" >&2; exit 2; }
+command -v jq >/dev/null || { echo "error: jq is required" >&2; exit 1; }
+log() { printf '>> %s\n' "$*" >&2; }
+
+hack/ensure-redis.sh
+work=$(mktemp -d /tmp/sluice-bench-work.XXXXXX)
+results=${RESULTS:-$(mktemp -d /tmp/sluice-bench-memory.XXXXXX)}
+mkdir -p "$results" "$work/bin" "$work/redis"
+# shellcheck source=hack/lib/bench.sh
+source hack/lib/bench.sh
+
+log "building sluice-enforcer and sluice-load"
+go build -o "$work/bin/sluice-enforcer" ./cmd/enforcer
+go build -o "$work/bin/sluice-load" ./cmd/sluice-load
+load=$work/bin/sluice-load
+
+pick_port redis_port
+pick_port upstream_port
+pick_port proxy_port
+pick_port admin_port
+pick_port debug_port
+start redis redis-server --port "$redis_port" --bind 127.0.0.1 --save "" --appendonly no \
+  --dir "$work/redis" --daemonize no
+start upstream "$load" upstream --listen "127.0.0.1:$upstream_port" --exit-after 2h
+
+cat >"$work/policy.yaml" <<EOF
+apiVersion: sluice.dev/v1alpha1
+kind: RateLimitPolicy
+metadata:
+  name: bench
+  namespace: bench
+spec:
+  selector:
+    matchLabels:
+      app: bench
+  upstreamPort: $upstream_port
+  failureMode: Closed
+  identity:
+    sources:
+      - header:
+          name: X-Tenant-ID
+  rules:
+    - name: api
+      algorithm: TokenBucket
+      limits:
+        - requests: 1000000000000
+          period: 1s
+EOF
+config=(--policy-file "$work/policy.yaml")
+if [ "$mode" = compiled ]; then
+  # What the operator writes for the same policy (the injected sidecar's
+  # --config); the controller's compiler is not linked into the sidecar.
+  cat >"$work/config.json" <<EOF
+{
+  "schema": "sluice.dev/enforcer-config/v1",
+  "namespace": "bench",
+  "policies": [{
+    "name": "bench", "uid": "00000000-0000-0000-0000-000000000001", "generation": 1,
+    "selector": {"matchLabels": {"app": "bench"}}, "upstreamPort": $upstream_port,
+    "mode": "Enforce", "failureMode": "Closed", "timeout": "50ms", "responseHeaders": "Both",
+    "salt": "00000000-0000-0000-0000-000000000001",
+    "rules": [{
+      "name": "api", "match": {}, "algorithm": "TokenBucket", "cost": 1,
+      "identity": {"sources": [{"header": {"name": "X-Tenant-ID"}}]},
+      "limits": [{"requests": 1000000000000, "period": "1s"}]
+    }]
+  }]
+}
+EOF
+  config=(--config "$work/config.json")
+fi
+
+start enforcer env ${GOMEMLIMIT:+GOMEMLIMIT=$GOMEMLIMIT} ${GOGC:+GOGC=$GOGC} "$work/bin/sluice-enforcer" \
+  --listen "127.0.0.1:$proxy_port" --admin-listen "127.0.0.1:$admin_port" \
+  --debug-listen "127.0.0.1:$debug_port" --pprof \
+  --upstream "http://127.0.0.1:$upstream_port" --redis-url "redis://127.0.0.1:$redis_port" \
+  "${config[@]}" --log-level warn
+epid=${pid[enforcer]}
+for _ in $(seq 150); do
+  curl -sf -o /dev/null "http://127.0.0.1:$admin_port/readyz" && break
+  sleep 0.1
+done
+curl -sf -o /dev/null "http://127.0.0.1:$admin_port/readyz" || { tail -n 30 "$work/enforcer.log" >&2; exit 1; }
+
+rss() { awk '/^VmRSS:/ {print $2}' "/proc/$epid/status"; } # KiB
+mib() { awk -v k="$1" 'BEGIN {printf "%.1f", k / 1024}'; }
+# heap_inuse: the Go heap in use (bytes), from the profile's header.
+# Read whole before awk stops at its match (SIGPIPE under pipefail).
+heap_inuse() {
+  local profile
+  profile=$(curl -sf "http://127.0.0.1:$debug_port/debug/pprof/heap?debug=1")
+  awk '/^# HeapInuse = / {print $4; exit}' <<<"$profile"
+}
+
+idle=$(rss)
+log "idle: RSS $(mib "$idle") MiB"
+rows=()
+# phase NAME LOAD-FLAGS...: runs the load, sampling RSS, then reads the heap.
+phase() {
+  local name=$1 peak=0 r
+  shift
+  "$load" --concurrency "$concurrency" --duration "${duration}s" --warmup 2s \
+    -H 'X-Tenant-ID: tenant-{tenant}' --tenants "$tenants" --json "$@" \
+    "http://127.0.0.1:$proxy_port/" >"$results/$name.json" &
+  local loader=$! n=0 t0 t1
+  t0=$(ticks "$epid")
+  while kill -0 "$loader" 2>/dev/null; do
+    r=$(rss)
+    ((r > peak)) && peak=$r
+    # Halfway through: the runtime's own account (heap, stacks, GC goal).
+    if ((++n == (duration + 2) * 5 / 2)); then
+      curl -sf "http://127.0.0.1:$debug_port/debug/pprof/heap?debug=1" | sed -n '/^# runtime.MemStats/,$p' >"$results/$name.memstats.txt" || true
+      curl -sf -o "$results/$name.goroutines.txt" "http://127.0.0.1:$debug_port/debug/pprof/goroutine?debug=1" || true
+    fi
+    sleep 0.2
+  done
+  t1=$(ticks "$epid")
+  wait "$loader" || true # it reports late requests with a non-zero status
+  curl -sf -o "$results/$name.heap.pprof" "http://127.0.0.1:$debug_port/debug/pprof/heap"
+  local end heap
+  end=$(rss) heap=$(heap_inuse)
+  # CPU per request over the whole run, warm-up included.
+  local cpu
+  cpu=$(jq -r --argjson ticks $((t1 - t0)) --argjson hz "$(getconf CLK_TCK)" \
+    '$ticks / $hz * 1e6 / (.requests + (.rps * 2)) | round' "$results/$name.json")
+  rows+=("| $name | $(jq -r '.rps | round' "$results/$name.json") | $cpu µs | $(jq -r '.errors + .status["503"]' "$results/$name.json") | $(mib "$peak") | $(mib "$end") | $(awk -v b="$heap" 'BEGIN {printf "%.1f", b / 1048576}') |")
+  log "$name: ${rows[-1]}"
+}
+phase closed
+((rate > 0)) && phase "rate-$rate" --rate "$rate"
+go tool pprof -top -sample_index=inuse_space -nodecount=25 "$work/bin/sluice-enforcer" \
+  "$results/closed.heap.pprof" >"$results/closed.heap.txt" 2>/dev/null || true
+cp "$work/bin/sluice-enforcer" "$results/"
+
+echo
+echo "$(nproc) CPUs shared by the load generator, enforcer, Redis and upstream; $concurrency connections,"
+echo "$tenants tenants, ${duration}s per phase after 2s warm-up, configuration: $mode${GOMEMLIMIT:+, GOMEMLIMIT=$GOMEMLIMIT}${GOGC:+, GOGC=$GOGC}; results in $results"
+echo
+echo "Idle RSS: $(mib "$idle") MiB"
+echo
+echo "| Load | Requests/s | Enforcer CPU per request | Errors + 503 | Peak RSS (MiB) | RSS after (MiB) | Go heap in use after (MiB) |"
+echo "|---|---:|---:|---:|---:|---:|---:|"
+printf '%s\n' "${rows[@]}"
