@@ -35,7 +35,7 @@ func BenchmarkColdTenants(b *testing.B) {
 	} {
 		for _, tenants := range []int{10_000, 1_000} {
 			b.Run(fmt.Sprintf("%s/tenants%d", topo.name, tenants), func(b *testing.B) {
-				benchColdTenants(b, topo.url, topo.nodes(), tenants, nil)
+				benchColdTenants(b, topo.url, topo.nodes(), tenants, 64, nil)
 			})
 		}
 	}
@@ -43,18 +43,20 @@ func BenchmarkColdTenants(b *testing.B) {
 
 // BenchmarkFlushDelay compares the autopipeliner's default (a batch goes
 // out as soon as the one before it is answered) with a coalescing wait,
-// at 64 callers and 1,000 tenants on the single Redis.
+// at 1 and 64 callers and 1,000 tenants on the single Redis.
 func BenchmarkFlushDelay(b *testing.B) {
-	for _, delay := range []time.Duration{0, 20 * time.Microsecond, 100 * time.Microsecond} {
-		b.Run(delay.String(), func(b *testing.B) {
-			cfg := redis.DefaultAutoPipelineOptions()
-			cfg.MaxFlushDelay = delay
-			benchColdTenants(b, standalone.URL(), []*redistest.Server{standalone}, 1_000, cfg)
-		})
+	for _, callers := range []int{1, 64} {
+		for _, delay := range []time.Duration{0, 20 * time.Microsecond, 100 * time.Microsecond} {
+			b.Run(fmt.Sprintf("c%d/%s", callers, delay), func(b *testing.B) {
+				cfg := redis.DefaultAutoPipelineOptions()
+				cfg.MaxFlushDelay = delay
+				benchColdTenants(b, standalone.URL(), []*redistest.Server{standalone}, 1_000, callers, cfg)
+			})
+		}
 	}
 }
 
-func benchColdTenants(b *testing.B, url string, nodes []*redistest.Server, tenants int, pipeline *redis.AutoPipelineOptions) {
+func benchColdTenants(b *testing.B, url string, nodes []*redistest.Server, tenants, callers int, pipeline *redis.AutoPipelineOptions) {
 	client, err := NewClient(url, ClientOptions{})
 	if err != nil {
 		b.Fatal(err)
@@ -89,7 +91,18 @@ func benchColdTenants(b *testing.B, url string, nodes []*redistest.Server, tenan
 	}
 	var next atomic.Int64
 	before := redisSide(b, nodes)
-	b.SetParallelism(max(1, 64/runtime.GOMAXPROCS(0)))
+	b.SetParallelism(max(1, callers/runtime.GOMAXPROCS(0)))
+	if callers == 1 {
+		// one caller: RunParallel would start one per thread
+		b.ResetTimer()
+		start := time.Now()
+		var out []Outcome
+		for i := range b.N {
+			out = g.AllowAll(ctx, reqs[i%len(reqs):i%len(reqs)+1], out)
+		}
+		b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "decisions/s")
+		return
+	}
 	b.ReportAllocs()
 	b.ResetTimer()
 	start := time.Now()
