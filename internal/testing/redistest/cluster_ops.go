@@ -86,20 +86,29 @@ func (c *Cluster) NodeID(ctx context.Context, i int) (string, error) {
 func (c *Cluster) SlotOwner(ctx context.Context, slot int) (int, error) {
 	rdb := redis.NewClient(&redis.Options{Addr: c.nodes[0].Addr(), MaxRetries: -1})
 	defer rdb.Close()
-	ranges, err := rdb.ClusterSlots(ctx).Result()
+	shards, err := rdb.ClusterShards(ctx).Result()
 	if err != nil {
-		return 0, fmt.Errorf("redistest: cluster slots: %w", err)
+		return 0, fmt.Errorf("redistest: cluster shards: %w", err)
 	}
-	for _, r := range ranges {
-		if slot < r.Start || slot > r.End || len(r.Nodes) == 0 {
+	for _, sh := range shards {
+		served := false
+		for _, r := range sh.Slots {
+			served = served || (int64(slot) >= r.Start && int64(slot) <= r.End)
+		}
+		if !served {
 			continue
 		}
-		for i, n := range c.nodes {
-			if n.Addr() == r.Nodes[0].Addr {
-				return i, nil
+		for _, n := range sh.Nodes {
+			if n.Role != "master" {
+				continue
 			}
+			for i, m := range c.nodes {
+				if int64(m.port) == n.Port {
+					return i, nil
+				}
+			}
+			return 0, fmt.Errorf("redistest: slot %d served by port %d, not a master this cluster started with", slot, n.Port)
 		}
-		return 0, fmt.Errorf("redistest: slot %d served by %s, not a master of this cluster", slot, r.Nodes[0].Addr)
 	}
 	return 0, fmt.Errorf("redistest: slot %d is not served", slot)
 }
