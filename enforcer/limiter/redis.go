@@ -143,7 +143,7 @@ func (p pendingCheck) wait(ctx context.Context) (Decision, int64, error) {
 // scriptCall is one EVALSHA in flight.
 type scriptCall struct {
 	args   []any
-	cmd    *redis.Cmd
+	cmd    onceCmd
 	future redis.AutoFuture
 	// replicated, when set, delivers a call sent with sendReplicated
 	// instead of future.
@@ -151,12 +151,15 @@ type scriptCall struct {
 }
 
 func (r *Redis) send(ctx context.Context, args []any) scriptCall {
-	cmd := redis.NewCmd(ctx, args...)
+	cmd := newOnceCmd(ctx, args...)
 	return scriptCall{args: args, cmd: cmd, future: r.pipe.Submit(ctx, cmd)}
 }
 
 // receive waits for c's reply. A Redis without the script (restarted, or
-// after SCRIPT FLUSH) answers NOSCRIPT; one EVAL then loads and runs it.
+// after SCRIPT FLUSH) answers NOSCRIPT; one EVAL then loads and runs it. A
+// reply saying the script did not run (notRun: a Cluster slot migrating,
+// a shard failing over) sends it again while ctx allows; nothing else is
+// sent twice.
 func (r *Redis) receive(ctx context.Context, s algorithmScript, c scriptCall) (any, error) {
 	if c.replicated != nil {
 		select {
@@ -170,12 +173,18 @@ func (r *Redis) receive(ctx context.Context, s algorithmScript, c scriptCall) (a
 		}
 	}
 	err := c.future.WaitContext(ctx)
-	if redis.HasErrorPrefix(err, "NOSCRIPT") {
-		c.cmd = redis.NewCmd(ctx, s.eval(c.args)...)
+	args, evaled := c.args, false
+	for attempt := 0; err != nil; {
+		switch {
+		case redis.HasErrorPrefix(err, "NOSCRIPT") && !evaled:
+			args, evaled = s.eval(c.args), true
+		case notRun(err) && pause(ctx, attempt):
+			attempt++
+		default:
+			return nil, err
+		}
+		c.cmd = newOnceCmd(ctx, args...)
 		err = r.pipe.Submit(ctx, c.cmd).WaitContext(ctx)
-	}
-	if err != nil {
-		return nil, err
 	}
 	return c.cmd.Val(), nil
 }

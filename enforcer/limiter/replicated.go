@@ -36,10 +36,6 @@ func (r *Redis) sendReplicated(ctx context.Context, s algorithmScript, args []an
 }
 
 func (r *Redis) runReplicated(ctx context.Context, s algorithmScript, args []any, timeout time.Duration) (*redis.Cmd, error) {
-	primary, err := r.primaryFor(ctx, args)
-	if err != nil {
-		return nil, err
-	}
 	// WAIT's own timeout: three quarters of what the decision's budget
 	// has left, so that its answer (0 replicas) arrives before the budget,
 	// or the client's read timeout of the same second, runs out; never 0,
@@ -48,7 +44,7 @@ func (r *Redis) runReplicated(ctx context.Context, s algorithmScript, args []any
 		timeout = time.Until(deadline)
 	}
 	waitMs := max(timeout.Milliseconds()*3/4, 1)
-	exchange := func(args []any) (*redis.Cmd, *redis.IntCmd) {
+	exchange := func(primary redis.Cmdable, args []any) (*redis.Cmd, *redis.IntCmd) {
 		cmd, wait := redis.NewCmd(ctx, args...), redis.NewIntCmd(ctx, "wait", 1, waitMs)
 		_, _ = primary.Pipelined(ctx, func(p redis.Pipeliner) error {
 			_ = p.Process(ctx, cmd)
@@ -57,12 +53,37 @@ func (r *Redis) runReplicated(ctx context.Context, s algorithmScript, args []any
 		})
 		return cmd, wait
 	}
-	cmd, wait := exchange(args)
-	if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
-		cmd, wait = exchange(s.eval(args))
-	}
-	if err := cmd.Err(); err != nil {
-		return nil, err
+	var cmd *redis.Cmd
+	var wait *redis.IntCmd
+	for attempt, evaled := 0, false; ; {
+		primary, err := r.primaryFor(ctx, args)
+		if err != nil {
+			return nil, err
+		}
+		cmd, wait = exchange(primary, args)
+		err = cmd.Err()
+		if err == nil {
+			break
+		}
+		switch {
+		case redis.HasErrorPrefix(err, "NOSCRIPT") && !evaled:
+			args, evaled = s.eval(args), true
+			continue
+		case redis.HasErrorPrefix(err, "MOVED"), redis.HasErrorPrefix(err, "ASK"):
+			// a slot moved, or is moving, since the client last read the
+			// cluster's map: read it again, and send the call to the primary
+			// that serves the slot once the move ends (a migration moves a
+			// bucket's keys in one MIGRATE or a few)
+			if cc, ok := r.client.(*redis.ClusterClient); ok {
+				cc.ReloadState(ctx)
+			}
+		case !notRun(err):
+			return nil, err
+		}
+		if !pause(ctx, attempt) {
+			return nil, err
+		}
+		attempt++
 	}
 	acked, err := wait.Result()
 	if err != nil {

@@ -77,3 +77,33 @@ func TestReplicatedDecisionInACluster(t *testing.T) {
 	_, err := r.Allow(context.Background(), replicatedRequest(t, 5, config.FailClosed, true))
 	g.Expect(err).To(MatchError(ErrNotReplicated), "the package's cluster has no replicas: the WAIT reached a primary and found none")
 }
+
+// A Concurrency rule of a Replicated policy takes its slots once a replica
+// has them too: a take no replica acknowledged is a Redis failure, as a
+// window's count is. Renewals and give-backs are not waited for
+// (docs/algorithms.md, When Redis fails over).
+func TestReplicatedSlotTakeWaitsForTheReplica(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	primary := redistest.Start(t)
+	replica := redistest.StartReplica(t, primary.Addr())
+	guard := NewGuard(newRedis(t, primary.URL()))
+	t.Cleanup(guard.Close)
+	req := mustCheck(t, Request{Bucket: bucketFor(t), Algorithm: Concurrency, Cost: 1,
+		Windows: []Window{ConcurrencyWindow(3)},
+		Failure: FailurePolicy{Mode: config.FailClosed, Timeout: time.Second, Replicas: 1, Replicated: true}})
+	key := req.Bucket.Key(Concurrency, SlotExpiry)
+
+	d, err := guard.Allow(ctx, req)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(d.Allowed).To(BeTrue())
+	slot := guard.Hold(&req, &d)
+	t.Cleanup(func() { guard.Free(&slot) })
+	g.Expect(replica.Client().HGet(ctx, key, "c|"+EnforcerID()).Val()).To(Equal("1"), "the replica had the slot when the take was answered")
+
+	replica.Freeze()
+	t.Cleanup(replica.Thaw)
+	d, err = guard.Allow(ctx, req)
+	g.Expect(err).To(MatchError(ErrNotReplicated))
+	g.Expect(d.Allowed).To(BeFalse(), "Closed refuses a slot no replica has")
+}

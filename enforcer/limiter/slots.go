@@ -412,23 +412,26 @@ func (g *Guard) SlotHolders(ctx context.Context, req *Request) ([]Holder, error)
 // error. A Redis without the script loads it with EVAL.
 func (r *Redis) pipelined(ctx context.Context, reqs []Request, units, taken []int64) []error {
 	pipe := r.client.Pipeline()
-	cmds := make([]*redis.Cmd, len(reqs))
+	cmds := make([]onceCmd, len(reqs))
 	args := make([][]any, len(reqs))
 	scripts := make([]algorithmScript, len(reqs))
 	for i := range reqs {
 		scripts[i], args[i] = evalSHA(&reqs[i], -units[i], taken[i], taken[i])
-		cmds[i] = pipe.Do(ctx, args[i]...)
+		// sent once: a give-back sent twice would free slots still held
+		cmds[i] = newOnceCmd(ctx, args[i]...)
+		_ = pipe.Process(ctx, cmds[i])
 	}
 	_, _ = pipe.Exec(ctx)
 	errs := make([]error, len(reqs))
 	var retry redis.Pipeliner
-	again := map[int]*redis.Cmd{}
+	again := map[int]onceCmd{}
 	for i, c := range cmds {
 		if err := c.Err(); redis.HasErrorPrefix(err, "NOSCRIPT") {
 			if retry == nil {
 				retry = r.client.Pipeline()
 			}
-			again[i] = retry.Do(ctx, scripts[i].eval(args[i])...)
+			again[i] = newOnceCmd(ctx, scripts[i].eval(args[i])...)
+			_ = retry.Process(ctx, again[i])
 		} else if err != nil {
 			errs[i] = fmt.Errorf("redis give-back %s: %w", reqs[i].Bucket, err)
 		}

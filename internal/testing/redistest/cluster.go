@@ -28,11 +28,13 @@ const (
 // Cluster is a Redis Cluster of masters only, each a Server on 127.0.0.1
 // with its own client and bus ports, and the slots split evenly.
 type Cluster struct {
-	nodes   []*Server
-	dir     string // removed by Close; "" when owned by a testing.TB
-	mu      sync.Mutex
-	clients []*redis.ClusterClient
-	closed  bool
+	nodes []*Server
+	// replicas are StartClusterWithReplicas' replicas, replica i of master i.
+	replicas []*Server
+	dir      string // removed by Close; "" when owned by a testing.TB
+	mu       sync.Mutex
+	clients  []*redis.ClusterClient
+	closed   bool
 }
 
 // StartCluster starts a cluster of masters nodes (3 is the smallest that

@@ -1,0 +1,168 @@
+package limiter
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluice-dev/sluice/enforcer/config"
+	"github.com/sluice-dev/sluice/internal/testing/redistest"
+)
+
+// BenchmarkColdTenants measures decisions of 10,000 tenants in turn, each
+// one script call (leasing Off), by 64 callers through a Guard, against
+// the package's single Redis and its 3-shard Cluster side by side. Beside
+// the rate, which on a small machine the load and the shards share, it
+// reports what the Redis side spent, summed over the shards (INFO
+// commandstats and stats): µs of script per decision, script calls per
+// decision, and decisions per read (how many decisions one pipelined
+// round trip carried to a shard). docs/performance.md records the figures.
+func BenchmarkColdTenants(b *testing.B) {
+	for _, topo := range []struct {
+		name  string
+		url   string
+		nodes func() []*redistest.Server
+	}{
+		{"single", standalone.URL(), func() []*redistest.Server { return []*redistest.Server{standalone} }},
+		{"cluster3", cluster.URL(), cluster.Nodes},
+	} {
+		for _, tenants := range []int{10_000, 1_000} {
+			b.Run(fmt.Sprintf("%s/tenants%d", topo.name, tenants), func(b *testing.B) {
+				benchColdTenants(b, topo.url, topo.nodes(), tenants, 64, nil)
+			})
+		}
+	}
+}
+
+// BenchmarkFlushDelay compares the autopipeliner's default (a batch goes
+// out as soon as the one before it is answered) with a coalescing wait,
+// at 1 and 64 callers and 1,000 tenants on the single Redis.
+func BenchmarkFlushDelay(b *testing.B) {
+	for _, callers := range []int{1, 64} {
+		for _, delay := range []time.Duration{0, 20 * time.Microsecond, 100 * time.Microsecond} {
+			b.Run(fmt.Sprintf("c%d/%s", callers, delay), func(b *testing.B) {
+				cfg := redis.DefaultAutoPipelineOptions()
+				cfg.MaxFlushDelay = delay
+				benchColdTenants(b, standalone.URL(), []*redistest.Server{standalone}, 1_000, callers, cfg)
+			})
+		}
+	}
+}
+
+func benchColdTenants(b *testing.B, url string, nodes []*redistest.Server, tenants, callers int, pipeline *redis.AutoPipelineOptions) {
+	client, err := NewClient(url, ClientOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer client.Close()
+	if pipeline != nil {
+		// the client keeps its first autopipeliner: NewRedis gets this one
+		if _, err := client.AsyncAutoPipelineWithOptions(pipeline); err != nil {
+			b.Fatal(err)
+		}
+	}
+	r, err := NewRedis(client)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer r.Close()
+	g := NewGuard(r)
+	defer g.Close()
+	policy := fmt.Sprintf("p%d", time.Now().UnixNano())
+	rule, err := newRule(Bucket{Namespace: "bench", Policy: policy, Rule: "r"}, FixedWindow,
+		[]Window{{Requests: 1 << 40, Period: time.Hour}}, 1, FailurePolicy{Mode: config.FailClosed, Timeout: time.Second}, withLeasing(config.LeasingOff))
+	if err != nil {
+		b.Fatal(err)
+	}
+	reqs := make([]Request, tenants)
+	for i := range reqs {
+		reqs[i] = rule.Request(HashTenant("salt", policy+strconv.Itoa(i)))
+	}
+	ctx := context.Background()
+	for i := range reqs[:min(len(reqs), 100)] { // the script loaded everywhere
+		g.AllowAll(ctx, reqs[i:i+1], nil)
+	}
+	var next atomic.Int64
+	before := redisSide(b, nodes)
+	b.SetParallelism(max(1, callers/runtime.GOMAXPROCS(0)))
+	if callers == 1 {
+		// one caller: RunParallel would start one per thread
+		b.ResetTimer()
+		start := time.Now()
+		var out []Outcome
+		for i := range b.N {
+			out = g.AllowAll(ctx, reqs[i%len(reqs):i%len(reqs)+1], out)
+		}
+		b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "decisions/s")
+		return
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	start := time.Now()
+	b.RunParallel(func(pb *testing.PB) {
+		var out []Outcome
+		for pb.Next() {
+			req := reqs[int(next.Add(1))%len(reqs)]
+			out = g.AllowAll(ctx, []Request{req}, out)
+			if out[0].Err != nil || !out[0].Decision.Allowed {
+				b.Errorf("%+v", out[0])
+				return
+			}
+		}
+	})
+	elapsed := time.Since(start)
+	b.StopTimer()
+	after := redisSide(b, nodes)
+	n := float64(b.N)
+	b.ReportMetric(n/elapsed.Seconds(), "decisions/s")
+	b.ReportMetric(float64(after.usec-before.usec)/n, "redis-µs/decision")
+	b.ReportMetric(float64(after.calls-before.calls)/n, "redis-calls/decision")
+	if reads := after.reads - before.reads; reads > 0 {
+		b.ReportMetric(float64(after.calls-before.calls)/float64(reads), "decisions/read")
+	}
+}
+
+// redisLoad is what Redis servers did, summed: script calls and their µs
+// (EVALSHA and EVAL), and reads from client sockets.
+type redisLoad struct{ calls, usec, reads int64 }
+
+func redisSide(b *testing.B, nodes []*redistest.Server) redisLoad {
+	var l redisLoad
+	for _, n := range nodes {
+		rdb := redis.NewClient(&redis.Options{Addr: n.Addr(), MaxRetries: -1})
+		info, err := rdb.Info(context.Background(), "commandstats", "stats").Result()
+		_ = rdb.Close()
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, line := range strings.Split(info, "\n") {
+			line = strings.TrimSpace(line)
+			if name, rest, ok := strings.Cut(line, ":"); ok {
+				switch name {
+				case "cmdstat_evalsha", "cmdstat_eval":
+					for _, f := range strings.Split(rest, ",") {
+						k, v, _ := strings.Cut(f, "=")
+						x, _ := strconv.ParseInt(v, 10, 64)
+						switch k {
+						case "calls":
+							l.calls += x
+						case "usec":
+							l.usec += x
+						}
+					}
+				case "total_reads_processed":
+					x, _ := strconv.ParseInt(rest, 10, 64)
+					l.reads += x
+				}
+			}
+		}
+	}
+	return l
+}
