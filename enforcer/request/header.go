@@ -99,7 +99,7 @@ func (c *Canonicalizer) canonicalHeaders(h http.Header, trusted bool) error {
 			var token string
 			token, v, _ = strings.Cut(v, ",")
 			if token = textproto.TrimString(token); token != "" {
-				delete(h, http.CanonicalHeaderKey(token))
+				delete(h, connectionOption(token))
 			}
 		}
 	}
@@ -111,6 +111,18 @@ func (c *Canonicalizer) canonicalHeaders(h http.Header, trusted bool) error {
 		h["Upgrade"] = []string{"websocket"}
 	}
 	return nil
+}
+
+// connectionOption is the header name a Connection option names, without
+// an allocation for the options clients send on almost every request.
+func connectionOption(token string) string {
+	switch {
+	case strings.EqualFold(token, "keep-alive"):
+		return "Keep-Alive"
+	case strings.EqualFold(token, "close"):
+		return "Close"
+	}
+	return http.CanonicalHeaderKey(token)
 }
 
 // oneMeaning refuses the values of an identity field that applications
@@ -168,13 +180,18 @@ func (c *Canonicalizer) peer(remoteAddr string) (ip string, trusted bool) {
 	if err != nil {
 		return "", false
 	}
-	addr = addr.Unmap().WithZone("")
+	// ParseAddr takes IPv4 only in dotted decimal without leading zeros,
+	// so host is already its canonical form: no need to print it again.
+	if !addr.Is4() {
+		addr = addr.Unmap().WithZone("")
+		host = addr.String()
+	}
 	for _, p := range c.trusted {
 		if p.Contains(addr) {
-			return addr.String(), true
+			return host, true
 		}
 	}
-	return addr.String(), false
+	return host, false
 }
 
 // setForwarded sets the forwarding headers the application receives, once

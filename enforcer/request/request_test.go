@@ -187,6 +187,44 @@ func TestHopByHopRemovedBeforeAnythingReadsTheRequest(t *testing.T) {
 	g.Expect(r.Header["Te"]).To(Equal([]string{"trailers"}))
 }
 
+func TestConnectionOptionsInAnyCaseRemoveTheirHeaders(t *testing.T) {
+	g := NewWithT(t)
+	r := parse(t, "GET / HTTP/1.1\r\nHost: a\r\nConnection: CLOSE, Keep-alive\r\nClose: x\r\nKeep-Alive: 5\r\nX-Kept: 1\r\n\r\n", "192.0.2.1:5000")
+	_, err := shop.Canonicalize(r)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(r.Header).NotTo(HaveKey("Close"), "named in Connection: hop-by-hop")
+	g.Expect(r.Header).NotTo(HaveKey("Keep-Alive"))
+	g.Expect(r.Header["X-Kept"]).To(Equal([]string{"1"}))
+}
+
+// The peer the application reads in X-Forwarded-For is in canonical form,
+// and a trusted proxy is recognised in every spelling of its address.
+func TestPeerInCanonicalForm(t *testing.T) {
+	for remote, xff := range map[string]string{
+		"192.0.2.1:5000":          "192.0.2.1",
+		"[::ffff:192.0.2.1]:5000": "192.0.2.1",
+		"[::ffff:10.42.0.9]:5000": "198.51.100.7, 10.42.0.9",
+		"10.42.0.9:5000":          "198.51.100.7, 10.42.0.9",
+		"[2001:DB8:0::1]:5000":    "2001:db8::1",
+		"[fe80::1%eth0]:5000":     "fe80::1",
+		"[::1]:5000":              "::1",
+		"not-an-address:5000":     "",
+		"192.0.2.1":               "",
+	} {
+		t.Run(remote, func(t *testing.T) {
+			g := NewWithT(t)
+			r := parse(t, "GET / HTTP/1.1\r\nHost: a\r\nX-Forwarded-For: 198.51.100.7\r\n\r\n", remote)
+			_, err := shop.Canonicalize(r)
+			g.Expect(err).NotTo(HaveOccurred())
+			if xff == "" {
+				g.Expect(r.Header).NotTo(HaveKey("X-Forwarded-For"), "no address: nothing the client wrote either")
+				return
+			}
+			g.Expect(r.Header["X-Forwarded-For"]).To(Equal([]string{xff}))
+		})
+	}
+}
+
 func TestWebSocketUpgradeKept(t *testing.T) {
 	g := NewWithT(t)
 	r := parse(t, "GET /ws HTTP/1.1\r\nHost: a\r\nConnection: keep-alive, Upgrade\r\nUpgrade: WebSocket\r\nSec-WebSocket-Key: k\r\n\r\n", "192.0.2.1:5000")

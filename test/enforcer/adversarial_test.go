@@ -641,7 +641,8 @@ func cleanLikeServeMux(p string) string {
 	return np
 }
 
-// TestAdversarialRequests: the classes of issue 11, each with variants.
+// TestAdversarialRequests sends every class of request that could reach the
+// application otherwise than the limiter decided on, each with variants.
 func TestAdversarialRequests(t *testing.T) {
 	var attacks []attack
 	for _, class := range [][]attack{hopByHopAttacks(), targetAttacks(), methodAttacks(), identityAttacks(),
