@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Sluice's rate limit service beside envoyproxy/ratelimit (docs/performance.md),
+# Sluice's rate limit service beside envoyproxy/ratelimit (docs/ratelimit-service.md, "Performance"),
 # in one run, with the same configuration file and the same load from
 # cmd/sluice-load (a closed loop of ShouldRateLimit calls, as Envoy's rate
 # limit filter makes them):

@@ -2,7 +2,7 @@
 # The ceiling for the limiter benchmarks: redis-benchmark running the token
 # bucket script through EVALSHA against its own local redis-server, with
 # 64 clients, unpipelined (-P 1) and pipelined 16 deep (-P 16). Compare with
-# `go test -bench RedisDecision ./enforcer/limiter/` (docs/performance.md).
+# `go test -bench RedisDecision ./enforcer/limiter/` (docs/performance-redis.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 hack/ensure-redis.sh

@@ -23,7 +23,7 @@ import (
 // reports what the Redis side spent, summed over the shards (INFO
 // commandstats and stats): µs of script per decision, script calls per
 // decision, and decisions per read (how many decisions one pipelined
-// round trip carried to a shard). docs/performance.md records the figures.
+// round trip carried to a shard). docs/performance-redis.md records the figures.
 func BenchmarkColdTenants(b *testing.B) {
 	for _, topo := range []struct {
 		name  string

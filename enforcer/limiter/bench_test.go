@@ -15,7 +15,7 @@ import (
 // BenchmarkRedisDecision measures one decision per algorithm against the
 // package's local Redis, at 1, 16 and 64 concurrent callers. Each caller
 // is its own tenant with a limit it never reaches, so every decision runs
-// the whole script and commits. docs/performance.md records the figures.
+// the whole script and commits. docs/performance-redis.md records the figures.
 func BenchmarkRedisDecision(b *testing.B) {
 	windows := map[Algorithm][]Window{
 		TokenBucket:          {{Requests: 1 << 40, Period: time.Minute}},

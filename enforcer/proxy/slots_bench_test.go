@@ -28,7 +28,7 @@ import (
 // path, batched). Each goroutine is a tenant of its own under limits never
 // reached. Redis script calls per request, and Redis' CPU for them, come
 // from Redis' own count (INFO commandstats), give-backs and renewals
-// included; docs/performance.md records the figures.
+// included; docs/performance-redis.md records the figures.
 func BenchmarkConcurrencyBesideTokenBucket(b *testing.B) {
 	tokenBucket := ruleJSON("rate", "{}", "TokenBucket", "1099511627776/1h")
 	tokenBucketOff := strings.Replace(ruleJSON("rate", "{}", "TokenBucket", "1099511627776/1h"), `"cost": 1`, `"cost": 1, "leasing": "Off"`, 1)
