@@ -1,6 +1,7 @@
 package monitoring
 
 import (
+	"encoding/json"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -17,6 +18,49 @@ func TestDashboardIsWellFormed(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(d.Panels).NotTo(BeEmpty())
 	g.Expect(d.Problems()).To(BeEmpty())
+}
+
+// The dashboard is what Grafana's schema describes: the fields Grafana
+// knows, of the types it reads.
+func TestDashboardMatchesGrafanasSchema(t *testing.T) {
+	g := NewWithT(t)
+	root, err := proc.Root()
+	g.Expect(err).NotTo(HaveOccurred())
+	data, err := promtest.ReadDashboardJSON(root)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(promtest.SchemaProblems(data)).To(BeEmpty())
+}
+
+// A copy of the dashboard with a misspelled field, a value of the wrong
+// type, a missing required field, a panel type Grafana has no schema for
+// and a query without a data source type is refused, each by its path.
+func TestDashboardSchemaRefusesABrokenCopy(t *testing.T) {
+	g := NewWithT(t)
+	root, err := proc.Root()
+	g.Expect(err).NotTo(HaveOccurred())
+	data, err := promtest.ReadDashboardJSON(root)
+	g.Expect(err).NotTo(HaveOccurred())
+	var d map[string]any
+	g.Expect(json.Unmarshal(data, &d)).To(Succeed())
+	panel := func(i int) map[string]any { return d["panels"].([]any)[i].(map[string]any) }
+	panel(1)["titel"] = "Requests decided / s"
+	panel(2)["gridPos"].(map[string]any)["w"] = "6"
+	delete(panel(3)["options"].(map[string]any), "reduceOptions")
+	panel(4)["fieldConfig"].(map[string]any)["defaults"].(map[string]any)["unti"] = "percentunit"
+	panel(5)["type"] = "timeserie"
+	delete(panel(6), "datasource")
+	delete(panel(6)["targets"].([]any)[0].(map[string]any), "datasource")
+	broken, err := json.Marshal(d)
+	g.Expect(err).NotTo(HaveOccurred())
+
+	g.Expect(promtest.SchemaProblems(broken)).To(ConsistOf(
+		"panels[1].Panel: unexpected field 'titel'",
+		"panels[2].gridPos.w: json: cannot unmarshal string into Go value of type uint32",
+		"panels[3].options.reduceOptions: required field is missing from input",
+		"panels[4].fieldConfig.defaults.FieldConfig: unexpected field 'unti'",
+		`panels[5].type: Grafana has no schema for panel type "timeserie"`,
+		"panels[6].targets[0]: no data source type to check the query against: set datasource.type on the panel or the query",
+	))
 }
 
 // The checks themselves catch what they are for.

@@ -59,9 +59,14 @@ type Variable struct {
 	Datasource *Datasource `json:"datasource"`
 }
 
+// ReadDashboardJSON reads the chart's dashboard under root as it ships.
+func ReadDashboardJSON(root string) ([]byte, error) {
+	return os.ReadFile(filepath.Join(root, "charts", "sluice", "files", "dashboards", "sluice.json"))
+}
+
 // ReadDashboard reads the chart's dashboard under root.
 func ReadDashboard(root string) (*Dashboard, error) {
-	data, err := os.ReadFile(filepath.Join(root, "charts", "sluice", "files", "dashboards", "sluice.json"))
+	data, err := ReadDashboardJSON(root)
 	if err != nil {
 		return nil, err
 	}
