@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	. "github.com/onsi/gomega/gstruct"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -21,6 +23,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/enforcer/admin"
 	"github.com/sluice-dev/sluice/internal/plugin"
 	"github.com/sluice-dev/sluice/internal/testing/stack"
 )
@@ -63,9 +66,27 @@ func expectGolden(name, out string) {
 	Expect(out).To(Equal(string(want)), "kubectl sluice output against %s", path)
 }
 
+// transcript runs kubectl sluice once per argument list and returns what a
+// terminal shows: each command line (without --kubeconfig), its output,
+// and a failure as cmd/kubectl-sluice prints it.
+func transcript(ctx context.Context, runs ...[]string) string {
+	var b strings.Builder
+	for _, args := range runs {
+		out, err := kubectlSluice(ctx, "", args...)
+		fmt.Fprintf(&b, "$ kubectl sluice %s\n%s", strings.Join(args, " "), out)
+		if err != nil {
+			fmt.Fprintf(&b, "error: %v\n", err)
+		}
+	}
+	return b.String()
+}
+
 var _ = Describe("kubectl sluice", Ordered, func() {
 	const namespace = "e2e-plugin"
 	var eps []stack.Endpoint
+	// carolReads is the salted hash of tenant carol under rule reads, as
+	// simulate --from-cluster names it.
+	var carolReads string
 	BeforeAll(func(ctx SpecContext) {
 		policyYAML, err := os.ReadFile(pluginPolicyFile)
 		Expect(err).NotTo(HaveOccurred())
@@ -110,7 +131,12 @@ var _ = Describe("kubectl sluice", Ordered, func() {
 		Expect(report.Policies[0].Name).To(Equal("shop"))
 	})
 
-	It("status of a missing policy says it is not there", func(ctx SpecContext) {
+	It("every command on a missing policy says it is not there", func(ctx SpecContext) {
+		expectGolden("error-missing-policy", transcript(ctx,
+			[]string{"-n", namespace, "status", "nope"},
+			[]string{"-n", namespace, "top", "nope"},
+			[]string{"-n", namespace, "tenant", "nope", "alice"},
+			[]string{"-n", namespace, "reset", "nope", "alice", "--yes"}))
 		_, err := kubectlSluice(ctx, "", "-n", namespace, "status", "nope")
 		Expect(err).To(MatchError(`ratelimitpolicies.sluice.dev "nope" not found in namespace e2e-plugin`))
 	})
@@ -150,6 +176,10 @@ spec:
 		}).Should(ContainSubstring("Selected by: idle"))
 		_, err = kubectlSluice(ctx, "", "-n", namespace, "tenant", "idle", "alice")
 		Expect(err).To(MatchError("no running pod selected by policy idle has an enforcer: kubectl sluice explain POD says why"))
+		expectGolden("error-no-enforcer", transcript(ctx,
+			[]string{"-n", namespace, "tenant", "idle", "alice"},
+			[]string{"-n", namespace, "top", "idle"},
+			[]string{"-n", namespace, "unban", "idle", "alice", "--yes"}))
 		out, err = kubectlSluice(ctx, "", "-n", namespace, "explain", "plain", "--no-enforcer")
 		Expect(err).NotTo(HaveOccurred())
 		Expect(out).To(ContainSubstring("NotInjectedYet"), "created before the policy: restart it")
@@ -158,13 +188,22 @@ spec:
 	})
 
 	It("simulate names the rule and limit the enforcer applies to the same request", func(ctx SpecContext) {
+		expectGolden("simulate", transcript(ctx,
+			[]string{"-n", namespace, "simulate", "-f", pluginPolicyFile, "--tenant", "carol", "--method", "GET", "--path", "/v1/items"},
+			[]string{"-n", namespace, "simulate", "-f", pluginPolicyFile, "--tenant", "carol", "--path", "/healthz"},
+			[]string{"-n", namespace, "simulate", "-f", pluginPolicyFile, "--tenant", "carol", "--path", "/v1/items", "--from-cluster"}))
+
 		out, err := kubectlSluice(ctx, "", "-n", namespace, "simulate", "-f", pluginPolicyFile, "--tenant", "carol",
 			"--method", "GET", "--path", "/v1/items", "-o", "json")
 		Expect(err).NotTo(HaveOccurred())
 		var sim plugin.SimulateReport
-		Expect(json.Unmarshal([]byte(out), &sim)).To(Succeed())
+		Expect(json.Unmarshal([]byte(out), &sim)).To(Succeed(), "-o json parses: %s", out)
+		Expect(sim.Namespace).To(Equal(namespace))
+		Expect(sim.ExemptBy).To(BeEmpty())
 		Expect(sim.Rules).To(HaveLen(1))
-		Expect(sim.Rules[0].Rule).To(Equal("reads"))
+		Expect(sim.Rules[0]).To(MatchFields(IgnoreExtras, Fields{"Policy": Equal("shop"), "Rule": Equal("reads"),
+			"Mode": Equal("Enforce"), "Algorithm": Equal("FixedWindow"), "Identity": Equal("carol"), "Keys": BeEmpty()}))
+		Expect(sim.Rules[0].Windows).To(Equal([]plugin.SimulatedWindow{{Requests: 5, PeriodSeconds: 60}}))
 		limit := int(sim.Rules[0].Windows[0].Requests)
 
 		replies := spread(eps, limit+2, http.MethodGet, "/v1/items", "X-Tenant-ID", "carol")
@@ -172,19 +211,48 @@ spec:
 			"the enforcers admit what simulate says the rule allows")
 
 		out, err = kubectlSluice(ctx, "", "-n", namespace, "simulate", "-f", pluginPolicyFile, "--tenant", "carol",
-			"--path", "/healthz")
+			"--path", "/healthz", "-o", "json")
 		Expect(err).NotTo(HaveOccurred())
-		Expect(out).To(ContainSubstring("Exempt by shop/healthz"))
+		sim = plugin.SimulateReport{}
+		Expect(json.Unmarshal([]byte(out), &sim)).To(Succeed(), "-o json parses: %s", out)
+		Expect(sim.ExemptBy).To(Equal([]string{"shop/healthz"}))
+		Expect(sim.Rules).To(BeEmpty())
 		Expect(request(eps[0], http.MethodGet, "/healthz", "X-Tenant-ID", "carol").code).To(Equal(http.StatusOK), "the exempt path is not limited")
 
 		out, err = kubectlSluice(ctx, "", "-n", namespace, "simulate", "-f", pluginPolicyFile, "--tenant", "carol",
 			"--path", "/v1/items", "--from-cluster", "-o", "json")
 		Expect(err).NotTo(HaveOccurred())
-		Expect(json.Unmarshal([]byte(out), &sim)).To(Succeed())
+		sim = plugin.SimulateReport{}
+		Expect(json.Unmarshal([]byte(out), &sim)).To(Succeed(), "-o json parses: %s", out)
 		Expect(sim.Rules[0].Keys).To(HaveLen(1))
+		Expect(sim.Rules[0].Keys[0]).To(ContainSubstring(sim.Rules[0].TenantHash))
 		n, err := sluice.Redis.Client().Exists(ctx, sim.Rules[0].Keys[0]).Result()
 		Expect(err).NotTo(HaveOccurred())
 		Expect(n).To(BeEquivalentTo(1), "the key simulate names is the one the enforcers counted in: %s", sim.Rules[0].Keys[0])
+		carolReads = sim.Rules[0].TenantHash
+	})
+
+	It("top adds up every enforcer's heaviest and most refused tenants", func(ctx SpecContext) {
+		out, err := kubectlSluice(ctx, "", "-n", namespace, "top", "shop")
+		Expect(err).NotTo(HaveOccurred())
+		expectGolden("top", out)
+
+		out, err = kubectlSluice(ctx, "", "-n", namespace, "top", "shop", "-o", "json")
+		Expect(err).NotTo(HaveOccurred())
+		var top plugin.TopReport
+		Expect(json.Unmarshal([]byte(out), &top)).To(Succeed(), "-o json parses: %s", out)
+		Expect(top.Policy).To(Equal("shop"))
+		Expect(top.Enforcers).To(ConsistOf(eps[0].Pod, eps[1].Pod))
+		Expect(top.Unreachable).To(BeEmpty())
+		Expect(top.Rules).To(HaveLen(1), "only carol's reads were sent: %s", out)
+		reads := top.Rules[0]
+		Expect(reads.Rule).To(Equal("reads"))
+		Expect(reads.Heaviest).To(HaveLen(1))
+		Expect(reads.Heaviest[0].Tenant).To(Equal("carol"), "carol sent 7 reads, spread over both enforcers: %s", out)
+		Expect(reads.Heaviest[0].Count).To(BeEquivalentTo(7))
+		Expect(reads.Refused).To(HaveLen(1))
+		Expect(reads.Refused[0].Tenant).To(Equal("carol"))
+		Expect(reads.Refused[0].Count).To(BeEquivalentTo(2))
 	})
 
 	It("tenant shows usage and the ban; unban and reset act and are recorded as Events", func(ctx SpecContext) {
@@ -195,6 +263,28 @@ spec:
 		out, err := kubectlSluice(ctx, "", "-n", namespace, "tenant", "shop", "mallory")
 		Expect(err).NotTo(HaveOccurred())
 		expectGolden("tenant-banned", out)
+
+		out, err = kubectlSluice(ctx, "", "-n", namespace, "tenant", "shop", "mallory", "-o", "json")
+		Expect(err).NotTo(HaveOccurred())
+		var tenant plugin.TenantReport
+		Expect(json.Unmarshal([]byte(out), &tenant)).To(Succeed(), "-o json parses: %s", out)
+		Expect(tenant.Policy).To(Equal("shop"))
+		Expect(tenant.Tenant).To(Equal("mallory"))
+		Expect(tenant.Refused).To(BeTrue())
+		Expect(tenant.RefusedBy).To(Equal(&admin.RuleRef{Policy: "shop", Rule: "login"}))
+		Expect(tenant.RetryAfterSeconds).To(BeNumerically(">", 60), "the ban's hour, not the login window's minute")
+		Expect(tenant.Rules).To(HaveLen(2))
+		login, reads := tenant.Rules[0], tenant.Rules[1]
+		Expect(login.Rule).To(Equal("login"))
+		Expect(login.Limit).To(BeEquivalentTo(2))
+		Expect(login.Remaining).To(BeZero())
+		Expect(login.Allowed).To(BeFalse())
+		Expect(login.Ban).NotTo(BeNil())
+		Expect(login.Ban.Banned).To(BeTrue())
+		Expect(reads.Rule).To(Equal("reads"))
+		Expect(reads.Limit).To(BeEquivalentTo(5))
+		Expect(reads.Remaining).To(BeEquivalentTo(4), "mallory's one read")
+		Expect(reads.Allowed).To(BeTrue())
 
 		_, err = kubectlSluice(ctx, "n\n", "-n", namespace, "unban", "shop", "mallory")
 		Expect(err).To(MatchError(ContainSubstring("aborted")), "answered no")
@@ -208,13 +298,33 @@ spec:
 		}).Should(Equal(http.StatusTooManyRequests), "still over the login limit, but no longer banned")
 		Expect(request(eps[0], http.MethodPost, "/login", "X-Tenant-ID", "mallory").body).NotTo(ContainSubstring("problems/banned"))
 
-		out, err = kubectlSluice(ctx, "", "-n", namespace, "reset", "shop", "mallory", "--rule", "login", "--yes", "-o", "json")
+		out, err = kubectlSluice(ctx, "", "-n", namespace, "unban", "shop", "carol", "--yes", "-o", "json")
 		Expect(err).NotTo(HaveOccurred())
 		var action plugin.ActionReport
-		Expect(json.Unmarshal([]byte(out), &action)).To(Succeed())
-		Expect(action.Results).To(HaveLen(1))
-		Expect(action.Results[0].Changed).To(BeTrue())
+		Expect(json.Unmarshal([]byte(out), &action)).To(Succeed(), "-o json parses: %s", out)
+		Expect(action).To(MatchFields(IgnoreExtras, Fields{"Action": Equal("unban"), "Policy": Equal("shop"),
+			"Tenant": Equal("carol"), "User": Equal("sluice-admin")}))
+		Expect(action.Results).To(ConsistOf(MatchFields(IgnoreExtras, Fields{"Rule": Equal("login"), "Changed": BeFalse()})),
+			"carol was never banned")
+
+		out, err = kubectlSluice(ctx, "", "-n", namespace, "reset", "shop", "mallory", "--yes")
+		Expect(err).NotTo(HaveOccurred())
+		expectGolden("reset", out)
 		Expect(request(eps[0], http.MethodPost, "/login", "X-Tenant-ID", "mallory").code).To(Equal(http.StatusOK), "the counters are gone")
+
+		out, err = kubectlSluice(ctx, "", "-n", namespace, "reset", "shop", "carol", "--rule", "reads", "--yes", "-o", "json")
+		Expect(err).NotTo(HaveOccurred())
+		action = plugin.ActionReport{}
+		Expect(json.Unmarshal([]byte(out), &action)).To(Succeed(), "-o json parses: %s", out)
+		Expect(action.Action).To(Equal("reset"))
+		Expect(action.Results).To(Equal([]plugin.RuleOutcome{{Rule: "reads", TenantHash: carolReads, Changed: true}}),
+			"reset deletes the bucket simulate --from-cluster names")
+		out, err = kubectlSluice(ctx, "", "-n", namespace, "tenant", "shop", "carol", "--rule", "reads", "-o", "json")
+		Expect(err).NotTo(HaveOccurred())
+		tenant = plugin.TenantReport{}
+		Expect(json.Unmarshal([]byte(out), &tenant)).To(Succeed(), "-o json parses: %s", out)
+		Expect(tenant.Rules).To(HaveLen(1))
+		Expect(tenant.Rules[0].Remaining).To(BeEquivalentTo(5), "carol's reads start afresh")
 
 		var events corev1.EventList
 		Expect(sluice.Client.List(ctx, &events, client.InNamespace(namespace))).To(Succeed())
@@ -225,27 +335,10 @@ spec:
 			}
 		}
 		Expect(recorded).To(ConsistOf(
-			ContainSubstring(`TenantUnbanned: sluice-admin lifted the ban of tenant "mallory" with kubectl sluice: login (done)`),
-			ContainSubstring(`TenantReset: sluice-admin deleted the counters of tenant "mallory" with kubectl sluice: login (done)`)))
-	})
-
-	It("top adds up every enforcer's heaviest and most refused tenants", func(ctx SpecContext) {
-		out, err := kubectlSluice(ctx, "", "-n", namespace, "top", "shop", "-o", "json")
-		Expect(err).NotTo(HaveOccurred())
-		var top plugin.TopReport
-		Expect(json.Unmarshal([]byte(out), &top)).To(Succeed())
-		Expect(top.Enforcers).To(ConsistOf(eps[0].Pod, eps[1].Pod))
-		var reads *plugin.RuleTop
-		for i := range top.Rules {
-			if top.Rules[i].Rule == "reads" {
-				reads = &top.Rules[i]
-			}
-		}
-		Expect(reads).NotTo(BeNil(), out)
-		Expect(reads.Heaviest[0].Tenant).To(Equal("carol"), "carol sent 7 reads, spread over both enforcers: %s", out)
-		Expect(reads.Heaviest[0].Count).To(BeEquivalentTo(7))
-		Expect(reads.Refused[0].Tenant).To(Equal("carol"))
-		Expect(reads.Refused[0].Count).To(BeEquivalentTo(2))
+			`TenantUnbanned: sluice-admin lifted the ban of tenant "mallory" with kubectl sluice: login (done)`,
+			`TenantUnbanned: sluice-admin lifted the ban of tenant "carol" with kubectl sluice: login (no change)`,
+			`TenantReset: sluice-admin deleted the counters of tenant "mallory" with kubectl sluice: login (done), reads (done)`,
+			`TenantReset: sluice-admin deleted the counters of tenant "carol" with kubectl sluice: reads (done)`))
 	})
 
 	It("lists the top tenants in the policy's status when spec.status.topTenants asks", func(ctx SpecContext) {
@@ -282,5 +375,11 @@ spec:
 		Expect(err).To(MatchError("missing permission: get secrets in namespace e2e-plugin (ask for a Role that grants it)"))
 		_, err = kubectlSluice(ctx, "", "--as", "nobody", "-n", namespace, "status")
 		Expect(err).To(MatchError("missing permission: list ratelimitpolicies.sluice.dev in namespace e2e-plugin (ask for a Role that grants it)"))
+		expectGolden("error-permission", transcript(ctx,
+			[]string{"--as", "nobody", "-n", namespace, "status"},
+			[]string{"--as", "viewer", "-n", namespace, "tenant", "shop", "alice"},
+			[]string{"--as", "viewer", "-n", namespace, "top", "shop"},
+			[]string{"--as", "viewer", "-n", namespace, "unban", "shop", "alice", "--yes"},
+			[]string{"--as", "viewer", "-n", namespace, "reset", "shop", "alice", "--yes"}))
 	})
 })
