@@ -179,3 +179,19 @@ func TestGCRAIsAcceptedWithItsBurst(t *testing.T) {
 	g.Expect(c.Policies[0].Rules[1].Algorithm).To(Equal(GCRA))
 	g.Expect(c.Policies[0].Rules[1].Limits[0].Burst).To(Equal(int64(5)))
 }
+
+func TestFormatPeriodAsPeopleWriteIt(t *testing.T) {
+	for d, want := range map[time.Duration]string{
+		500 * time.Millisecond:    "500ms",
+		time.Second:               "1s",
+		time.Minute:               "1m",
+		90 * time.Minute:          "1h30m",
+		24 * time.Hour:            "24h",
+		time.Hour + 2*time.Second: "1h2s",
+		1500 * time.Millisecond:   "1.5s",
+	} {
+		if got := FormatPeriod(d); got != want {
+			t.Errorf("FormatPeriod(%s) = %q, want %q", d, got, want)
+		}
+	}
+}

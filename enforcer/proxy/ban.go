@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/sluice-dev/sluice/enforcer/config"
 	"github.com/sluice-dev/sluice/enforcer/limiter"
 	"github.com/sluice-dev/sluice/enforcer/route"
 )
@@ -26,8 +27,8 @@ type BanProblem struct {
 func banned(p *Problem, c *route.Check, d *limiter.Decision) *Problem {
 	b := d.Ban
 	p.Type, p.Status, p.Title = ProblemBanned, http.StatusTooManyRequests, "Banned"
-	p.Ban = &BanProblem{Until: b.Until.UTC().Truncate(time.Second), Level: b.Level, Denials: b.Denials, Within: formatPeriod(b.Within)}
+	p.Ban = &BanProblem{Until: b.Until.UTC().Truncate(time.Second), Level: b.Level, Denials: b.Denials, Within: config.FormatPeriod(b.Within)}
 	p.Detail = fmt.Sprintf("Rule %s of policy %s refused %d requests of this client within %s, so it is banned from the rule until %s (ban level %d). Retry in %d s.",
-		c.Rule.Name, c.Policy.Name, b.Denials, formatPeriod(b.Within), b.Until.UTC().Format(time.RFC3339), b.Level, p.RetryAfter)
+		c.Rule.Name, c.Policy.Name, b.Denials, config.FormatPeriod(b.Within), b.Until.UTC().Format(time.RFC3339), b.Level, p.RetryAfter)
 	return p
 }

@@ -129,6 +129,4 @@ func TestRefusal(t *testing.T) {
 	p = refusal(&c, &limiter.Decision{Limit: 2, Period: time.Second, RetryAfter: 300 * time.Millisecond, Degraded: true})
 	g.Expect(p.Status).To(Equal(429), "a local fallback refusal is a rate limit")
 	g.Expect(p.RetryAfter).To(Equal(int64(1)))
-	g.Expect(formatPeriod(500 * time.Millisecond)).To(Equal("500ms"))
-	g.Expect(formatPeriod(24 * time.Hour)).To(Equal("24h"))
 }

@@ -3,8 +3,6 @@ package proxy
 import (
 	"fmt"
 	"net/http"
-	"strconv"
-	"time"
 
 	"github.com/sluice-dev/sluice/enforcer/config"
 	"github.com/sluice-dev/sluice/enforcer/limiter"
@@ -33,7 +31,7 @@ func refusal(c *route.Check, d *limiter.Decision) *Problem {
 			c.Rule.Name, c.Policy.Name, d.Limit, retry)
 		return p
 	}
-	per := formatPeriod(d.Period)
+	per := config.FormatPeriod(d.Period)
 	if d.Calendar != nil {
 		per = d.Calendar.String()
 	}
@@ -43,25 +41,6 @@ func refusal(c *route.Check, d *limiter.Decision) *Problem {
 		p.Detail += adaptiveNote(f)
 	}
 	return p
-}
-
-// formatPeriod writes a window's period as people write it: "1m", "24h",
-// "1h30m", "500ms".
-func formatPeriod(d time.Duration) string {
-	if d <= 0 || d%time.Second != 0 {
-		return d.String()
-	}
-	var out string
-	for _, u := range []struct {
-		unit time.Duration
-		name string
-	}{{time.Hour, "h"}, {time.Minute, "m"}, {time.Second, "s"}} {
-		if n := d / u.unit; n > 0 {
-			out += strconv.FormatInt(int64(n), 10) + u.name
-			d -= n * u.unit
-		}
-	}
-	return out
 }
 
 // adaptiveNote tells a refused client that the limit is scaled down.

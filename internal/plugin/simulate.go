@@ -214,7 +214,11 @@ func simulatedRule(m *route.TenantMatch, req SimulateRequest) SimulatedRule {
 		out.Identity = "(anonymous)"
 	}
 	for _, w := range r.Windows {
-		l := fmt.Sprintf("%d per %s", w.Requests, config.Duration{Duration: w.Period})
+		per := config.FormatPeriod(w.Period)
+		if w.Calendar != nil {
+			per = w.Calendar.String()
+		}
+		l := fmt.Sprintf("%d per %s", w.Requests, per)
 		if w.Burst > 0 && w.Burst != w.Requests {
 			l += fmt.Sprintf(" (burst %d)", w.Burst)
 		}
