@@ -52,9 +52,12 @@ type SimulateReport struct {
 
 // SimulatedWindow is one window of a rule.
 type SimulatedWindow struct {
-	Requests      int64   `json:"requests"`
+	Requests int64 `json:"requests"`
+	// PeriodSeconds is a period window's length; 0 for a calendar window.
 	PeriodSeconds float64 `json:"periodSeconds"`
-	Burst         int64   `json:"burst,omitempty"`
+	// Calendar is a calendar window's unit and zone, "month (Europe/Berlin)".
+	Calendar string `json:"calendar,omitempty"`
+	Burst    int64  `json:"burst,omitempty"`
 }
 
 // SimulatedRule is one check of the request.
@@ -214,16 +217,18 @@ func simulatedRule(m *route.TenantMatch, req SimulateRequest) SimulatedRule {
 		out.Identity = "(anonymous)"
 	}
 	for _, w := range r.Windows {
+		sw := SimulatedWindow{Requests: w.Requests, PeriodSeconds: w.Period.Seconds(), Burst: w.Burst}
 		per := config.FormatPeriod(w.Period)
 		if w.Calendar != nil {
 			per = w.Calendar.String()
+			sw.Calendar = per
 		}
 		l := fmt.Sprintf("%d per %s", w.Requests, per)
 		if w.Burst > 0 && w.Burst != w.Requests {
 			l += fmt.Sprintf(" (burst %d)", w.Burst)
 		}
 		out.Limits = append(out.Limits, l)
-		out.Windows = append(out.Windows, SimulatedWindow{Requests: w.Requests, PeriodSeconds: w.Period.Seconds(), Burst: w.Burst})
+		out.Windows = append(out.Windows, sw)
 	}
 	for _, s := range m.Rule.Identity.Sources {
 		out.Sources = append(out.Sources, describeSource(s))

@@ -20,6 +20,14 @@ func TestSimulateNeedsNoCluster(t *testing.T) {
 	g.Expect(r.Rules[0].TenantHash).To(MatchRegexp(`^[0-9a-f]{24}$`))
 	g.Expect(r.Rules[0].Keys).To(BeEmpty(), "keys only with --from-cluster")
 
+	r, err = Simulate(context.Background(), nil, "shop", SimulateRequest{Files: files, Tenant: "acme", Method: "GET", Path: "/v1/exports/7"})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(r.Rules).To(HaveLen(2), "reads and the monthly exports quota")
+	g.Expect(r.Rules[1].Rule).To(Equal("exports"))
+	g.Expect(r.Rules[1].Limits).To(Equal([]string{"1000 per month (Europe/Berlin)"}))
+	g.Expect(r.Rules[1].Windows).To(Equal([]SimulatedWindow{{Requests: 1000, Calendar: "month (Europe/Berlin)"}}))
+	g.Expect(r.Rules[0].Limits).To(Equal([]string{"5 per 1m"}))
+
 	r, err = Simulate(context.Background(), nil, "shop", SimulateRequest{Files: files, Tenant: "acme", Method: "GET", Path: "/healthz"})
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(r.Rules).To(BeEmpty())
