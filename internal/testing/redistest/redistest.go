@@ -46,7 +46,7 @@ type Option func(*config)
 type config struct {
 	args         []string
 	sentinelConf string
-	tls          []string // --tls-* arguments but the port
+	tls          []string  // --tls-* arguments but the port
 	clockAt      time.Time // WithClockAt; zero for the machine's clock
 }
 
