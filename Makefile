@@ -55,7 +55,7 @@ deps: redis prometheus envtest erl ## Install Redis and Prometheus, build the en
 	go mod download
 
 .PHONY: redis
-redis: ## Ensure redis-server, redis-cli and redis-benchmark are installed.
+redis: ## Ensure redis-server, redis-cli, redis-benchmark and libfaketime (Debian's faketime) are installed.
 	hack/ensure-redis.sh
 
 .PHONY: prometheus

@@ -68,6 +68,11 @@ func (s *Server) startLocked() error {
 	cmd := exec.Command(s.bin, s.argv()...)
 	cmd.Dir = s.dir
 	cmd.Stdout, cmd.Stderr = log, log
+	if !s.clockAt.IsZero() {
+		if cmd.Env, err = fakeClockEnv(s.clockAt); err != nil {
+			return err
+		}
+	}
 	if err := startProcess(cmd); err != nil {
 		return fmt.Errorf("redistest: start %s: %w", s.bin, err)
 	}

@@ -35,6 +35,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -45,7 +46,8 @@ type Option func(*config)
 type config struct {
 	args         []string
 	sentinelConf string
-	tls          []string // --tls-* arguments but the port
+	tls          []string  // --tls-* arguments but the port
+	clockAt      time.Time // WithClockAt; zero for the machine's clock
 }
 
 // WithArgs adds redis-server command-line configuration, for example
@@ -79,6 +81,7 @@ type Server struct {
 	// Redis server.
 	sentinelConf string
 	args         []string
+	clockAt      time.Time // where a faked clock starts (WithClockAt)
 
 	mu      sync.Mutex
 	proc    *process // nil while stopped
@@ -127,7 +130,7 @@ func newServer(dir string, ownsDir, clusterNode bool, opts []Option) (*Server, e
 	for _, o := range opts {
 		o(&cfg)
 	}
-	s := &Server{bin: bin, dir: dir, ownsDir: ownsDir, args: cfg.args, sentinelConf: cfg.sentinelConf, tls: cfg.tls}
+	s := &Server{bin: bin, dir: dir, ownsDir: ownsDir, args: cfg.args, sentinelConf: cfg.sentinelConf, tls: cfg.tls, clockAt: cfg.clockAt}
 	const attempts = 5
 	for i := 0; ; i++ {
 		n := 1

@@ -350,3 +350,36 @@ func BenchmarkStartCluster(b *testing.B) {
 		c.Close()
 	}
 }
+
+func TestWithClockAtFakesTimeAndExpiry(t *testing.T) {
+	t.Parallel()
+	g := NewWithT(t)
+	start := time.Date(2027, time.March, 27, 22, 59, 56, 0, time.UTC)
+	s := Start(t, WithClockAt(start))
+	rdb := s.Client()
+	ctx := context.Background()
+
+	now, err := rdb.Time(ctx).Result()
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(now).To(BeTemporally(">=", start), "TIME starts at the given instant")
+	g.Expect(now).To(BeTemporally("<", start.Add(5*time.Second)))
+
+	// a key expiring 2 s later on the faked clock lives until then, and a
+	// key expiring at the machine's now is already gone
+	expiry := now.Add(2 * time.Second)
+	g.Expect(rdb.Set(ctx, "later", "v", 0).Err()).To(Succeed())
+	g.Expect(rdb.PExpireAt(ctx, "later", expiry).Val()).To(BeTrue())
+	g.Expect(rdb.Set(ctx, "real-now", "v", 0).Err()).To(Succeed())
+	g.Expect(rdb.PExpireAt(ctx, "real-now", time.Now().Add(time.Hour)).Val()).To(BeTrue())
+	g.Expect(rdb.Exists(ctx, "later").Val()).To(Equal(int64(1)))
+	g.Expect(rdb.Exists(ctx, "real-now").Val()).To(Equal(int64(0)), "an hour after the machine's now is long past on the faked clock")
+	ttl := rdb.PTTL(ctx, "later").Val()
+	g.Expect(ttl).To(BeNumerically(">", time.Second))
+	g.Expect(ttl).To(BeNumerically("<=", 2*time.Second))
+
+	// the clock runs: once TIME is past the expiry, the key is gone
+	g.Eventually(func() time.Time { return rdb.Time(ctx).Val() }, 10*time.Second, 100*time.Millisecond).
+		Should(BeTemporally(">", expiry))
+	g.Expect(rdb.Exists(ctx, "later").Val()).To(Equal(int64(0)), "expired on the faked clock")
+	g.Expect(rdb.Time(ctx).Val()).To(BeTemporally("<", start.Add(15*time.Second)), "the clock advances in real time, not faster")
+}
