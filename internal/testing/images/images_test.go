@@ -54,7 +54,7 @@ func TestBuild(t *testing.T) {
 	g.Expect(string(printed)).To(Equal("sluice-enforcer " + version + "\n"))
 	printed, err = exec.Command(filepath.Join(enforcer.root, "sluice-policy-compile"), "--version").Output()
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(string(printed)).To(Equal("sluice-policy-compile " + version + "\n"), "--policy-file runs it, beside the enforcer")
+	g.Expect(string(printed)).To(Equal("sluice-policy-compile "+version+"\n"), "--policy-file runs it, beside the enforcer")
 
 	pause := readArchive(t, archives[1].Path)
 	g.Expect(pause.ref).To(Equal("localhost/sluice-pause:" + version))
