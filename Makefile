@@ -21,9 +21,10 @@ all: build
 ##@ Build
 
 .PHONY: build
-build: ## Build bin/sluice-manager, bin/sluice-enforcer, bin/sluice-ratelimit, bin/sluice-load and bin/kubectl-sluice.
+build: ## Build bin/sluice-manager, bin/sluice-enforcer (with bin/sluice-policy-compile, which its --policy-file runs), bin/sluice-ratelimit, bin/sluice-load and bin/kubectl-sluice.
 	go build -o $(BIN)/sluice-manager ./cmd/manager
 	go build -o $(BIN)/sluice-enforcer ./cmd/enforcer
+	go build -o $(BIN)/sluice-policy-compile ./cmd/policy-compile
 	go build -o $(BIN)/sluice-ratelimit ./cmd/ratelimit
 	go build -o $(BIN)/sluice-load ./cmd/sluice-load
 	go build -o $(BIN)/kubectl-sluice ./cmd/kubectl-sluice

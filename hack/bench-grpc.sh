@@ -63,8 +63,9 @@ source hack/lib/bench.sh
 
 # --- build and start -----------------------------------------------------------
 
-log "building sluice-enforcer, sluice-load and hack/orders"
+log "building sluice-enforcer, sluice-policy-compile, sluice-load and hack/orders"
 go build -o "$work/bin/sluice-enforcer" ./cmd/enforcer
+go build -o "$work/bin/sluice-policy-compile" ./cmd/policy-compile # --policy-file runs it
 go build -o "$work/bin/sluice-load" ./cmd/sluice-load
 go build -o "$work/bin/orders" ./hack/orders
 load=$work/bin/sluice-load

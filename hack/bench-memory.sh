@@ -12,8 +12,8 @@
 # Settings (environment): DURATION (whole seconds per phase; default 10),
 # CONCURRENCY (256), TENANTS (10000), RATE (10000; 0 skips the fixed-rate
 # phase), CONFIG=policy-file|compiled (default compiled: the sidecar's
-# --config, as the operator writes it; policy-file compiles the YAML
-# in-process), GOMEMLIMIT and GOGC (passed to the enforcer when set), RESULTS
+# --config, as the operator writes it; policy-file has the enforcer run
+# sluice-policy-compile on the YAML), GOMEMLIMIT and GOGC (passed to the enforcer when set), RESULTS
 # (directory for the JSON and profiles; default a new temporary directory).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -37,8 +37,9 @@ mkdir -p "$results" "$work/bin" "$work/redis"
 # shellcheck source=hack/lib/bench.sh
 source hack/lib/bench.sh
 
-log "building sluice-enforcer and sluice-load"
+log "building sluice-enforcer, sluice-policy-compile and sluice-load"
 go build -o "$work/bin/sluice-enforcer" ./cmd/enforcer
+go build -o "$work/bin/sluice-policy-compile" ./cmd/policy-compile # --policy-file runs it
 go build -o "$work/bin/sluice-load" ./cmd/sluice-load
 load=$work/bin/sluice-load
 
@@ -77,7 +78,7 @@ EOF
 config=(--policy-file "$work/policy.yaml")
 if [ "$mode" = compiled ]; then
   # What the operator writes for the same policy (the injected sidecar's
-  # --config); the controller's compiler is not linked into the sidecar.
+  # --config).
   cat >"$work/config.json" <<EOF
 {
   "schema": "sluice.dev/enforcer-config/v1",

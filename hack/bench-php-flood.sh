@@ -106,8 +106,9 @@ source hack/lib/bench.sh
 
 # --- build -------------------------------------------------------------------
 
-log "building sluice-enforcer and sluice-load"
+log "building sluice-enforcer, sluice-policy-compile and sluice-load"
 go build -o "$work/bin/sluice-enforcer" ./cmd/enforcer
+go build -o "$work/bin/sluice-policy-compile" ./cmd/policy-compile # --policy-file runs it
 go build -o "$work/bin/sluice-load" ./cmd/sluice-load
 load=$work/bin/sluice-load
 

@@ -114,8 +114,9 @@ EOF
   printf '{"Replace": {"%s/cmd/enforcer/zz_bench_pprof.go": "%s/bench_pprof.go"}}\n' "$repo" "$work" >"$work/overlay.json"
   build_flags=(-overlay "$work/overlay.json")
 fi
-log "building sluice-enforcer and sluice-load"
+log "building sluice-enforcer, sluice-policy-compile and sluice-load"
 go build "${build_flags[@]}" -o "$work/bin/sluice-enforcer" ./cmd/enforcer
+go build -o "$work/bin/sluice-policy-compile" ./cmd/policy-compile # --policy-file runs it
 go build -o "$work/bin/sluice-load" ./cmd/sluice-load
 load=$work/bin/sluice-load
 

@@ -107,11 +107,13 @@ build() {
   esac
 }
 
-# check IMAGE BINARY: the image runs as 65532 and its binary prints VERSION.
+# check IMAGE BINARY [ENTRYPOINT]: the image runs as 65532 and its binary
+# (the entrypoint, or the one ENTRYPOINT names) prints VERSION.
 check() {
   local image="$1" binary="$2" user got run=(--rm)
   local want="$binary $VERSION"
   [ "$tool" = podman ] && run+=(--network none)
+  [ -n "${3:-}" ] && run+=(--entrypoint "$3")
   user="$(engine inspect --format '{{.Config.User}}' "$image")"
   if [ "$user" != 65532:65532 ]; then
     echo "FAIL $image runs as '$user', want 65532:65532" >&2
@@ -200,6 +202,7 @@ build)
 verify)
   check "$MANAGER_IMAGE" sluice-manager
   check "$ENFORCER_IMAGE" sluice-enforcer
+  check "$ENFORCER_IMAGE" sluice-policy-compile /sluice-policy-compile
   check "$RATELIMIT_IMAGE" sluice-ratelimit
   ;;
 *)

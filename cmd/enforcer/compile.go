@@ -1,62 +1,94 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"errors"
 	"fmt"
-	"maps"
-	"slices"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
 
 	"github.com/sluice-dev/sluice/enforcer/config"
 	"github.com/sluice-dev/sluice/enforcer/reload"
-	"github.com/sluice-dev/sluice/internal/compile"
-	"github.com/sluice-dev/sluice/internal/policyfile"
 )
 
-// policyFileLoader reads --policy-file YAML as the API server would admit
-// it (the CRD's schema, defaults and CEL rules) and compiles it with the
-// controller's compiler. Outside a cluster there are no Secrets to check: a
-// policy's spec.storage is taken as present, and its Redis URL is read from
-// the environment variable the compiler names (SLUICE_REDIS_URL_<POLICY>).
-// A policy that does not compile is an error: there is no earlier
-// configuration to fall back on as the controller has.
-func policyFileLoader(defaultNamespace string, paths []string) reload.LoadFunc {
+// compilerName is the program that compiles --policy-file: the CRD's
+// schema, defaults and CEL rules, then the controller's compiler. It is a
+// program of its own so that the sidecar, which reads the operator's
+// compiled --config, does not link it: Go initialises every linked package,
+// and the compiler's dependencies cost memory in every pod.
+const compilerName = "sluice-policy-compile"
+
+// compileTimeout bounds one run of the compiler, at start or on a change of
+// the files.
+const compileTimeout = 30 * time.Second
+
+// findCompiler returns sluice-policy-compile beside this executable (as in
+// the enforcer's image and make build's bin/), else on PATH.
+func findCompiler() (string, error) {
+	beside := "the directory of sluice-enforcer"
+	if exe, err := os.Executable(); err == nil {
+		beside = filepath.Dir(exe)
+		path := filepath.Join(beside, compilerName)
+		if st, err := os.Stat(path); err == nil && st.Mode().IsRegular() {
+			return path, nil
+		}
+	}
+	path, err := exec.LookPath(compilerName)
+	if err != nil {
+		return "", fmt.Errorf("--policy-file needs %s, which is neither in %s nor on PATH: build it beside sluice-enforcer (make build, or go build ./cmd/policy-compile)", compilerName, beside)
+	}
+	return path, nil
+}
+
+// compilerLoader runs the compiler on the policy files and parses the
+// configuration it prints. A refusal is the compiler's standard error, as
+// it words it.
+func compilerLoader(compiler, namespace string, paths []string) reload.LoadFunc {
+	var args []string
+	if namespace != "" {
+		args = append(args, "--namespace", namespace)
+	}
+	args = append(append(args, "--"), paths...)
 	return func() (*config.Config, error) {
-		namespace, policies, err := policyfile.Load(defaultNamespace, paths...)
-		if err != nil {
-			return nil, err
-		}
-		secrets := map[string][]string{}
-		for _, p := range policies {
-			if ref := p.Spec.StorageSecret(); ref != nil {
-				secrets[ref.Name] = append(secrets[ref.Name], ref.Key)
+		ctx, cancel := context.WithTimeout(context.Background(), compileTimeout)
+		defer cancel()
+		var stdout, stderr bytes.Buffer
+		cmd := exec.CommandContext(ctx, compiler, args...)
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		cmd.WaitDelay = time.Second
+		err := cmd.Run()
+		switch {
+		case ctx.Err() != nil:
+			return nil, fmt.Errorf("%s did not compile the policies within %s", compiler, compileTimeout)
+		case err != nil:
+			msg := strings.TrimPrefix(strings.TrimSpace(stderr.String()), compilerName+": ")
+			if msg == "" {
+				return nil, fmt.Errorf("%s: %w", compiler, err)
 			}
+			return nil, errors.New(msg)
 		}
-		res, err := compile.Namespace(namespace, policies, compile.Options{Secrets: secrets})
+		c, err := config.Parse(stdout.Bytes())
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("configuration printed by %s: %w", compiler, err)
 		}
-		var errs []error
-		for _, name := range slices.Sorted(maps.Keys(res.Errors)) {
-			errs = append(errs, res.Errors[name])
-		}
-		if err := errors.Join(errs...); err != nil {
-			return nil, fmt.Errorf("compile policies: %w", err)
-		}
-		// The compiler's output is the same contract as the operator's
-		// ConfigMap: hold it to the same validation.
-		if err := res.Config.Validate(); err != nil {
-			return nil, fmt.Errorf("compiled policies: %w", err)
-		}
-		return res.Config, nil
+		return c, nil
 	}
 }
 
 // configSource is where the configuration comes from: the operator's
-// compiled file, or policy files compiled in-process.
-func configSource(o *options) *reload.Source {
+// compiled file, or policy files compiled by sluice-policy-compile.
+func configSource(o *options) (*reload.Source, error) {
 	s := &reload.Source{ConfigPath: o.configPath, LabelsPath: o.labelsPath}
 	if len(o.policyPaths) > 0 {
-		s.Load, s.Files = policyFileLoader(o.podNS, o.policyPaths), o.policyPaths
+		compiler, err := findCompiler()
+		if err != nil {
+			return nil, err
+		}
+		s.Load, s.Files = compilerLoader(compiler, o.podNS, o.policyPaths), o.policyPaths
 	}
-	return s
+	return s, nil
 }

@@ -55,6 +55,10 @@ type enforcer struct {
 }
 
 func newEnforcer(o *options, lookupEnv func(string) (string, bool), log *slog.Logger) (*enforcer, error) {
+	source, err := configSource(o)
+	if err != nil {
+		return nil, &configError{err}
+	}
 	e := &enforcer{o: o, log: log}
 	metrics := admin.NewMetrics(buildVersion())
 	e.overload = overload.New(o.limits.overload(overload.SoftMemoryLimit()))
@@ -67,7 +71,7 @@ func newEnforcer(o *options, lookupEnv func(string) (string, bool), log *slog.Lo
 		MaxDelayed: o.limits.maxDelayed, Overload: e.overload})
 	e.adaptive = adaptive.New(e.handler, log)
 	metrics.WatchAdaptive(e.adaptive.Reports)
-	e.reloader = reload.NewReloader(configSource(o), e.apply, metrics, log)
+	e.reloader = reload.NewReloader(source, e.apply, metrics, log)
 	if err := e.reloader.Start(); err != nil {
 		e.backends.Close()
 		return nil, &configError{err}
@@ -80,7 +84,6 @@ func newEnforcer(o *options, lookupEnv func(string) (string, bool), log *slog.Lo
 		adminOpts.StatusToken = &admin.TokenFile{Path: o.statusTokenFile}
 	}
 	e.admin = admin.New(adminOpts)
-	var err error
 	if e.proxyLn, err = net.Listen("tcp", o.listen); err != nil {
 		e.backends.Close()
 		return nil, fmt.Errorf("proxy listener: %w", err)

@@ -66,7 +66,7 @@ func newFlagSet(o *options, upstream, upstreamProtocol, logLevel *string) *pflag
 	fs.IntVar(&o.redisPoolSize, "redis-pool-size", 0, "connections per Redis node (0: 10 per CPU)")
 	fs.IntVar(&o.localFallbackMaxEntries, "local-fallback-max-entries", limiter.DefaultLocalMaxEntries, "keys each Redis backend's LocalFallback state holds while Redis is down; beyond it new tenants are admitted unlimited (gauge sluice_enforcer_local_fallback_entries)")
 	fs.StringVar(&o.configPath, "config", "", "compiled configuration (JSON, schema sluice.dev/enforcer-config/v1), as the operator writes it")
-	fs.StringArrayVar(&o.policyPaths, "policy-file", nil, "RateLimitPolicy YAML to compile in-process (repeatable; in the environment, comma-separated)")
+	fs.StringArrayVar(&o.policyPaths, "policy-file", nil, "RateLimitPolicy YAML, compiled at start and on each change by sluice-policy-compile, which must be beside sluice-enforcer (as in its image) or on PATH (repeatable; in the environment, comma-separated)")
 	fs.StringVar(&o.labelsPath, "labels-file", "", "the pod's labels (downward API file): only policies selecting them apply; unset: every policy applies")
 	fs.StringVar(&o.podName, "pod-name", "", "pod name, reported on /status")
 	fs.StringVar(&o.podNS, "pod-namespace", "", "pod namespace, reported on /status; namespace of policy files that name none")

@@ -52,6 +52,7 @@ func TestDebugAndTokenFlags(t *testing.T) {
 // listener serves.
 func TestListeners(t *testing.T) {
 	g := NewWithT(t)
+	withCompiler(t)
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "policy.yaml")
 	g.Expect(os.WriteFile(cfg, []byte(`apiVersion: sluice.dev/v1alpha1

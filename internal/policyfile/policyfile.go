@@ -14,8 +14,8 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Package policyfile reads RateLimitPolicy YAML files (sluice-enforcer
-// --policy-file) and admits them as the API server would: what a cluster
+// Package policyfile reads RateLimitPolicy YAML files (sluice-policy-compile,
+// which sluice-enforcer --policy-file runs) and admits them as the API server would: what a cluster
 // refuses, a file is refused for, with the same messages, all of them.
 package policyfile
 

@@ -31,15 +31,23 @@ func runSuite(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
+	// sluice-policy-compile beside it, as in the image: --policy-file runs it.
 	binary = filepath.Join(dir, "sluice-enforcer")
-	build := exec.Command("go", "build", "-race", "-o", binary, "github.com/sluice-dev/sluice/cmd/enforcer")
-	if !raceEnabled {
-		build = exec.Command("go", "build", "-o", binary, "github.com/sluice-dev/sluice/cmd/enforcer")
-	}
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build sluice-enforcer:", err)
-		return 1
+	compiler := filepath.Join(dir, "sluice-policy-compile")
+	for _, b := range []struct{ out, pkg string }{
+		{binary, "github.com/sluice-dev/sluice/cmd/enforcer"},
+		{compiler, "github.com/sluice-dev/sluice/cmd/policy-compile"},
+	} {
+		args := []string{"build", "-o", b.out, b.pkg}
+		if raceEnabled && b.out == binary {
+			args = []string{"build", "-race", "-o", b.out, b.pkg}
+		}
+		build := exec.Command("go", args...)
+		build.Stdout, build.Stderr = os.Stderr, os.Stderr
+		if err := build.Run(); err != nil {
+			fmt.Fprintf(os.Stderr, "build %s: %v\n", filepath.Base(b.out), err)
+			return 1
+		}
 	}
 	if shared, err = redistest.New(); err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -119,3 +119,34 @@ func TestBadConfigAtStart(t *testing.T) {
 	g.Expect(exitCode(err)).To(Equal(2))
 	g.Expect(out).To(ContainSubstring("one of --config or --policy-file is required"))
 }
+
+// TestPolicyFileReload edits a --policy-file (sluice-policy-compile compiles
+// it, beside the enforcer): a good edit is in service, an edit the API
+// server would refuse keeps the last good configuration and is reported as
+// the compiler words it, and the next good edit is in service again.
+func TestPolicyFileReload(t *testing.T) {
+	g := NewWithT(t)
+	spec := func(limit string) string {
+		return "  identity: {sources: [{header: {name: X-Tenant-ID}}]}\n  rules: [{name: all, limits: [{requests: " + limit + ", period: 1h}]}]"
+	}
+	e := start(t, setup{policies: policy("api", spec("100"))})
+	limit := func() string { return do(t, "GET", e.url, "X-Tenant-ID: reader").header.Get("X-RateLimit-Limit") }
+	g.Expect(limit()).To(Equal("100"))
+
+	g.Expect(os.WriteFile(e.configPath, []byte(policy("api", spec("200"))), 0o644)).To(Succeed())
+	g.Eventually(limit).WithTimeout(10 * time.Second).Should(Equal("200"))
+	goodHash := status(t, e).Config.Hash
+
+	g.Expect(os.WriteFile(e.configPath, []byte(policy("api", spec("200")+"\n  overrides: [{tenant: acme, rule: exports, limits: [{requests: 1, period: 1m}]}]")), 0o644)).To(Succeed())
+	g.Eventually(func() string { return status(t, e).Config.LastReloadError }).WithTimeout(10 * time.Second).
+		Should(ContainSubstring(`spec.overrides: Invalid value: an override names rule exports, which does not exist`))
+	st := status(t, e)
+	g.Expect(st.Config.LastReloadError).To(HavePrefix("load policies: " + e.configPath + ` document 1: RateLimitPolicy "api" is invalid:`))
+	g.Expect(st.Config.Hash).To(Equal(goodHash))
+	g.Expect(e.logs.String()).To(ContainSubstring("keeping the last good config"))
+	g.Expect(limit()).To(Equal("200"), "the last good configuration stays in service")
+
+	g.Expect(os.WriteFile(e.configPath, []byte(policy("api", spec("300"))), 0o644)).To(Succeed())
+	g.Eventually(limit).WithTimeout(10 * time.Second).Should(Equal("300"))
+	g.Expect(status(t, e).Config.LastReloadError).To(BeEmpty())
+}

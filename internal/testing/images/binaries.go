@@ -19,7 +19,7 @@ const caBundle = "/etc/ssl/certs/ca-certificates.crt"
 
 // BuildContexts builds the named programs as the Dockerfiles' build stage
 // does (static, -trimpath, the version stamped) and lays out one build
-// context per program in dir: dir/NAME/NAME, plus ca-certificates.crt for
+// context per program in dir: dir/NAME/NAME and its helpers' binaries, plus ca-certificates.crt for
 // the images defined by a Dockerfile, whose prebuilt stage copies both.
 // It returns each program's context directory.
 func BuildContexts(ctx context.Context, root, dir, version string, only []string) (map[string]string, error) {
@@ -39,6 +39,9 @@ func BuildContexts(ctx context.Context, root, dir, version string, only []string
 	args := []string{"build", "-trimpath", "-ldflags", "-s -w -X main.version=" + version, "-o", binDir + string(filepath.Separator)}
 	for _, p := range progs {
 		args = append(args, p.pkg)
+		for _, h := range p.helpers {
+			args = append(args, h.pkg)
+		}
 	}
 	cmd := exec.CommandContext(ctx, "go", args...)
 	cmd.Dir = root
@@ -52,8 +55,11 @@ func BuildContexts(ctx context.Context, root, dir, version string, only []string
 		if err := os.MkdirAll(c, 0o755); err != nil {
 			return nil, err
 		}
-		if err := link(filepath.Join(binDir, filepath.Base(p.pkg)), filepath.Join(c, p.name)); err != nil {
-			return nil, err
+		bins := append([]helper{{name: p.name, pkg: p.pkg}}, p.helpers...)
+		for _, b := range bins {
+			if err := link(filepath.Join(binDir, filepath.Base(b.pkg)), filepath.Join(c, b.name)); err != nil {
+				return nil, err
+			}
 		}
 		if p.dockerfile != "" {
 			if err := link(caBundle, filepath.Join(c, "ca-certificates.crt")); err != nil {

@@ -18,10 +18,14 @@ func TestRuntimeStageOfTheDockerfiles(t *testing.T) {
 			g := NewWithT(t)
 			spec, err := runtimeStage(filepath.Join("..", "..", "..", "build", name+".Dockerfile"), "/ctx")
 			g.Expect(err).NotTo(HaveOccurred())
-			g.Expect(spec.Files).To(ConsistOf(
-				File{Path: "/etc/ssl/certs/ca-certificates.crt", Source: "/ctx/ca-certificates.crt"},
-				File{Path: "/sluice-" + name, Source: "/ctx/sluice-" + name},
-			))
+			want := []File{
+				{Path: "/etc/ssl/certs/ca-certificates.crt", Source: "/ctx/ca-certificates.crt"},
+				{Path: "/sluice-" + name, Source: "/ctx/sluice-" + name},
+			}
+			if name == "enforcer" { // --policy-file runs it
+				want = append(want, File{Path: "/sluice-policy-compile", Source: "/ctx/sluice-policy-compile"})
+			}
+			g.Expect(spec.Files).To(ConsistOf(want))
 			g.Expect(spec.User).To(Equal("65532:65532"))
 			g.Expect(spec.Entrypoint).To(Equal([]string{"/sluice-" + name}))
 		})
@@ -94,7 +98,7 @@ func TestDockerignoreKeepsEveryPackageTheImagesImport(t *testing.T) {
 			kept = append(kept, strings.TrimSuffix(dir, "/"))
 		}
 	}
-	cmd := exec.Command("go", "list", "-deps", "-f", "{{if .Module}}{{if .Module.Main}}{{.Dir}}{{end}}{{end}}", "./cmd/manager", "./cmd/enforcer", "./cmd/ratelimit")
+	cmd := exec.Command("go", "list", "-deps", "-f", "{{if .Module}}{{if .Module.Main}}{{.Dir}}{{end}}{{end}}", "./cmd/manager", "./cmd/enforcer", "./cmd/policy-compile", "./cmd/ratelimit")
 	cmd.Dir = root
 	out, err := cmd.Output()
 	g.Expect(err).NotTo(HaveOccurred())

@@ -28,13 +28,19 @@ type program struct {
 	// otherwise the binary is the entrypoint of a scratch image run as user.
 	dockerfile string
 	user       string
+	// helpers are further binaries of the image, beside the program's.
+	helpers []helper
 }
+
+// helper is a binary an image holds beside its program's.
+type helper struct{ name, pkg string }
 
 // programs are the Go images. A sample application the real-node suite
 // deploys is one more line here.
 var programs = []program{
 	{name: "sluice-manager", pkg: "./cmd/manager", dockerfile: "build/manager.Dockerfile"},
-	{name: "sluice-enforcer", pkg: "./cmd/enforcer", dockerfile: "build/enforcer.Dockerfile"},
+	{name: "sluice-enforcer", pkg: "./cmd/enforcer", dockerfile: "build/enforcer.Dockerfile",
+		helpers: []helper{{name: "sluice-policy-compile", pkg: "./cmd/policy-compile"}}},
 	{name: "sluice-ratelimit", pkg: "./cmd/ratelimit", dockerfile: "build/ratelimit.Dockerfile"},
 	// The sandbox image of containerd's CRI (sandbox_image), uid 65535 as
 	// the Kubernetes pause image.

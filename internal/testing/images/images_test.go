@@ -43,7 +43,7 @@ func TestBuild(t *testing.T) {
 	g.Expect(enforcer.config.Config.User).To(Equal("65532:65532"))
 	g.Expect(enforcer.config.Config.Entrypoint).To(Equal([]string{"/sluice-enforcer"}))
 	g.Expect(enforcer.config.OS).To(Equal("linux"))
-	g.Expect(enforcer.files).To(ConsistOf("etc/ssl/certs/ca-certificates.crt", "sluice-enforcer"))
+	g.Expect(enforcer.files).To(ConsistOf("etc/ssl/certs/ca-certificates.crt", "sluice-enforcer", "sluice-policy-compile"))
 	ca, err := os.ReadFile(filepath.Join(enforcer.root, "etc/ssl/certs/ca-certificates.crt"))
 	g.Expect(err).NotTo(HaveOccurred())
 	hostCA, err := os.ReadFile(caBundle)
@@ -52,6 +52,9 @@ func TestBuild(t *testing.T) {
 	printed, err := exec.Command(filepath.Join(enforcer.root, "sluice-enforcer"), "--version").Output()
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(string(printed)).To(Equal("sluice-enforcer " + version + "\n"))
+	printed, err = exec.Command(filepath.Join(enforcer.root, "sluice-policy-compile"), "--version").Output()
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(string(printed)).To(Equal("sluice-policy-compile "+version+"\n"), "--policy-file runs it, beside the enforcer")
 
 	pause := readArchive(t, archives[1].Path)
 	g.Expect(pause.ref).To(Equal("localhost/sluice-pause:" + version))

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"os"
 	"path/filepath"
 	"testing"
@@ -28,8 +27,9 @@ spec:
       limits: [{requests: 10000, calendar: {unit: Month, timeZone: Mars/Olympus_Mons}}]
 `), 0o644)).To(Succeed())
 	var stderr bytes.Buffer
-	status := run(context.Background(), []string{"--upstream", "http://127.0.0.1:1", "--policy-file", path,
-		"--listen", freeAddr(t), "--admin-listen", freeAddr(t), "--debug-listen", ""}, env(nil), &bytes.Buffer{}, &stderr)
-	g.Expect(status).To(Equal(exitConfig), stderr.String())
+	var stdout bytes.Buffer
+	status := run([]string{path}, &stdout, &stderr)
+	g.Expect(status).To(Equal(exitRefused), stderr.String())
+	g.Expect(stdout.String()).To(BeEmpty())
 	g.Expect(stderr.String()).To(ContainSubstring(`spec.rules[0](plan).limits[0].calendar.timeZone: time zone "Mars/Olympus_Mons" is not a known IANA time zone name`))
 }
