@@ -123,8 +123,9 @@ for i = 1, #KEYS do
   if count == 0 then
     reset = now
   end
-  -- a lowered limit can leave more recorded than it now allows
-  reply[#reply + 1] = math.max(0, requests[i] - count)
+  -- below zero when more is counted than the limit allows: a debt
+  -- (charge.lua) or a lowered limit
+  reply[#reply + 1] = requests[i] - count
   reply[#reply + 1] = reset
   reply[#reply + 1] = retry
 end

@@ -118,7 +118,7 @@ for i = 1, #KEYS do
     retry = tat + cost * interval - tolerance - now
   end
   -- a lowered limit can leave the TAT beyond the tolerance
-  reply[#reply + 1] = math.max(0, math.floor((tolerance - (tat - now)) / interval))
+  reply[#reply + 1] = math.floor((tolerance - (tat - now)) / interval)
   reply[#reply + 1] = tat
   reply[#reply + 1] = retry
 end

@@ -99,7 +99,7 @@ for i = 1, #KEYS do
   elseif prev > 0 then
     reset = start + period
   end
-  reply[#reply + 1] = math.max(0, math.floor(requests[i] - estimate + eps))
+  reply[#reply + 1] = math.floor(requests[i] - estimate + eps)
   reply[#reply + 1] = reset
   reply[#reply + 1] = retry
 end

@@ -31,6 +31,9 @@ const (
 	Policy     = "Ratelimit-Policy"
 	RateLimit  = "Ratelimit"
 	RetryAfter = "Retry-After"
+	// Debt is how many units a rule whose answers report their cost is
+	// below empty, beside Remaining's 0; written only when it is in debt.
+	Debt = "X-Ratelimit-Debt"
 )
 
 // AppendPolicyItem appends one member of RateLimit-Policy:
