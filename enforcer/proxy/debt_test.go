@@ -1,14 +1,27 @@
 package proxy
 
 import (
+	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"strconv"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/sluice-dev/sluice/enforcer/limiter"
+	"github.com/sluice-dev/sluice/enforcer/runtime"
 )
 
 // TestDebtHeaderShowsWhatTheAnswersOwe: an answer reports 15 of a rule of
@@ -52,4 +65,55 @@ func TestDebtHeaderShowsWhatTheAnswersOwe(t *testing.T) {
 			g.Expect(other.header).NotTo(HaveKey("X-Ratelimit-Debt"))
 		})
 	}
+}
+
+// debtorHealth answers Check with a trailer reporting a cost of 15.
+type debtorHealth struct {
+	healthpb.UnimplementedHealthServer
+}
+
+func (debtorHealth) Check(ctx context.Context, _ *healthpb.HealthCheckRequest) (*healthpb.HealthCheckResponse, error) {
+	_ = grpc.SetTrailer(ctx, metadata.Pairs("x-sluice-cost", "15"))
+	return &healthpb.HealthCheckResponse{Status: healthpb.HealthCheckResponse_SERVING}, nil
+}
+
+// TestGRPCRefusalCarriesTheDebt: a call reporting 15 of 10 leaves a debt
+// of 5, which the next call's refusal carries in its metadata beside the
+// other rate limit headers.
+func TestGRPCRefusalCarriesTheDebt(t *testing.T) {
+	g := NewWithT(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	g.Expect(err).NotTo(HaveOccurred())
+	app := grpc.NewServer()
+	healthpb.RegisterHealthServer(app, debtorHealth{})
+	go func() { _ = app.Serve(ln) }()
+	t.Cleanup(app.Stop)
+	target, _ := url.Parse("http://" + ln.Addr().String())
+	h := New(Options{Upstream: target})
+	backends := runtime.NewBackends(redisURL, func(string) (string, bool) { return "", false }, limiter.ClientOptions{})
+	t.Cleanup(backends.Close)
+	snap, err := runtime.NewSnapshot(configOf(t, h2cPolicy("api", "Closed", answerRule("TokenBucket", 1, `"responseCost": {"header": "X-Sluice-Cost"}`))), backends)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(h.Swap(snap)).To(Succeed())
+	srv := httptest.NewUnstartedServer(h)
+	srv.Config.Protocols = new(http.Protocols)
+	srv.Config.Protocols.SetUnencryptedHTTP2(true)
+	srv.Start()
+	t.Cleanup(srv.Close)
+	conn, err := grpc.NewClient(srv.Listener.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() { _ = conn.Close() })
+	client := healthpb.NewHealthClient(conn)
+
+	ctx := metadata.AppendToOutgoingContext(context.Background(), "x-tenant", fmt.Sprintf("grpc-debt-%d", time.Now().UnixNano()))
+	_, err = client.Check(ctx, &healthpb.HealthCheckRequest{})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Eventually(func(g Gomega) {
+		var header, trailer metadata.MD
+		_, err := client.Check(ctx, &healthpb.HealthCheckRequest{}, grpc.Header(&header), grpc.Trailer(&trailer))
+		g.Expect(status.Code(err)).To(Equal(codes.ResourceExhausted))
+		md := metadata.Join(header, trailer)
+		g.Expect(md.Get("x-ratelimit-remaining")).To(Equal([]string{"0"}))
+		g.Expect(md.Get("x-ratelimit-debt")).To(Equal([]string{"5"}), "rate limit metadata on the refusal: %v", md)
+	}).WithTimeout(10 * time.Second).Should(Succeed())
 }
