@@ -166,3 +166,62 @@ func TestOnlyAnswersChargedMakeADebt(t *testing.T) {
 	g.Expect([]any{d.Allowed, d.Remaining, d.Debt}).To(Equal([]any{false, int64(0), int64(5)}),
 		"15 counted of 10 by the answers' charge: a debt of 5")
 }
+
+// TestDebtReadMatchesTheDecision: at the same microsecond, the debt that
+// charge.lua reads (what /debug/tenant shows) is, window by window, the
+// deciding script's remaining below zero (what the headers show), for the
+// general script (two windows) and the single-window one, through random
+// charges, decisions and time.
+func TestDebtReadMatchesTheDecision(t *testing.T) {
+	client := redistest.Start(t).Client()
+	ctx := context.Background()
+	two := []Window{{Requests: 7, Period: 30 * time.Millisecond, Burst: 9}, {Requests: 13, Period: 110 * time.Millisecond}}
+	for _, windows := range [][]Window{two, two[:1]} {
+		for _, a := range []Algorithm{FixedWindow, SlidingWindowCounter, TokenBucket, GCRA} {
+			t.Run(fmt.Sprintf("%dw/%s", len(windows), a), func(t *testing.T) {
+				g := NewWithT(t)
+				rng := rand.New(rand.NewPCG(11, uint64(len(a))))
+				rule, err := newRule(Bucket{Namespace: "ns", Policy: "p", Rule: fmt.Sprintf("debt%d", len(windows))}, a, windows, 1, FailurePolicy{},
+					func(cr *config.Rule) { cr.ResponseCost = &config.ResponseCost{Header: "X-Cost"} })
+				g.Expect(err).NotTo(HaveOccurred())
+				req := rule.Request("tenant")
+				now := time.Now().UnixMicro()
+				inDebt := 0
+				for i := range 600 {
+					now += rng.Int64N(int64(8 * time.Millisecond / µs))
+					g.Expect(client.Set(ctx, frozenNowKey, now, 0).Err()).To(Succeed())
+					if rng.IntN(6) == 0 {
+						frozenCharge(t, client, &req, 1+rng.Int64N(15))
+					}
+					read := frozenCharge(t, client, &req, 0)
+					cost := rng.Int64N(3) // 0 reads
+					reply := frozenCall(t, client, &req, cost, cost).reply
+					for w := range windows {
+						remaining := reply[2+3*w]
+						g.Expect(read[w]).To(Equal(max(-remaining, 0)), "call %d window %d: debt read, remaining %d", i, w, remaining)
+						if read[w] > 0 {
+							inDebt++
+						}
+					}
+				}
+				g.Expect(inDebt).To(BeNumerically(">", 50), "the charges took the tenant into debt")
+			})
+		}
+	}
+}
+
+// frozenCharge runs charge.lua on frozen time for units of req's windows
+// (0 reads) and returns each window's debt.
+func frozenCharge(t *testing.T, client *redis.Client, req *Request, units int64) []int64 {
+	t.Helper()
+	cmd := chargeCmd(req, units, 0)
+	raw, err := client.Do(context.Background(), append([]any{"eval", frozenTime + chargeScript.src}, cmd[2:]...)...).Slice()
+	if err != nil {
+		t.Fatal(err)
+	}
+	debt := make([]int64, 0, len(raw)-1)
+	for _, v := range raw[1:] {
+		debt = append(debt, v.(int64))
+	}
+	return debt
+}
