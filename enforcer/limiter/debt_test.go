@@ -138,9 +138,10 @@ func TestOnlyAnswersChargedMakeADebt(t *testing.T) {
 	ctx := context.Background()
 	g := NewWithT(t)
 	guard := NewGuard(newRedis(t, standalone.URL()))
+	tenant := HashTenant("salt", fmt.Sprint(t.Name(), time.Now().UnixNano()))
 	var buf [1]Outcome
 	decideAt := func(rule Rule) Decision {
-		o := guard.AllowAll(ctx, []Request{rule.Request(bucketFor(t).Tenant)}, buf[:0])[0]
+		o := guard.AllowAll(ctx, []Request{rule.Request(tenant)}, buf[:0])[0]
 		g.Expect(o.Err).NotTo(HaveOccurred())
 		return o.Decision
 	}
@@ -159,7 +160,7 @@ func TestOnlyAnswersChargedMakeADebt(t *testing.T) {
 		"8 counted of a limit lowered to 5: refused, no debt")
 
 	charged := responseRule(t, FixedWindow) // 10 per hour, the same bucket
-	req := charged.Request(bucketFor(t).Tenant)
+	req := charged.Request(tenant)
 	_, err = guard.Charge(ctx, []Request{req}, []int64{7}, []time.Time{time.Now()})
 	g.Expect(err).NotTo(HaveOccurred())
 	d = decideAt(charged)
@@ -184,7 +185,7 @@ func TestDebtReadMatchesTheDecision(t *testing.T) {
 				rule, err := newRule(Bucket{Namespace: "ns", Policy: "p", Rule: fmt.Sprintf("debt%d", len(windows))}, a, windows, 1, FailurePolicy{},
 					func(cr *config.Rule) { cr.ResponseCost = &config.ResponseCost{Header: "X-Cost"} })
 				g.Expect(err).NotTo(HaveOccurred())
-				req := rule.Request("tenant")
+				req := rule.Request(HashTenant("salt", fmt.Sprint(t.Name(), time.Now().UnixNano())))
 				now := time.Now().UnixMicro()
 				inDebt := 0
 				for i := range 600 {
