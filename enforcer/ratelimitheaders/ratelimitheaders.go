@@ -1,6 +1,6 @@
 // Package ratelimitheaders renders the rate limit response headers Sluice
-// writes: X-RateLimit-Limit, -Remaining, -Reset, Retry-After, and the IETF
-// RateLimit-Policy and RateLimit structured fields
+// writes: X-RateLimit-Limit, -Remaining, -Reset, -Debt, Retry-After, and
+// the IETF RateLimit-Policy and RateLimit structured fields
 // (draft-ietf-httpapi-ratelimit-headers). The enforcer's proxy and the rate
 // limit service (enforcer/rls) both write them with these functions, so a
 // client reads the same values from either. It imports no package of this
