@@ -17,7 +17,8 @@ type Algorithm = config.Algorithm
 //
 // Every script replies in one shape, {allowed, now_µs, then per window
 // remaining, reset_µs, retry_µs}, which parseReply reads and decide turns
-// into a Decision.
+// into a Decision. A remaining below zero is how far the window is over
+// its limit, which decide reports as a debt for a responseCost rule.
 //
 // A refund gives back what an admitted decision took when another rule
 // refused the same HTTP request: its rules live under other hash tags, so

@@ -15,7 +15,9 @@
 --           fw, swc: requests, period in ms; tb: requests, period in ms,
 --           capacity; gcra: emission interval in µs, tolerance in µs
 -- Reply     {now_µs, then per window i: debt}: how far the window is below
---           empty after the call (0 when it is not).
+--           empty after the call (0 when it is not), the algorithm's
+--           script's remaining below zero: for swc the weighted count of
+--           the sliding window over the limit.
 
 local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000000 + tonumber(time[2])
@@ -34,16 +36,12 @@ for i = 1, #KEYS do
     local win = math.floor(now / period)
     local state = redis.call('HMGET', KEYS[i], 'w', 'c', 'p')
     local w, c, p = tonumber(state[1]), tonumber(state[2]) or 0, tonumber(state[3]) or 0
-    if n == 0 then
-      if w ~= win then
-        c = 0
-      end
-    elseif n < 0 then
+    if n < 0 then
       if w == win and math.floor(counted / period) == win then
         c = math.max(0, c + n)
         redis.call('HSET', KEYS[i], 'c', c)
       end
-    else
+    elseif n > 0 then
       if w ~= win then
         -- a new window: the sliding counter carries the last one's count
         if algo == 'swc' then
@@ -60,8 +58,20 @@ for i = 1, #KEYS do
         redis.call('HSET', KEYS[i], 'w', win, 'c', c)
       end
       redis.call('PEXPIRE', KEYS[i], math.max(1, math.ceil((expire - now) / 1000)))
+      w = win
     end
-    debt = math.max(0, c - requests)
+    if w ~= win then
+      -- an older window: the sliding counter weighs the last one's count
+      p = (algo == 'swc' and w == win - 1) and c or 0
+      c = 0
+    end
+    -- what the algorithm's script counts against the limit: its remaining
+    -- below zero
+    local over = c - requests
+    if algo == 'swc' then
+      over = p * (period - (now - win * period)) / period + c - requests
+    end
+    debt = math.max(0, math.ceil(over - 1e-9))
   elseif algo == 'tb' then
     local requests = tonumber(ARGV[a])
     local period = tonumber(ARGV[a + 1]) * 1000
@@ -82,7 +92,7 @@ for i = 1, #KEYS do
       local full_ms = math.ceil((cap - tok) * period / requests / 1000)
       redis.call('PEXPIRE', KEYS[i], math.max(1, full_ms))
     end
-    debt = math.max(0, math.ceil(-tok))
+    debt = math.max(0, -math.floor(tok + 1e-9))
   elseif algo == 'gcra' then
     local interval = tonumber(ARGV[a])
     local tolerance = tonumber(ARGV[a + 1])

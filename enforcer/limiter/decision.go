@@ -30,5 +30,8 @@ func decide(req *Request, allowed bool, now time.Time, results []WindowResult) D
 	if !allowed {
 		d.RetryAfter = r.Retry
 	}
+	if req.debts {
+		d.Debt = max(-r.Remaining, 0)
+	}
 	return d
 }

@@ -47,5 +47,5 @@ func (p *localWindow) answerFixedWindow(now, cost int64, allowed bool) (remainin
 	if count == 0 {
 		reset = now
 	}
-	return max(0, p.requests-count), reset, retry
+	return p.requests - count, reset, retry
 }

@@ -18,8 +18,10 @@
 --           can show whether cost fits and its retry_µs
 -- Reply     {allowed (0|1), now_µs, then per window i: remaining, reset_µs,
 --           retry_µs, then taken}
---           reset_µs: the window's end; retry_µs: wait until cost fits (0 if
---           it does); taken: what was counted in each window (0 when refused).
+--           remaining: requests - count, below zero when more is counted
+--           than the limit (a debt); reset_µs: the window's end; retry_µs:
+--           wait until cost fits (0 if it does); taken: what was counted in
+--           each window (0 when refused).
 --           A refund replies the number of windows it gave back to.
 --           A decision whose calendar window does not hold now counts
 --           nothing and answers the error 'STALE <now_µs>', for the enforcer
@@ -123,8 +125,9 @@ for i = 1, #KEYS do
   if count == 0 then
     reset = now
   end
-  -- a lowered limit can leave more recorded than it now allows
-  reply[#reply + 1] = math.max(0, requests[i] - count)
+  -- below zero when more is counted than the limit allows: a debt
+  -- (charge.lua) or a lowered limit
+  reply[#reply + 1] = requests[i] - count
   reply[#reply + 1] = reset
   reply[#reply + 1] = retry
 end

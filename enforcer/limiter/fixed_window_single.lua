@@ -24,9 +24,9 @@ if current then
 end
 if count + cost > requests then
   if count == 0 then
-    return {0, now, math.max(0, requests), now, reset - now, 0}
+    return {0, now, requests, now, reset - now, 0}
   end
-  return {0, now, math.max(0, requests - count), reset, reset - now, 0}
+  return {0, now, requests - count, reset, reset - now, 0}
 end
 local left = requests - count
 local take = math.min(math.max(cost, tonumber(ARGV[4]) or cost), left)

@@ -63,6 +63,7 @@ func (p *localWindow) answerGCRA(now, cost int64, allowed bool) (remaining, rese
 	} else if due := tat + cost*p.interval - p.tolerance; due > now {
 		retry = due - now
 	}
-	// a lowered limit can leave the TAT beyond the tolerance
-	return max(0, (p.tolerance-(tat-now))/p.interval), tat, retry
+	// a debt or a lowered limit can leave the TAT beyond the tolerance:
+	// remaining below zero, floored as the script's
+	return floorDiv(p.tolerance-(tat-now), p.interval), tat, retry
 }

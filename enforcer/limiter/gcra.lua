@@ -26,7 +26,8 @@
 --           can show whether cost fits and its retry_µs
 -- Reply     {allowed (0|1), now_µs, then per window i: remaining, reset_µs,
 --           retry_µs, then taken, then with a delay ARGV wait_µs}
---           remaining: whole units that fit now; reset_µs: the TAT, when the
+--           remaining: whole units that fit now, below zero how many the
+--           TAT is past the tolerance (a debt); reset_µs: the TAT, when the
 --           window is whole again; retry_µs: exact wait until cost fits (0 if
 --           it does); taken: the units taken from each window (0 when
 --           refused). wait_µs: how long an admitted request waits for
@@ -118,7 +119,7 @@ for i = 1, #KEYS do
     retry = tat + cost * interval - tolerance - now
   end
   -- a lowered limit can leave the TAT beyond the tolerance
-  reply[#reply + 1] = math.max(0, math.floor((tolerance - (tat - now)) / interval))
+  reply[#reply + 1] = math.floor((tolerance - (tat - now)) / interval)
   reply[#reply + 1] = tat
   reply[#reply + 1] = retry
 end

@@ -20,7 +20,7 @@ if stored then
   tat = math.max(now, tonumber(stored))
 end
 if tat + cost * interval - now > tolerance then
-  return {0, now, math.max(0, math.floor((tolerance - (tat - now)) / interval)), tat,
+  return {0, now, math.floor((tolerance - (tat - now)) / interval), tat,
     tat + cost * interval - tolerance - now, 0}
 end
 local left = math.floor((tolerance - (tat - now)) / interval)

@@ -68,6 +68,11 @@ type Request struct {
 	// single is set by NewRule for a rule of one period window without
 	// delay or ban: its decisions run the algorithm's single-window script.
 	single bool
+	// debts is set by NewRule for a rule whose answers report their cost
+	// (responseCost): only those charges take a window below empty, so
+	// only their decisions report a Debt. A lowered limit leaving more
+	// counted than it allows is not one.
+	debts bool
 
 	// checked is set by Rule.Request: the request's rule passed NewRule and
 	// its tenant is not empty. Guard.AllowAll refuses any other Request.
@@ -115,6 +120,7 @@ func NewRule(b Bucket, cr *config.Rule, windows []Window, f FailurePolicy) (Rule
 		req.Lease = false
 	}
 	req.single = decidesAlone(&req)
+	req.debts = cr.ResponseCost != nil && Charges(req.Algorithm)
 	if req.Algorithm == Concurrency && req.Delay > 0 {
 		req.SlotWait, req.SlotQueue, req.Delay = req.Delay, int(cr.OnLimit.Delay.MaxQueued), 0
 	}
@@ -171,6 +177,11 @@ type Decision struct {
 	Calendar *config.Calendar
 	// Remaining is how many cost units the deciding window still admits.
 	Remaining int64
+	// Debt is how far the deciding window is below empty, for a rule whose
+	// answers report their cost (responseCost): what those answers
+	// charged beyond the limit (charge.go), which the tenant waits out
+	// before its next request fits. Zero otherwise.
+	Debt int64
 	// Reset is when the deciding window will be fully replenished.
 	Reset time.Time
 	// RetryAfter is how long to wait before the same request would be

@@ -10,6 +10,9 @@ import (
 
 // WindowResult is one window's answer to a check.
 type WindowResult struct {
+	// Remaining is below zero when the window holds more than its limit:
+	// a debt (charge.lua), a token bucket's reservation (delay.go), or
+	// what a lowered limit left.
 	Remaining int64
 	Reset     time.Time     // when the window is fully replenished
 	Retry     time.Duration // wait until the request's cost fits this window; 0 when it does

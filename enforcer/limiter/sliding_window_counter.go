@@ -67,6 +67,6 @@ func (p *localWindow) answerSlidingWindowCounter(now, cost int64, allowed bool) 
 	} else if prev > 0 {
 		reset = start + period
 	}
-	remaining = max(0, int64(math.Floor(float64(p.requests)-estimate+localEps)))
+	remaining = int64(math.Floor(float64(p.requests) - estimate + localEps))
 	return remaining, reset, retry
 }

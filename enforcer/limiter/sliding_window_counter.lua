@@ -12,7 +12,7 @@
 --           ever, reply as ever, but take nothing, so that /debug/tenant
 --           can show whether cost fits and its retry_µs
 -- Reply     {allowed (0|1), now_µs, then per window i: remaining, reset_µs, retry_µs}
---           remaining: floor(requests - estimate); reset_µs: when the estimate
+--           remaining: floor(requests - estimate), below zero a debt; reset_µs: when the estimate
 --           reaches 0; retry_µs: exact wait until estimate + cost fits (0 if it does).
 --           A refund replies the number of windows it gave back to.
 
@@ -99,7 +99,7 @@ for i = 1, #KEYS do
   elseif prev > 0 then
     reset = start + period
   end
-  reply[#reply + 1] = math.max(0, math.floor(requests[i] - estimate + eps))
+  reply[#reply + 1] = math.floor(requests[i] - estimate + eps)
   reply[#reply + 1] = reset
   reply[#reply + 1] = retry
 end

@@ -57,4 +57,4 @@ if cur > 0 then
 elseif prev > 0 then
   reset = start + period
 end
-return {allowed, now, math.max(0, math.floor(requests - estimate + eps)), reset, retry}
+return {allowed, now, math.floor(requests - estimate + eps), reset, retry}

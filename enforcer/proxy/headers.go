@@ -16,6 +16,7 @@ const (
 	headerLimit      = ratelimitheaders.Limit
 	headerRemaining  = ratelimitheaders.Remaining
 	headerReset      = ratelimitheaders.Reset
+	headerDebt       = ratelimitheaders.Debt
 	headerPolicy     = ratelimitheaders.Policy
 	headerRateLimit  = ratelimitheaders.RateLimit
 	headerWouldDeny  = "X-Sluice-Would-Deny"
@@ -33,7 +34,8 @@ func reported(o *limiter.Outcome) bool { return o.Err == nil }
 //
 //   - X-RateLimit-Limit, -Remaining, -Reset describe one rule: the refusing
 //     one when the request is refused (refusing >= 0), else the one with the
-//     fewest requests remaining.
+//     fewest requests remaining. X-RateLimit-Debt joins them when that
+//     rule's answers took its tenant below empty (responseCost).
 //   - RateLimit-Policy and RateLimit list every rule, each named
 //     "<policy>/<rule>", with the deciding window of its decision.
 //
@@ -92,6 +94,11 @@ func writeLimitHeaders(h http.Header, checks []route.Check, outs []limiter.Outco
 		start = len(b)
 		b = strconv.AppendInt(b, ratelimitheaders.CeilUnix(d.Reset), 10)
 		fields.add(headerReset, start, len(b))
+		if d.Debt > 0 {
+			start = len(b)
+			b = strconv.AppendInt(b, d.Debt, 10)
+			fields.add(headerDebt, start, len(b))
+		}
 	}
 	fields.set(h, b)
 	return b
@@ -100,8 +107,8 @@ func writeLimitHeaders(h http.Header, checks []route.Check, outs []limiter.Outco
 // fieldSet collects header values as ranges of one buffer.
 type fieldSet struct {
 	n    int
-	keys [5]string
-	ends [5][2]int
+	keys [6]string
+	ends [6][2]int
 }
 
 func (f *fieldSet) add(key string, start, end int) {

@@ -1,6 +1,6 @@
 // Package ratelimitheaders renders the rate limit response headers Sluice
-// writes: X-RateLimit-Limit, -Remaining, -Reset, Retry-After, and the IETF
-// RateLimit-Policy and RateLimit structured fields
+// writes: X-RateLimit-Limit, -Remaining, -Reset, -Debt, Retry-After, and
+// the IETF RateLimit-Policy and RateLimit structured fields
 // (draft-ietf-httpapi-ratelimit-headers). The enforcer's proxy and the rate
 // limit service (enforcer/rls) both write them with these functions, so a
 // client reads the same values from either. It imports no package of this
@@ -31,6 +31,9 @@ const (
 	Policy     = "Ratelimit-Policy"
 	RateLimit  = "Ratelimit"
 	RetryAfter = "Retry-After"
+	// Debt is how many units a rule whose answers report their cost is
+	// below empty, beside Remaining's 0; written only when it is in debt.
+	Debt = "X-Ratelimit-Debt"
 )
 
 // AppendPolicyItem appends one member of RateLimit-Policy:

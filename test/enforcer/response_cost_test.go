@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -149,4 +150,61 @@ func TestLoginCountsFailedAttemptsOnly(t *testing.T) {
 		g.Expect(get(t, e.url+"/login", tenant, "X-Password: wrong").status).To(Equal(http.StatusUnauthorized), "failure %d", i)
 	}
 	g.Expect(get(t, e.url+"/login", tenant, "X-Password: right").status).To(Equal(http.StatusTooManyRequests))
+}
+
+// TestDebtHeaderThroughTheEnforcer: the application reports a cost of 15
+// on a GCRA rule of 10 per 20s (a unit every 2s): the tenant owes 5. Its
+// next requests are refused with X-RateLimit-Debt, which falls as the
+// debt is paid, each with a Retry-After of the debt and the request's own
+// unit; once paid the header is gone and a request is admitted.
+func TestDebtHeaderThroughTheEnforcer(t *testing.T) {
+	g := NewWithT(t)
+	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Sluice-Cost", r.URL.Query().Get("cost"))
+		_, _ = io.WriteString(w, "answer")
+	}))
+	t.Cleanup(app.Close)
+	e := start(t, setup{upstream: app.URL, policies: policy("llm", `  identity: {sources: [{header: {name: X-Tenant-ID}}]}
+  rules:
+    - name: llm
+      algorithm: GCRA
+      limits: [{requests: 10, period: 20s}]
+      responseCost: {header: X-Sluice-Cost}`)})
+	tenant := uniqueTenant(t)
+
+	r := get(t, e.url+"/v1/chat?cost=15", tenant)
+	g.Expect(r.status).To(Equal(http.StatusOK))
+	g.Expect(r.header).NotTo(HaveKey("X-Ratelimit-Debt"))
+	g.Eventually(func() float64 { return metricValue(t, e, "sluice_enforcer_response_charged_units_total", `rule="llm"`) }).
+		WithTimeout(10 * time.Second).Should(BeNumerically("==", 15))
+
+	r = get(t, e.url+"/v1/chat?cost=1", tenant)
+	g.Expect(r.status).To(Equal(http.StatusTooManyRequests))
+	g.Expect(r.header.Get("X-RateLimit-Remaining")).To(Equal("0"))
+	g.Expect(r.header.Get("X-RateLimit-Debt")).To(Equal("5"), "15 charged of 10")
+
+	last := int64(5)
+	g.Eventually(func(g Gomega) {
+		r := get(t, e.url+"/v1/chat?cost=1", tenant)
+		if r.status == http.StatusOK {
+			g.Expect(r.header).NotTo(HaveKey("X-Ratelimit-Debt"), "admitted: nothing owed")
+			return
+		}
+		g.Expect(r.status).To(Equal(http.StatusTooManyRequests))
+		retry, err := strconv.ParseInt(r.header.Get("Retry-After"), 10, 64)
+		g.Expect(err).NotTo(HaveOccurred())
+		var debt int64
+		if v := r.header.Get("X-RateLimit-Debt"); v != "" {
+			debt, err = strconv.ParseInt(v, 10, 64)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(debt).To(BeNumerically(">", 0))
+		}
+		// a debt of d units is more than 2(d-1)s and at most 2d s of
+		// wait; the request's own unit adds 2s
+		g.Expect(retry).To(BeNumerically(">=", 2*debt+1), "debt %d", debt)
+		g.Expect(retry).To(BeNumerically("<=", 2*debt+2), "debt %d", debt)
+		g.Expect(debt).To(BeNumerically("<=", last), "a debt only falls")
+		last = debt
+		g.Expect(r.status).To(Equal(http.StatusOK), "still refused, owing %d", debt)
+	}).WithTimeout(40 * time.Second).WithPolling(250 * time.Millisecond).Should(Succeed())
 }
