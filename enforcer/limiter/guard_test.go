@@ -92,14 +92,19 @@ func TestGuardFailureModesWhenRedisStops(t *testing.T) {
 	// Back with no scripts loaded and no keys: decisions resume unaided.
 	NewWithT(t).Expect(server.Restart()).To(Succeed())
 	req := requestWith(t, config.FailClosed)
+	calls := 0
 	NewWithT(t).Eventually(func() error {
+		calls++
 		_, err := guard.Allow(context.Background(), req)
 		return err
 	}).WithTimeout(5 * time.Second).WithPolling(50 * time.Millisecond).Should(Succeed())
 	d, err := guard.Allow(context.Background(), req)
 	NewWithT(t).Expect(err).NotTo(HaveOccurred())
 	NewWithT(t).Expect(d.Degraded).To(BeFalse())
-	NewWithT(t).Expect(d.Remaining).To(Equal(int64(8)), "the restarted Redis counts from scratch, once per request")
+	// A call that timed out on a busy machine may have been counted too:
+	// never more than once per call, and from scratch.
+	NewWithT(t).Expect(d.Remaining).To(BeNumerically("<=", 8), "the restarted Redis counts the calls that succeeded")
+	NewWithT(t).Expect(d.Remaining).To(BeNumerically(">=", 10-(calls+1)), "the restarted Redis counts from scratch, at most once per call")
 	NewWithT(t).Expect(guard.Health().Reachable).To(BeTrue())
 }
 
