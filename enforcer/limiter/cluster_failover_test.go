@@ -44,7 +44,7 @@ func TestClusterFailoverLosesOnlyUnreplicatedCounts(t *testing.T) {
 			rule, err := newRule(req.Bucket, FixedWindow, req.Windows, 1, req.Failure, withLeasing(config.LeasingOff))
 			g.Expect(err).NotTo(HaveOccurred())
 			req = rule.Request(req.Bucket.Tenant)
-			key := req.Bucket.Key(FixedWindow, time.Hour)
+			key := req.Bucket.Key(FixedWindow, exactPeriod)
 			cc := c.ClusterClient()
 			owner, err := c.SlotOwner(ctx, int(cc.ClusterKeySlot(ctx, key).Val()))
 			g.Expect(err).NotTo(HaveOccurred())

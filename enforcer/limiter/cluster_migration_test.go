@@ -53,11 +53,11 @@ func testClusterSlotMigrationUnderLoad(t *testing.T, replicated bool) {
 		b := bucketFor(t)
 		b.Tenant = HashTenant("salt", t.Name()+strconv.Itoa(i))
 		// every decision a script call: leases would hide the migration
-		rule, err := newRule(b, FixedWindow, []Window{{Requests: limit, Period: time.Hour}, {Requests: limit, Period: 24 * time.Hour}},
+		rule, err := newRule(b, FixedWindow, []Window{{Requests: limit, Period: exactPeriod}, {Requests: limit, Period: 2 * exactPeriod}},
 			1, failure, withLeasing(config.LeasingOff))
 		g.Expect(err).NotTo(HaveOccurred())
 		reqs[i] = rule.Request(b.Tenant)
-		slots[i] = int(c.ClusterClient().ClusterKeySlot(ctx, b.Key(FixedWindow, time.Hour)).Val())
+		slots[i] = int(c.ClusterClient().ClusterKeySlot(ctx, b.Key(FixedWindow, exactPeriod)).Val())
 	}
 
 	var admitted [tenants]atomic.Int64
@@ -131,7 +131,7 @@ func testClusterSlotMigrationUnderLoad(t *testing.T, replicated bool) {
 	t.Logf("%d decisions across %d slot migrations: %d failed, %d degraded", decided.Load(), migrations, failed.Load(), degraded.Load())
 	cc := c.ClusterClient()
 	for i := range reqs {
-		t.Logf("tenant %d: admitted %d, counted %s", i, admitted[i].Load(), cc.HGet(ctx, reqs[i].Bucket.Key(FixedWindow, 24*time.Hour), "c").Val())
+		t.Logf("tenant %d: admitted %d, counted %s", i, admitted[i].Load(), cc.HGet(ctx, reqs[i].Bucket.Key(FixedWindow, 2*exactPeriod), "c").Val())
 	}
 	g.Expect(failed.Load()).To(BeZero(), "a decision failed during the migration: %v", lastErr.Load())
 	g.Expect(degraded.Load()).To(BeZero())
@@ -139,7 +139,7 @@ func testClusterSlotMigrationUnderLoad(t *testing.T, replicated bool) {
 	g.Expect(guard.Health().LastError).To(BeEmpty(), "the guard saw no Redis failure")
 	for i := range reqs {
 		g.Expect(admitted[i].Load()).To(BeEquivalentTo(limit), "tenant %d admitted its limit exactly", i)
-		for _, p := range []time.Duration{time.Hour, 24 * time.Hour} {
+		for _, p := range []time.Duration{exactPeriod, 2 * exactPeriod} {
 			g.Expect(cc.HGet(ctx, reqs[i].Bucket.Key(FixedWindow, p), "c").Val()).To(Equal(fmt.Sprint(limit)),
 				"tenant %d: Redis counted each admission once in its %s window", i, p)
 		}

@@ -93,7 +93,7 @@ func TestFailoverLosesOnlyUnreplicatedCounts(t *testing.T) {
 			url := fmt.Sprintf("redis+sentinel://%s?master_name=main&addr=%s&addr=%s", sentinels[0].Addr(), sentinels[1].Addr(), sentinels[2].Addr())
 			r := newRedis(t, url)
 			req := replicatedRequest(t, limit, config.FailClosed, tc.replicated)
-			key := req.Bucket.Key(FixedWindow, time.Hour)
+			key := req.Bucket.Key(FixedWindow, exactPeriod)
 
 			admitted := 0
 			decide := func() (bool, error) {

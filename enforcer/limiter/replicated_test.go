@@ -14,9 +14,14 @@ import (
 
 // replicatedRequest is a fixed window of limit per hour for the running
 // test, on a Replicated policy with failure mode mode.
+// exactPeriod is the window of the tests that count admissions exactly
+// across failovers and migrations: long enough that no run crosses one of
+// its boundaries (an hour's window did, at the hour, and started afresh).
+const exactPeriod = 1000 * time.Hour
+
 func replicatedRequest(t *testing.T, limit int64, mode config.FailureMode, replicated bool) Request {
 	return Request{Bucket: bucketFor(t), Algorithm: FixedWindow, Cost: 1,
-		Windows: []Window{{Requests: limit, Period: time.Hour}},
+		Windows: []Window{{Requests: limit, Period: exactPeriod}},
 		Failure: FailurePolicy{Mode: mode, Timeout: time.Second, Replicas: 1, Replicated: replicated}}
 }
 
@@ -31,7 +36,7 @@ func TestReplicatedDecisionWaitsForTheReplica(t *testing.T) {
 	r := newRedis(t, primary.URL())
 
 	req := replicatedRequest(t, 5, config.FailClosed, true)
-	key := req.Bucket.Key(FixedWindow, time.Hour)
+	key := req.Bucket.Key(FixedWindow, exactPeriod)
 	for i := 1; i <= 3; i++ {
 		d, err := r.Allow(ctx, req)
 		g.Expect(err).NotTo(HaveOccurred())
