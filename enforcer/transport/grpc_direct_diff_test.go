@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"io"
 	"log"
@@ -185,7 +186,7 @@ func TestGRPCDirectMatchesReverseProxy(t *testing.T) {
 			call: func(g Gomega, c *http.Client, req *http.Request, s *caseState) clientSaw {
 				resp, err := c.Do(req)
 				g.Expect(err).NotTo(HaveOccurred())
-				s.step <- struct{}{}
+				g.Expect(s.next()).To(Succeed(), "the application is waiting")
 				return readAll(resp, nil)
 			},
 			check: func(g Gomega, _ appSaw, client clientSaw) {
@@ -235,7 +236,7 @@ func TestGRPCDirectMatchesReverseProxy(t *testing.T) {
 					_, err := io.ReadFull(resp.Body, msg)
 					g.Expect(err).NotTo(HaveOccurred(), "each message arrives before the next is sent")
 					got.Write(msg)
-					s.step <- struct{}{}
+					g.Expect(s.next()).To(Succeed(), "the application is waiting")
 				}
 				saw := readAll(resp, nil)
 				saw.Body = got.String() + saw.Body
@@ -401,6 +402,7 @@ func TestGRPCDirectMatchesReverseProxy(t *testing.T) {
 			body:   message('q', 1),
 			app: func(w http.ResponseWriter, r *http.Request, s *caseState) {
 				_ = s.conn.Close()
+				awaitCancel(r)
 			},
 			check: func(g Gomega, _ appSaw, client clientSaw) {
 				g.Expect(client.Status).To(Equal(http.StatusBadGateway))
@@ -417,6 +419,7 @@ func TestGRPCDirectMatchesReverseProxy(t *testing.T) {
 				w.(http.Flusher).Flush()
 				time.Sleep(50 * time.Millisecond)
 				_ = s.conn.Close()
+				awaitCancel(r)
 			},
 			check: func(g Gomega, _ appSaw, client clientSaw) {
 				g.Expect(client.Body).To(Equal(message('1', 10)))
@@ -438,34 +441,36 @@ func TestGRPCDirectMatchesReverseProxy(t *testing.T) {
 			for _, path := range grpcPaths {
 				// A call first, so that the connections the case uses are
 				// open before the goroutines are counted.
-				app.serve(func(w http.ResponseWriter, r *http.Request, _ net.Conn) { unaryApp(w, r, nil) })
-				warm, err := http.NewRequest(http.MethodPost, fronts[path]+"/shop.v1.Orders/Get", strings.NewReader(message('q', 1)))
+				received := app.serve(func(w http.ResponseWriter, r *http.Request, _ net.Conn) { unaryApp(w, r, nil) })
+				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+				defer cancel()
+				warm, err := http.NewRequestWithContext(ctx, http.MethodPost, fronts[path]+"/shop.v1.Orders/Get", strings.NewReader(message('q', 1)))
 				g.Expect(err).NotTo(HaveOccurred())
 				warm.Header = grpcHeader()
 				g.Expect(callAndRead(client, warm).Status).To(Equal(http.StatusOK))
-				g.Eventually(app.saw, 10*time.Second).Should(Receive())
+				g.Eventually(received, 10*time.Second).Should(Receive())
 				goroutines := settledGoroutines()
 
 				s := &caseState{step: make(chan struct{})}
-				app.serve(func(w http.ResponseWriter, r *http.Request, conn net.Conn) {
+				received = app.serve(func(w http.ResponseWriter, r *http.Request, conn net.Conn) {
 					s.conn = conn
 					tc.app(w, r, s)
 				})
-				req, err := http.NewRequest(http.MethodPost, fronts[path]+tc.path, strings.NewReader(tc.body))
+				req, err := http.NewRequestWithContext(ctx, http.MethodPost, fronts[path]+tc.path, strings.NewReader(tc.body))
 				g.Expect(err).NotTo(HaveOccurred())
 				req.ContentLength = -1 // as gRPC clients send them
 				req.Host = "shop.example.com"
 				req.Header = tc.header.Clone()
-				var saw clientSaw
+				var got clientSaw
 				if tc.call != nil {
-					saw = tc.call(g, client, req, s)
+					got = tc.call(g, client, req, s)
 				} else {
-					saw = callAndRead(client, req)
+					got = callAndRead(client, req)
 				}
-				var received appSaw
-				g.Eventually(app.saw, 10*time.Second).Should(Receive(&received), path)
-				apps[path] = received
-				clients[path] = saw
+				var saw appSaw
+				g.Eventually(received, 10*time.Second).Should(Receive(&saw), path)
+				apps[path] = saw
+				clients[path] = got
 				g.Eventually(runtime.NumGoroutine, 10*time.Second).Should(BeNumerically("<=", goroutines),
 					"%s: no goroutine is left behind", path)
 			}
@@ -496,6 +501,25 @@ func settledGoroutines() int {
 		n = m
 	}
 	return n
+}
+
+// awaitCancel waits for the end of r's context, which a closed connection
+// brings.
+func awaitCancel(r *http.Request) {
+	select {
+	case <-r.Context().Done():
+	case <-time.After(5 * time.Second):
+	}
+}
+
+// next lets the application write on.
+func (s *caseState) next() error {
+	select {
+	case s.step <- struct{}{}:
+		return nil
+	case <-time.After(5 * time.Second):
+		return errors.New("the application waits no more")
+	}
 }
 
 func awaitStep(s *caseState) bool {
@@ -586,7 +610,7 @@ type h2cApp struct {
 type connKey struct{}
 
 func newH2CApp(t *testing.T) *h2cApp {
-	a := &h2cApp{saw: make(chan appSaw, 1)}
+	a := &h2cApp{}
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(a.serveHTTP))
 	srv.Config.Protocols = new(http.Protocols)
 	srv.Config.Protocols.SetUnencryptedHTTP2(true)
@@ -599,15 +623,19 @@ func newH2CApp(t *testing.T) *h2cApp {
 	return a
 }
 
-func (a *h2cApp) serve(h func(http.ResponseWriter, *http.Request, net.Conn)) {
+// serve sets the handler of the calls to come, and is where what they
+// received will be.
+func (a *h2cApp) serve(h func(http.ResponseWriter, *http.Request, net.Conn)) <-chan appSaw {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.handler = h
+	a.saw = make(chan appSaw, 4)
+	return a.saw
 }
 
 func (a *h2cApp) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	a.mu.Lock()
-	h := a.handler
+	h, received := a.handler, a.saw
 	a.mu.Unlock()
 	var body bytes.Buffer
 	saw := appSaw{Method: r.Method, Host: r.Host, Path: r.URL.Path, RawPath: r.URL.RawPath, RawQuery: r.URL.RawQuery,
@@ -620,7 +648,10 @@ func (a *h2cApp) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		saw.Body = body.String()
 		saw.Cancelled = r.Context().Err() != nil
 		saw.Trailer = r.Trailer
-		a.saw <- saw
+		select {
+		case received <- saw:
+		default:
+		}
 	}()
 	h(w, r, r.Context().Value(connKey{}).(net.Conn))
 }
@@ -657,4 +688,3 @@ func h2cClient(t *testing.T) *http.Transport {
 	t.Cleanup(tr.CloseIdleConnections)
 	return tr
 }
-
