@@ -223,7 +223,10 @@ func forwardedHeader(h http.Header) http.Header {
 		}
 		out[k] = vv
 	}
-	if te := h["Te"]; te != nil && request.Listed(te, "trailers") {
+	switch te := h["Te"]; {
+	case len(te) == 1 && te[0] == "trailers":
+		out["Te"] = te
+	case te != nil && request.Listed(te, "trailers"):
 		out["Te"] = []string{"trailers"}
 	}
 	if _, ok := out["User-Agent"]; !ok {

@@ -658,7 +658,7 @@ func (a *h2cApp) serveHTTP(w http.ResponseWriter, r *http.Request) {
 
 // serveGRPC is an H2C front whose gRPC calls take path, in front of the
 // application at appURL; every call carries rate limit headers of its own.
-func serveGRPC(t *testing.T, path string, opts Options, appURL string) string {
+func serveGRPC(t testing.TB, path string, opts Options, appURL string) string {
 	t.Helper()
 	opts.Target, _ = url.Parse(appURL)
 	if opts.OnError == nil {
@@ -682,9 +682,48 @@ func serveGRPC(t *testing.T, path string, opts Options, appURL string) string {
 }
 
 // h2cClient is a client speaking cleartext HTTP/2 with prior knowledge.
-func h2cClient(t *testing.T) *http.Transport {
+func h2cClient(t testing.TB) *http.Transport {
 	tr := &http.Transport{Protocols: new(http.Protocols)}
 	tr.Protocols.SetUnencryptedHTTP2(true)
 	t.Cleanup(tr.CloseIdleConnections)
 	return tr
+}
+
+// BenchmarkGRPCUnaryCall is a unary call through either path, the client
+// and the application in the same process: their costs are the same on
+// both, the difference is the path's.
+func BenchmarkGRPCUnaryCall(b *testing.B) {
+	reply := message('r', 12)
+	app := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/grpc")
+		w.Header().Set(http.TrailerPrefix+"Grpc-Status", "0")
+		_, _ = io.WriteString(w, reply)
+	}))
+	app.Config.Protocols = new(http.Protocols)
+	app.Config.Protocols.SetUnencryptedHTTP2(true)
+	app.Start()
+	b.Cleanup(app.Close)
+	client := &http.Client{Transport: h2cClient(b)}
+	body := message('q', 20)
+	for _, path := range grpcPaths {
+		front := serveGRPC(b, path, Options{}, app.URL)
+		b.Run(path, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				req, _ := http.NewRequest(http.MethodPost, front+"/shop.v1.Orders/Create", strings.NewReader(body))
+				req.ContentLength = -1
+				req.Header = grpcHeader("Grpc-Timeout", "5S", "User-Agent", "grpc-go/1.85.0", "X-Tenant-Id", "t1")
+				resp, err := client.Do(req)
+				if err != nil {
+					b.Fatal(err)
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				_ = resp.Body.Close()
+				if resp.Trailer.Get("Grpc-Status") != "0" {
+					b.Fatalf("grpc-status %q", resp.Trailer.Get("Grpc-Status"))
+				}
+			}
+		})
+	}
 }
