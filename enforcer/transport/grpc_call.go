@@ -163,6 +163,7 @@ type grpcCall struct {
 	hints    int
 	trace    httptrace.ClientTrace
 	body     callBody
+	url      url.URL
 }
 
 // request is the request sent for r: as the reverse proxy (newReverseProxy)
@@ -171,11 +172,11 @@ type grpcCall struct {
 func (c *grpcCall) request(r *http.Request, body io.ReadCloser, target *url.URL) *http.Request {
 	c.trace.Got1xxResponse = c.informational
 	ctx := httptrace.WithClientTrace(r.Context(), &c.trace)
-	u := *r.URL
-	u.ForceQuery = false
+	c.url = *r.URL
+	c.url.ForceQuery = false
 	out := (&http.Request{
 		Method:        r.Method,
-		URL:           &u,
+		URL:           &c.url,
 		Proto:         r.Proto,
 		ProtoMajor:    r.ProtoMajor,
 		ProtoMinor:    r.ProtoMinor,
