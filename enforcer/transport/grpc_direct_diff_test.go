@@ -87,7 +87,8 @@ func message(c byte, n int) string {
 // front of the same cleartext HTTP/2 application, must reach it with the
 // same method, authority, path, query, header fields and body, and bring
 // the client the same status, header fields, 1xx answers, body, trailers
-// and errors. Both paths carry the rate limit headers the proxy sets.
+// and errors. Both paths carry the rate limit headers the proxy sets, under
+// sluice-enforcer's default request limits.
 func TestGRPCDirectMatchesReverseProxy(t *testing.T) {
 	bin := base64.RawStdEncoding.EncodeToString([]byte{0, 1, 2, 0xff})
 	unaryApp := func(w http.ResponseWriter, r *http.Request, _ *caseState) {
@@ -431,7 +432,8 @@ func TestGRPCDirectMatchesReverseProxy(t *testing.T) {
 	app := newH2CApp(t)
 	fronts := map[string]string{}
 	for _, path := range grpcPaths {
-		fronts[path] = serveGRPC(t, path, Options{ResponseHeaderTimeout: grpcDiffHeaderTimeout, ErrorLog: log.New(io.Discard, "", 0)}, app.url)
+		fronts[path] = serveGRPC(t, path, Options{ResponseHeaderTimeout: grpcDiffHeaderTimeout, Limits: DefaultRequestLimits,
+			ErrorLog: log.New(io.Discard, "", 0)}, app.url)
 	}
 	client := &http.Client{Transport: h2cClient(t)}
 	for _, tc := range cases {
