@@ -2,7 +2,8 @@
 // answers back, byte for byte: plain HTTP/1.1 requests on the deciding
 // goroutine over one pool of kept-alive connections (forward.go),
 // upgrades and the requests the forwarder does not take through
-// httputil.ReverseProxy (upstream.go), cleartext HTTP/2 to gRPC servers,
+// httputil.ReverseProxy (upstream.go), gRPC calls to cleartext HTTP/2
+// servers by the transport itself (grpc_call.go),
 // HTTP/2 write coalescing (h2conn.go), and the time and size limits a
 // client is held to while its request is forwarded (limits.go). It knows
 // nothing of rules or limits: the proxy decides, then hands the request
@@ -53,10 +54,10 @@ type Upstream struct {
 	forwarder *forwarder   // plain requests; nil when a Transport was given
 	upstream  http.Handler // the others: upgrades, streamed or large bodies
 	transport http.RoundTripper
-	// h2c forwards as cleartext HTTP/2; h2cCalls forwards gRPC calls,
-	// which no response header timeout bounds: a server stream may send
-	// its first message (and with it its headers) whenever it has one,
-	// and the call's deadline bounds it.
+	// h2c forwards as cleartext HTTP/2; h2cCalls forwards gRPC calls
+	// (grpcForwarder), which no response header timeout bounds: a server
+	// stream may send its first message (and with it its headers)
+	// whenever it has one, and the call's deadline bounds it.
 	h2c, h2cCalls http.Handler
 	h2cTransports []*http.Transport // nil when a Transport was given
 	limits        RequestLimits
@@ -89,7 +90,8 @@ func New(opts Options) *Upstream {
 	}
 	u.upstream = u.through(opts, opts.Transport)
 	u.h2c = u.through(opts, h2cTransport)
-	u.h2cCalls = u.through(opts, h2cCallTransport)
+	u.h2cCalls = &grpcForwarder{target: opts.Target, transport: h2cCallTransport, maxBody: opts.MaxRequestBody,
+		onError: u.onError, errorLog: opts.ErrorLog}
 	return u
 }
 
