@@ -34,6 +34,7 @@ import (
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/controllers"
+	injectionwebhook "github.com/sluice-dev/sluice/controllers/webhook"
 )
 
 // version is set at build time with -ldflags "-X main.version=v0.1.0".
@@ -77,6 +78,8 @@ func run(ctx context.Context, opts *options) error {
 	}
 	restConfig := ctrl.GetConfigOrDie()
 	restConfig.QPS, restConfig.Burst = float32(opts.kubeAPIQPS), opts.kubeAPIBurst
+	webhookServer, stopWebhook := injectionwebhook.StoppedFirst(
+		webhook.NewServer(webhook.Options{Port: opts.injection.webhookPort, CertDir: opts.injection.webhookCertDir}))
 	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
 		Scheme:                        scheme,
 		Cache:                         cacheOpts,
@@ -86,10 +89,13 @@ func run(ctx context.Context, opts *options) error {
 		LeaderElectionID:              opts.leaderElectionID,
 		LeaderElectionNamespace:       opts.leaderElectionNS,
 		LeaderElectionReleaseOnCancel: true,
-		WebhookServer:                 webhook.NewServer(webhook.Options{Port: opts.injection.webhookPort, CertDir: opts.injection.webhookCertDir}),
+		WebhookServer:                 webhookServer,
 	})
 	if err != nil {
 		return fmt.Errorf("create manager: %w", err)
+	}
+	if err := mgr.Add(stopWebhook); err != nil {
+		return err
 	}
 
 	serving, err := controllers.Setup(ctx, mgr, controllers.Options{

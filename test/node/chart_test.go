@@ -262,6 +262,18 @@ var _ = Describe("Sluice installed with helm on the real node", Ordered, func() 
 		Expect(cluster.Client.Get(ctx, client.ObjectKey{Namespace: releaseNS, Name: manager}, &d)).To(Succeed())
 		Expect(d.Spec.Template.Spec.Containers[0].Args).To(ContainElement("--enforcer-memory-limit=96Mi"))
 		Expect(kubectl(ctx, "-n", releaseNS, "get", "deployment", manager, "-o", "jsonpath={.status.updatedReplicas}/{.status.readyReplicas}")).To(Equal("2/2"))
+		// Replaced replicas serve for manager.preStopSeconds more, with the
+		// values before the upgrade: pods are restarted once they are gone,
+		// as docs/upgrading.md says.
+		Eventually(func(g Gomega) {
+			var list corev1.PodList
+			g.Expect(cluster.Client.List(ctx, &list, client.InNamespace(releaseNS),
+				client.MatchingLabels{"app.kubernetes.io/instance": release, "app.kubernetes.io/component": "manager"})).To(Succeed())
+			g.Expect(list.Items).To(HaveLen(2))
+			for _, p := range list.Items {
+				g.Expect(p.DeletionTimestamp).To(BeNil(), "manager pod %s is still stopping", p.Name)
+			}
+		}).WithContext(ctx).WithTimeout(time.Minute).WithPolling(time.Second).Should(Succeed())
 	})
 
 	It("rolls the application out again under steady traffic without failing a request", func(ctx SpecContext) {
