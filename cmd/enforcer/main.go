@@ -11,23 +11,16 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"runtime/debug"
 	"syscall"
+
+	"github.com/sluice-dev/sluice/internal/buildinfo"
 )
 
 // version is set at build time with -ldflags "-X main.version=v1.2.3";
 // otherwise the module version, or "devel".
 var version = ""
 
-func buildVersion() string {
-	if version != "" {
-		return version
-	}
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-		return bi.Main.Version
-	}
-	return "devel"
-}
+func buildVersion() string { return buildinfo.Version(version) }
 
 // Exit statuses.
 const (

@@ -21,7 +21,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"runtime/debug"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -35,6 +34,7 @@ import (
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/controllers"
 	injectionwebhook "github.com/sluice-dev/sluice/controllers/webhook"
+	"github.com/sluice-dev/sluice/internal/buildinfo"
 )
 
 // version is set at build time with -ldflags "-X main.version=v0.1.0".
@@ -135,14 +135,4 @@ func run(ctx context.Context, opts *options) error {
 	return mgr.Start(ctx)
 }
 
-// buildVersion is the -ldflags version, else the module version go install
-// records, else "devel".
-func buildVersion() string {
-	if version != "" {
-		return version
-	}
-	if info, ok := debug.ReadBuildInfo(); ok && info.Main.Version != "" && info.Main.Version != "(devel)" {
-		return info.Main.Version
-	}
-	return "devel"
-}
+func buildVersion() string { return buildinfo.Version(version) }

@@ -15,11 +15,11 @@ import (
 	"io"
 	"maps"
 	"os"
-	"runtime/debug"
 	"slices"
 
 	"github.com/spf13/pflag"
 
+	"github.com/sluice-dev/sluice/internal/buildinfo"
 	"github.com/sluice-dev/sluice/internal/compile"
 	"github.com/sluice-dev/sluice/internal/policyfile"
 )
@@ -28,15 +28,7 @@ import (
 // otherwise the module version, or "devel".
 var version = ""
 
-func buildVersion() string {
-	if version != "" {
-		return version
-	}
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-		return bi.Main.Version
-	}
-	return "devel"
-}
+func buildVersion() string { return buildinfo.Version(version) }
 
 // Exit statuses.
 const (

@@ -13,24 +13,17 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"runtime/debug"
 	"syscall"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/sluice-dev/sluice/internal/buildinfo"
 )
 
 // version is set at build time with -ldflags "-X main.version=v1.2.3".
 var version = ""
 
-func buildVersion() string {
-	if version != "" {
-		return version
-	}
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-		return bi.Main.Version
-	}
-	return "devel"
-}
+func buildVersion() string { return buildinfo.Version(version) }
 
 const (
 	exitOK      = 0
