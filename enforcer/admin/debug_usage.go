@@ -114,11 +114,8 @@ func (s *Server) tenantUsage(ctx context.Context, snap *runtime.Snapshot, m *rou
 			return usage, err
 		}
 		w := &usage.Windows[i]
-		w.Capacity, w.Remaining, w.Reset, w.Refusing = wd.Limit, wd.Remaining, wd.Reset, !wd.Allowed
+		w.Capacity, w.Remaining, w.Reset, w.Refusing, w.Debt = wd.Limit, wd.Remaining, wd.Reset, !wd.Allowed, wd.Debt
 		w.Current = calendarWindowAt(req.Windows[i], wd.Now)
-	}
-	if err := windowDebts(ctx, be, m.Rule, req, usage.Windows); err != nil {
-		return usage, err
 	}
 	usage.Reservations = s.reservationsOf(req, d, usage.Windows[d.Window].Limit)
 	if req.Ban != nil {

@@ -94,27 +94,3 @@ func parseChargeReply(raw any, windows int) (int64, error) {
 func Charges(a Algorithm) bool {
 	return a == FixedWindow || a == SlidingWindowCounter || a == TokenBucket || a == GCRA
 }
-
-// Debt reads how far each window of req's bucket is below empty, from
-// costs its answers reported (charge.lua with n = 0, which changes
-// nothing); zeros when it is not in debt.
-func (r *Redis) Debt(ctx context.Context, req Request) ([]int64, error) {
-	if !req.checked || !Charges(req.Algorithm) {
-		return nil, errUncheckedRequest
-	}
-	raw, err := r.receive(ctx, chargeScript, r.send(ctx, chargeCmd(&req, 0, 0)))
-	if err != nil {
-		return nil, fmt.Errorf("redis debt %s: %w", req.Bucket, err)
-	}
-	vals, ok := raw.([]any)
-	if !ok || len(vals) != 1+len(req.Windows) {
-		return nil, fmt.Errorf("redis debt %s: unexpected reply %v", req.Bucket, raw)
-	}
-	debt := make([]int64, len(req.Windows))
-	for i, v := range vals[1:] {
-		if debt[i], ok = v.(int64); !ok {
-			return nil, fmt.Errorf("redis debt %s: unexpected reply %v", req.Bucket, raw)
-		}
-	}
-	return debt, nil
-}

@@ -184,8 +184,9 @@ func TestOnlyAnswersChargedMakeADebt(t *testing.T) {
 }
 
 // TestDebtReadMatchesTheDecision: at the same microsecond, the debt that
-// charge.lua reads (what /debug/tenant shows) is, window by window, the
-// deciding script's remaining below zero (what the headers show), for the
+// charge.lua answers a charge with (Guard.Charge) is, window by window, the
+// deciding script's remaining below zero (what the headers and
+// /debug/tenant show), for the
 // general script (two windows) and the single-window one, through random
 // charges, decisions and time.
 func TestDebtReadMatchesTheDecision(t *testing.T) {
