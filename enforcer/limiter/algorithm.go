@@ -42,6 +42,13 @@ type algorithm struct {
 	// (into p.entry unless Local is full) and returns remaining, reset (µs)
 	// and retry (µs).
 	answer func(p *localWindow, now, cost int64, allowed bool) (remaining, reset, retry int64)
+	// singleAnswer is set for an algorithm whose single-window script
+	// replies "allowed now_µs state taken" rather than script's table (a
+	// table costs Redis more than the rest of a short script's work): it
+	// returns window w's remaining, reset and retry from state, what the
+	// script left in the window after deciding cost at now, by the
+	// arithmetic of script (parseSingleReply).
+	singleAnswer func(w Window, state string, now, cost int64, allowed bool) (remaining, reset, retry int64, err error)
 	// leases is set for the algorithms whose script can take more than a
 	// request's cost at once, for an enforcer to admit from locally (a
 	// lease, lease.go): those whose state only time frees, so units taken

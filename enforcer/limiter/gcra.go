@@ -1,6 +1,10 @@
 package limiter
 
-import "github.com/sluice-dev/sluice/enforcer/config"
+import (
+	"strconv"
+
+	"github.com/sluice-dev/sluice/enforcer/config"
+)
 
 // GCRA is the generic cell rate algorithm: one timestamp per window, the
 // theoretical arrival time, spaced Period/Requests per unit of cost, with
@@ -17,6 +21,15 @@ var gcra = algorithm{
 	args:   gcraArgs,
 	read:   (*localWindow).readGCRA,
 	answer: (*localWindow).answerGCRA,
+	singleAnswer: func(w Window, state string, now, cost int64, allowed bool) (remaining, reset, retry int64, err error) {
+		tat, err := strconv.ParseInt(state, 10, 64)
+		if err != nil {
+			return 0, 0, 0, err
+		}
+		interval, tolerance := gcraSpacing(w.Requests, w.Period.Microseconds(), w.capacity(GCRA))
+		remaining, reset, retry = gcraAnswer(tat, interval, tolerance, now, cost, allowed)
+		return remaining, reset, retry, nil
+	},
 	leases: true,
 }
 
@@ -51,19 +64,25 @@ func (p *localWindow) readGCRA(now, cost int64) bool {
 
 func (p *localWindow) answerGCRA(now, cost int64, allowed bool) (remaining, reset, retry int64) {
 	tat := p.tat
-	if allowed {
-		if cost > 0 {
-			tat += cost * p.interval
-			if e := p.entry; e != nil {
-				// once reached, the TAT equals no state: let it expire then
-				e.last = tat
-				e.expires = now + expiryMs(float64(ceilDiv(tat-now, 1000)))
-			}
+	if allowed && cost > 0 {
+		tat += cost * p.interval
+		if e := p.entry; e != nil {
+			// once reached, the TAT equals no state: let it expire then
+			e.last = tat
+			e.expires = now + expiryMs(float64(ceilDiv(tat-now, 1000)))
 		}
-	} else if due := tat + cost*p.interval - p.tolerance; due > now {
+	}
+	return gcraAnswer(tat, p.interval, p.tolerance, now, cost, allowed)
+}
+
+// gcraAnswer is the remaining, reset and retry of a window whose TAT is tat
+// at now after a decision of cost: the scripts' arithmetic, for Local and
+// for the reply of the single-window script, which answers tat.
+func gcraAnswer(tat, interval, tolerance, now, cost int64, allowed bool) (remaining, reset, retry int64) {
+	if due := tat + cost*interval - tolerance; !allowed && due > now {
 		retry = due - now
 	}
 	// a debt or a lowered limit can leave the TAT beyond the tolerance:
 	// remaining below zero, floored as the script's
-	return floorDiv(p.tolerance-(tat-now), p.interval), tat, retry
+	return floorDiv(tolerance-(tat-now), interval), tat, retry
 }

@@ -426,8 +426,14 @@ func runLocalScript(t *testing.T, client *redis.Client, req *Request) []int64 {
 	if len(req.Windows) == 1 {
 		src = d.single.src
 	}
-	reply, err := redis.NewScript(src).Run(context.Background(), client, keys, args...).Int64Slice()
-	if err != nil {
+	cmd := redis.NewScript(src).Run(context.Background(), client, keys, args...)
+	if cmd.Err() != nil {
+		t.Fatal(cmd.Err())
+	}
+	reply, err := cmd.Int64Slice()
+	if _, short := cmd.Val().(string); short {
+		reply = replyTable(t, cmd.Val(), req, req.Cost)
+	} else if err != nil {
 		t.Fatal(err)
 	}
 	if d.leases {

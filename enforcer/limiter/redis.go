@@ -122,10 +122,14 @@ func (p pendingCheck) wait(ctx context.Context) (Decision, int64, error) {
 	var stack [4]WindowResult
 	var rep reply
 	var ban BanState
-	if p.req.Ban != nil && p.cost >= 0 {
+	alg := descriptorOf(p.req.Algorithm)
+	switch {
+	case p.req.Ban != nil && p.cost >= 0:
 		rep, ban, err = parseBanReply(raw, p.req, p.cost, stack[:0])
-	} else {
-		rep, err = parseReply(raw, descriptorOf(p.req.Algorithm), len(p.req.Windows), p.cost, p.cost >= 0 && p.req.delays(), stack[:0])
+	case alg.singleAnswer != nil && runsSingle(p.req, p.cost):
+		rep, err = parseSingleReply(raw, alg, p.req.Windows[0], p.cost, stack[:0])
+	default:
+		rep, err = parseReply(raw, alg, len(p.req.Windows), p.cost, p.cost >= 0 && p.req.delays(), stack[:0])
 	}
 	if err != nil {
 		return Decision{}, 0, fmt.Errorf("redis %s %s: %w", p.req.Algorithm, p.req.Bucket, err)

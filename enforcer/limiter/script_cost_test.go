@@ -287,8 +287,9 @@ func loadScripts(b *testing.B, client *redis.Client) {
 }
 
 // loadTwin loads a's twin and, when replied is set, the twin answering
-// with a reply of the size of a's script's (its last "return 1" made a
-// table of as many integers), and returns its sha.
+// with a reply of the shape of a's single-window script's (its last
+// "return 1" made a table of as many integers, or the string of as many
+// numbers), and returns its sha.
 func loadTwin(b *testing.B, client *redis.Client, a Algorithm, replied bool) string {
 	names := map[Algorithm]string{TokenBucket: "token_bucket", FixedWindow: "fixed_window", GCRA: "gcra",
 		SlidingWindowCounter: "sliding_window_counter", SlidingWindowLog: "sliding_window_log"}
@@ -298,9 +299,12 @@ func loadTwin(b *testing.B, client *redis.Client, a Algorithm, replied bool) str
 	}
 	if replied {
 		last := strings.LastIndex(string(src), "return 1")
-		reply := "return {1, now, 0, now, 0}"
-		if descriptorOf(a).leases {
-			reply = "return {1, now, 0, now, 0, 1}"
+		reply := map[Algorithm]string{ // in the twin's own variables
+			TokenBucket: "return string.format('1 %d %.17g %d', now, tok, 1)",
+			GCRA:        "return string.format('1 %d %d %d', now, new, 1)",
+		}[a]
+		if reply == "" {
+			reply = "return {1, now, 0, now, 0}"
 		}
 		src = []byte(string(src[:last]) + reply + string(src[last+len("return 1"):]))
 	}

@@ -4,7 +4,10 @@ import (
 	"crypto/sha1"
 	"embed"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -47,14 +50,15 @@ func newScript(name string) algorithmScript {
 //
 // A decision of a rule NewRule found to have one period window, no delay
 // and no ban runs the algorithm's single-window script instead, with the
-// same keys and arguments.
+// same keys and arguments, less want when it is cost.
 //
 // A calendar window's key and arguments are those of its window holding at
 // (µs), which Redis' TIME checks (calendar.go).
 func evalSHA(req *Request, cost, extra, at int64) (s algorithmScript, cmd []any) {
 	d := descriptorOf(req.Algorithm)
 	s = d.script
-	if req.single && cost >= 0 {
+	single := runsSingle(req, cost)
+	if single {
 		s = d.single
 	}
 	ban := req.Ban != nil && cost >= 0
@@ -100,12 +104,21 @@ func evalSHA(req *Request, cost, extra, at int64) (s algorithmScript, cmd []any)
 	case (d.leases || d.refundsAt) && cost < 0:
 		cmd = append(cmd, extra)
 	case d.leases:
-		cmd = append(cmd, max(cost, extra))
+		// the single-window script is sent want only for a lease
+		if want := max(cost, extra); want > cost || !single {
+			cmd = append(cmd, want)
+		}
 		if req.delays() {
 			cmd = append(cmd, req.Delay.Microseconds())
 		}
 	}
 	return s, cmd
+}
+
+// runsSingle says a call of req at cost runs its algorithm's single-window
+// script: a decision (cost >= 0, no refund) of a rule NewRule chose it for.
+func runsSingle(req *Request, cost int64) bool {
+	return req.single && cost >= 0
 }
 
 // eval turns an EVALSHA command of s into the EVAL that loads it, for a
@@ -175,8 +188,46 @@ func parseReply(raw any, d *algorithm, windows int, cost int64, delays bool, dst
 	if r.wait < 0 || r.wait > 0 && (!r.allowed || r.taken != cost) {
 		return reply{}, fmt.Errorf("unexpected script reply: a wait of %s for allowed %v taking %d of cost %d", r.wait, r.allowed, r.taken, cost)
 	}
+	return r, checkTaken(r, cost)
+}
+
+// checkTaken says r took at least cost when allowed, nothing when refused.
+func checkTaken(r reply, cost int64) error {
 	if r.allowed && r.taken < cost || !r.allowed && r.taken != 0 {
-		return reply{}, fmt.Errorf("unexpected script reply: allowed %v taking %d of cost %d", r.allowed, r.taken, cost)
+		return fmt.Errorf("unexpected script reply: allowed %v taking %d of cost %d", r.allowed, r.taken, cost)
 	}
-	return r, nil
+	return nil
+}
+
+// parseSingleReply decodes "allowed now_µs state taken", the reply of the
+// single-window script of d, which has singleAnswer, deciding cost for
+// window w: the same reply parseReply makes of the general script's, the
+// window's result appended to dst.
+func parseSingleReply(raw any, d *algorithm, w Window, cost int64, dst []WindowResult) (reply, error) {
+	s, ok := raw.(string)
+	if !ok {
+		return reply{}, fmt.Errorf("unexpected script reply %v", raw)
+	}
+	var f [4]string
+	rest := s
+	for i := range 3 {
+		f[i], rest, _ = strings.Cut(rest, " ")
+	}
+	f[3] = rest
+	allowed, err0 := strconv.ParseInt(f[0], 10, 64)
+	now, err1 := strconv.ParseInt(f[1], 10, 64)
+	taken, err3 := strconv.ParseInt(f[3], 10, 64)
+	if err := errors.Join(err0, err1, err3); err != nil || allowed != 0 && allowed != 1 {
+		return reply{}, fmt.Errorf("unexpected script reply %q", s)
+	}
+	remaining, reset, retry, err := d.singleAnswer(w, f[2], now, cost, allowed == 1)
+	if err != nil {
+		return reply{}, fmt.Errorf("unexpected script reply %q: %w", s, err)
+	}
+	r := reply{allowed: allowed == 1, now: time.UnixMicro(now), taken: taken, results: append(dst, WindowResult{
+		Remaining: remaining,
+		Reset:     time.UnixMicro(reset),
+		Retry:     time.Duration(retry) * time.Microsecond,
+	})}
+	return r, checkTaken(r, cost)
 }

@@ -148,6 +148,8 @@ func frozenCall(t *testing.T, client *redis.Client, req *Request, cost, want int
 		for _, e := range v {
 			out.reply = append(out.reply, e.(int64))
 		}
+	case string: // a single-window script's short reply, as the enforcer reads it
+		out.reply = replyTable(t, v, req, cost)
 	default:
 		t.Fatalf("unexpected reply %v", raw)
 	}
@@ -198,4 +200,21 @@ func frozenState(t *testing.T, client *redis.Client, key string) []string {
 		}
 	}
 	return state
+}
+
+// replyTable is raw, the short reply of req's single-window script deciding
+// cost, in the general script's shape: {allowed, now_µs, remaining,
+// reset_µs, retry_µs, taken}, as parseSingleReply reads it.
+func replyTable(t *testing.T, raw any, req *Request, cost int64) []int64 {
+	t.Helper()
+	r, err := parseSingleReply(raw, descriptorOf(req.Algorithm), req.Windows[0], cost, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	allowed := int64(0)
+	if r.allowed {
+		allowed = 1
+	}
+	w := r.results[0]
+	return []int64{allowed, r.now.UnixMicro(), w.Remaining, w.Reset.UnixMicro(), w.Retry.Microseconds(), r.taken}
 }

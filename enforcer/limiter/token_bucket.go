@@ -2,6 +2,7 @@ package limiter
 
 import (
 	"math"
+	"strconv"
 
 	"github.com/sluice-dev/sluice/enforcer/config"
 )
@@ -18,6 +19,14 @@ var tokenBucket = algorithm{
 	args:   tokenBucketArgs,
 	read:   (*localWindow).readTokenBucket,
 	answer: (*localWindow).answerTokenBucket,
+	singleAnswer: func(w Window, state string, now, cost int64, allowed bool) (remaining, reset, retry int64, err error) {
+		tok, err := strconv.ParseFloat(state, 64)
+		if err != nil {
+			return 0, 0, 0, err
+		}
+		remaining, reset, retry = tokenBucketAnswer(tok, w.capacity(TokenBucket), w.Requests, w.Period.Milliseconds()*1000, now, cost, allowed)
+		return remaining, reset, retry, nil
+	},
 	leases: true,
 }
 
@@ -38,20 +47,27 @@ func (p *localWindow) readTokenBucket(now, cost int64) bool {
 }
 
 func (p *localWindow) answerTokenBucket(now, cost int64, allowed bool) (remaining, reset, retry int64) {
-	tok, fcost := p.tokens, float64(cost)
-	capacity, period, requests := float64(p.capacity), float64(p.period), float64(p.requests)
-	if allowed {
-		if cost > 0 {
-			tok -= fcost
-			if e := p.entry; e != nil {
-				e.tokens, e.last = tok, now
-				// once full again the bucket equals a fresh one: let it expire then
-				e.expires = now + expiryMs(math.Ceil((capacity-tok)*period/requests/1000))
-			}
+	tok := p.tokens
+	if allowed && cost > 0 {
+		tok -= float64(cost)
+		if e := p.entry; e != nil {
+			e.tokens, e.last = tok, now
+			// once full again the bucket equals a fresh one: let it expire then
+			e.expires = now + expiryMs(math.Ceil((float64(p.capacity)-tok)*float64(p.period)/float64(p.requests)/1000))
 		}
-	} else if tok+localEps < fcost {
-		retry = int64(math.Ceil((fcost - tok) * period / requests))
 	}
-	reset = now + int64(math.Ceil(max(0, capacity-tok-localEps)*period/requests))
+	return tokenBucketAnswer(tok, p.capacity, p.requests, p.period, now, cost, allowed)
+}
+
+// tokenBucketAnswer is the remaining, reset and retry of a window of
+// capacity tokens refilled at requests per period (µs) that holds tok at
+// now after a decision of cost: the scripts' arithmetic, for Local and for
+// the reply of the single-window script, which answers tok.
+func tokenBucketAnswer(tok float64, capacity, requests, period, now, cost int64, allowed bool) (remaining, reset, retry int64) {
+	fcost, fcapacity, fperiod, frequests := float64(cost), float64(capacity), float64(period), float64(requests)
+	if !allowed && tok+localEps < fcost {
+		retry = int64(math.Ceil((fcost - tok) * fperiod / frequests))
+	}
+	reset = now + int64(math.Ceil(max(0, fcapacity-tok-localEps)*fperiod/frequests))
 	return int64(math.Floor(tok + localEps)), reset, retry
 }

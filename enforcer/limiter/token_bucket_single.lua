@@ -6,10 +6,13 @@
 -- KEYS[1]   hash {t = tokens, ts = time of t in µs}
 -- ARGV[1]   cost: tokens this request takes (0 reads without taking)
 -- ARGV[2]   requests, ARGV[3] period in ms, ARGV[4] capacity
--- ARGV[5]   want: the most tokens to take when cost fits, at least cost;
---           more than cost is a lease, at most a quarter of what is held
--- Reply     {allowed (0|1), now_µs, remaining, reset_µs, retry_µs, taken},
---           as token_bucket.lua's for one window
+-- ARGV[5]   want, only when it is more than cost: a lease, the most tokens
+--           to take when cost fits, at most a quarter of what is held
+-- Reply     "allowed now_µs tokens taken" (allowed 0|1, tokens after the
+--           decision as stored, %.17g): the enforcer computes remaining,
+--           reset and retry from them as token_bucket.lua does
+--           (tokenBucketAnswer). One string costs Redis less than a table
+--           of those numbers.
 
 local time = redis.call('TIME')
 local now = time[1] * 1000000 + time[2]
@@ -22,18 +25,21 @@ if state[1] then
   tok = math.min(cap, tonumber(state[1]) + math.max(0, now - tonumber(state[2])) * requests / period)
 end
 if tok + eps < cost then
-  return {0, now, math.floor(tok + eps), now + math.ceil(math.max(0, cap - tok - eps) * period / requests),
-    math.ceil((cost - tok) * period / requests), 0}
+  return string.format('0 %d %.17g 0', now, tok)
 end
-local left = math.floor(tok + eps)
-local take = math.min(math.max(cost, tonumber(ARGV[5]) or cost), left)
-if take > cost then
-  take = math.min(take, math.max(cost, math.floor(left / 4)))
+local take = cost
+if ARGV[5] then
+  local left = math.floor(tok + eps)
+  take = math.min(math.max(cost, tonumber(ARGV[5])), left)
+  if take > cost then
+    take = math.min(take, math.max(cost, math.floor(left / 4)))
+  end
 end
+tok = tok - take
+local t = string.format('%.17g', tok)
 if take > 0 then
-  tok = tok - take
-  redis.call('HSET', KEYS[1], 't', string.format('%.17g', tok), 'ts', string.format('%d', now))
+  redis.call('HSET', KEYS[1], 't', t, 'ts', string.format('%d', now))
   -- once full again the bucket equals a fresh one: let it expire then
   redis.call('PEXPIRE', KEYS[1], math.max(1, math.ceil((cap - tok) * period / requests / 1000)))
 end
-return {1, now, math.floor(tok + eps), now + math.ceil(math.max(0, cap - tok - eps) * period / requests), 0, take}
+return string.format('1 %d %s %d', now, t, take)
