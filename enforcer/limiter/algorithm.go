@@ -15,9 +15,10 @@ type Algorithm = config.Algorithm
 //   - read and answer, its in-process twin for LocalFallback: the two phases
 //     of the script's loops, with the script's arithmetic.
 //
-// Every script replies in one shape, {allowed, now_µs, then per window
-// remaining, reset_µs, retry_µs}, which parseReply reads and decide turns
-// into a Decision. A remaining below zero is how far the window is over
+// Every general script replies in one shape, {allowed, now_µs, then per
+// window remaining, reset_µs, retry_µs}, which parseReply reads and decide
+// turns into a Decision; a single-window script may answer its hot path in
+// a string instead (singleAnswer). A remaining below zero is how far the window is over
 // its limit, which decide reports as a debt for a responseCost rule.
 //
 // A refund gives back what an admitted decision took when another rule
@@ -31,8 +32,10 @@ type algorithm struct {
 	script algorithmScript
 	// single, when the algorithm has one, decides the rules of one period
 	// window without delay or ban (NewRule chooses it, Request.single): the
-	// script's work for that shape alone, on the same keys, arguments and
-	// reply. Peeks and refunds of those rules still run script.
+	// script's work for that shape alone, on the same keys and arguments
+	// (less want when it is the cost) and stored state, replying as script
+	// or, with singleAnswer, shorter. Peeks and refunds of those rules
+	// still run script.
 	single algorithmScript
 	args   func(dst []any, w Window) []any
 	// read is the check phase of one window: it reads the state at now and

@@ -300,8 +300,9 @@ func loadTwin(b *testing.B, client *redis.Client, a Algorithm, replied bool) str
 	if replied {
 		last := strings.LastIndex(string(src), "return 1")
 		reply := map[Algorithm]string{ // in the twin's own variables
-			TokenBucket: "return string.format('1 %d %.17g %d', now, tok, 1)",
-			GCRA:        "return string.format('1 %d %d %d', now, new, 1)",
+			TokenBucket:      "return string.format('1 %d %.17g %d', now, tok, 1)",
+			GCRA:             "return string.format('1 %d %d %d', now, new, 1)",
+			SlidingWindowLog: "return string.format('1 %d %d', now, 0)",
 		}[a]
 		if reply == "" {
 			reply = "return {1, now, 0, now, 0}"

@@ -199,24 +199,40 @@ func checkTaken(r reply, cost int64) error {
 	return nil
 }
 
-// parseSingleReply decodes "allowed now_µs state taken", the reply of the
-// single-window script of d, which has singleAnswer, deciding cost for
-// window w: the same reply parseReply makes of the general script's, the
-// window's result appended to dst.
+// parseSingleReply decodes "allowed now_µs state [taken]", the short
+// reply of the single-window script of d, which has singleAnswer, deciding
+// cost for window w (taken for the algorithms that lease): the same reply
+// parseReply makes of the general script's, the window's result appended
+// to dst. A table, which such a script may answer off its hot path (the
+// sliding window log's refusals), is read as the general script's.
 func parseSingleReply(raw any, d *algorithm, w Window, cost int64, dst []WindowResult) (reply, error) {
+	if _, table := raw.([]any); table {
+		return parseReply(raw, d, 1, cost, false, dst)
+	}
 	s, ok := raw.(string)
 	if !ok {
 		return reply{}, fmt.Errorf("unexpected script reply %v", raw)
 	}
+	n := 3
+	if d.leases {
+		n = 4
+	}
 	var f [4]string
 	rest := s
-	for i := range 3 {
+	for i := range n - 1 {
 		f[i], rest, _ = strings.Cut(rest, " ")
 	}
-	f[3] = rest
+	f[n-1] = rest
 	allowed, err0 := strconv.ParseInt(f[0], 10, 64)
 	now, err1 := strconv.ParseInt(f[1], 10, 64)
-	taken, err3 := strconv.ParseInt(f[3], 10, 64)
+	var taken int64
+	var err3 error
+	switch {
+	case d.leases:
+		taken, err3 = strconv.ParseInt(f[3], 10, 64)
+	case allowed == 1:
+		taken = cost
+	}
 	if err := errors.Join(err0, err1, err3); err != nil || allowed != 0 && allowed != 1 {
 		return reply{}, fmt.Errorf("unexpected script reply %q", s)
 	}

@@ -204,7 +204,7 @@ func frozenState(t *testing.T, client *redis.Client, key string) []string {
 
 // replyTable is raw, the short reply of req's single-window script deciding
 // cost, in the general script's shape: {allowed, now_µs, remaining,
-// reset_µs, retry_µs, taken}, as parseSingleReply reads it.
+// reset_µs, retry_µs[, taken]}, as parseSingleReply reads it.
 func replyTable(t *testing.T, raw any, req *Request, cost int64) []int64 {
 	t.Helper()
 	r, err := parseSingleReply(raw, descriptorOf(req.Algorithm), req.Windows[0], cost, nil)
@@ -216,5 +216,9 @@ func replyTable(t *testing.T, raw any, req *Request, cost int64) []int64 {
 		allowed = 1
 	}
 	w := r.results[0]
-	return []int64{allowed, r.now.UnixMicro(), w.Remaining, w.Reset.UnixMicro(), w.Retry.Microseconds(), r.taken}
+	table := []int64{allowed, r.now.UnixMicro(), w.Remaining, w.Reset.UnixMicro(), w.Retry.Microseconds()}
+	if descriptorOf(req.Algorithm).leases {
+		table = append(table, r.taken)
+	}
+	return table
 }

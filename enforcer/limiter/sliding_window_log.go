@@ -1,6 +1,11 @@
 package limiter
 
-import "github.com/sluice-dev/sluice/enforcer/config"
+import (
+	"errors"
+	"strconv"
+
+	"github.com/sluice-dev/sluice/enforcer/config"
+)
 
 // SlidingWindowLog records every request's time and counts those in the
 // last Period: exact, with memory proportional to Requests.
@@ -14,6 +19,17 @@ var slidingWindowLog = algorithm{
 	args:   windowArgs,
 	read:   (*localWindow).readSlidingWindowLog,
 	answer: (*localWindow).answerSlidingWindowLog,
+	singleAnswer: func(w Window, state string, now, cost int64, allowed bool) (remaining, reset, retry int64, err error) {
+		// the script answers short only when it recorded the request
+		count, err := strconv.ParseInt(state, 10, 64)
+		if err != nil {
+			return 0, 0, 0, err
+		}
+		if !allowed {
+			return 0, 0, 0, errors.New("a refusal without its log's times")
+		}
+		return max(0, w.Requests-count-cost), now + w.Period.Milliseconds()*1000, 0, nil
+	},
 }
 
 func (p *localWindow) readSlidingWindowLog(now, cost int64) bool {
