@@ -188,7 +188,9 @@ const (
 )
 
 // measureScripts runs each variant b.N times (at least one block), the
-// variants taking turns in blocks of blockCalls, with between blocks,
+// variants taking turns in blocks of blockCalls, in an order that rotates
+// from round to round (whichever runs first in a round was measured
+// dearer than the same script later in it), with between blocks,
 // when set. It returns each one's EVALSHA usec per call in every round
 // (one block of each), from the changes of INFO commandstats around its
 // blocks.
@@ -197,7 +199,10 @@ func measureScripts(ctx context.Context, b *testing.B, client *redis.Client, var
 	b.ResetTimer()
 	for done := 0; done < b.N; done += blockCalls {
 		round := make([]float64, len(variants))
-		for i, v := range variants {
+		// the order moves by one each round: no variant always runs first
+		for j := range variants {
+			i := (j + len(rounds)) % len(variants)
+			v := variants[i]
 			u0, c0 := evalshaStats(ctx, b, client)
 			runBlock(ctx, b, client, v.call)
 			u1, c1 := evalshaStats(ctx, b, client)
