@@ -28,9 +28,10 @@ import (
 // script it ran before, and a minimal twin (testdata/twins) that does the
 // same single-window work and nothing else: read TIME and the state,
 // decide, write it back with its expiry, answer 1; and that twin answering
-// a table the size of the script's reply, the least a script that replies
-// can cost. The four take turns in blocks of
-// blockCalls, so that what else runs on the machine weighs on each alike;
+// a reply of the single-window script's shape, the least a script that
+// replies so can cost. The four take turns in blocks of blockCalls, in an
+// order that rotates, so that what else runs on the machine weighs on each
+// alike;
 // each block is 16 callers' pipelines of 16 calls, which keeps the server
 // busy and its figures steady. Warm calls find their key, cold ones create
 // it; the server is the benchmark's own. Each run reports the median over
