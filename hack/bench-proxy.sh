@@ -3,6 +3,9 @@
 # cmd/sluice-load, against
 #   direct          the trivial upstream (sluice-load upstream), no proxy
 #   nginx           nginx, 1 worker, keep-alive upstream, limit_req that never denies
+#   bare-proxy      net/http's reverse proxy deciding nothing (sluice-load proxy):
+#                   the floor: "Above bare-proxy" is an enforcer's CPU per request
+#                   less its, the median of the rounds' differences
 #   enforcer-allow  sluice-enforcer, a limit never reached: every request admitted,
 #                   from leases once a tenant is busy (Redis calls per request shown)
 #   enforcer-deny   sluice-enforcer, half the tenants over their limit: about 50% 429
@@ -125,6 +128,7 @@ load=$work/bin/sluice-load
 pick_port redis_port
 pick_port upstream_port
 pick_port nginx_port
+pick_port bare_port
 pick_port allow_port
 pick_port allow_admin
 pick_port deny_port
@@ -135,6 +139,9 @@ pick_port exempt_admin
 start redis redis-server --port "$redis_port" --bind 127.0.0.1 --save "" --appendonly no \
   --dir "$work/redis" --daemonize no
 start upstream "$load" upstream --listen "127.0.0.1:$upstream_port" --exit-after 2h
+# As many threads as the enforcers, so that their CPU per request compares.
+start bare-proxy env ${ENFORCER_GOMAXPROCS:+GOMAXPROCS=$ENFORCER_GOMAXPROCS} "$load" proxy \
+  --listen "127.0.0.1:$bare_port" --upstream "http://127.0.0.1:$upstream_port" --exit-after 2h
 
 user_line="# not root: nginx runs as the current user"
 if [ "$(id -u)" -eq 0 ]; then
@@ -247,16 +254,18 @@ wait_ready() {
 for _ in $(seq 50); do redis-cli -p "$redis_port" ping >/dev/null 2>&1 && break; sleep 0.1; done
 wait_ready upstream "http://127.0.0.1:$upstream_port/"
 wait_ready nginx "http://127.0.0.1:$nginx_port/"
+wait_ready bare-proxy "http://127.0.0.1:$bare_port/"
 wait_ready enforcer-allow "http://127.0.0.1:$allow_admin/readyz"
 ((deny)) && wait_ready enforcer-deny "http://127.0.0.1:$deny_admin/readyz"
 wait_ready enforcer-exempt "http://127.0.0.1:$exempt_admin/readyz"
 
-targets=(direct nginx enforcer-allow)
+targets=(direct nginx bare-proxy enforcer-allow)
 ((deny)) && targets+=(enforcer-deny)
 targets+=(enforcer-exempt)
 declare -A url=(
   [direct]="http://127.0.0.1:$upstream_port/"
   [nginx]="http://127.0.0.1:$nginx_port/"
+  [bare-proxy]="http://127.0.0.1:$bare_port/"
   [enforcer-allow]="http://127.0.0.1:$allow_port/"
   [enforcer-deny]="http://127.0.0.1:$deny_port/"
   [enforcer-exempt]="http://127.0.0.1:$exempt_port/"
@@ -283,7 +292,7 @@ done
 loadavg() { cut -d' ' -f1 /proc/loadavg; }
 
 hz=$(getconf CLK_TCK)
-declare -A proxy_pid=([direct]="" [nginx]=${pid[nginx]} [enforcer-allow]=${pid[enforcer-allow]} [enforcer-deny]=${pid[enforcer-deny]:-}
+declare -A proxy_pid=([direct]="" [nginx]=${pid[nginx]} [bare-proxy]=${pid[bare-proxy]} [enforcer-allow]=${pid[enforcer-allow]} [enforcer-deny]=${pid[enforcer-deny]:-}
   [enforcer-exempt]=${pid[enforcer-exempt]})
 
 # closed NAME ROUND: max throughput, and the CPU each process spent per
@@ -348,7 +357,7 @@ table() {
     def signed: if . >= 0 then "+\(ms)" else ms end;
     def pct: "\(. * 100 | round)%";
     [inputs | {file: (input_filename | split("/") | last)} + .]
-    | map(. + {name: (.file | split(".")[0]), mode: (.file | split(".")[1])})
+    | map(. + {name: (.file | split(".")[0]), mode: (.file | split(".")[1]), round: (.file | split(".")[2])})
     | group_by(.name)
     | map(. as $runs | {key: .[0].name, value: {
         # Throughput counts answers that are not fail-closed 503s: a 503
@@ -357,6 +366,7 @@ table() {
         unavailable: ($runs | map(select(.mode == "closed") | .status["503"] / .requests) | median),
         denied: ($runs | map(select(.mode == "closed") | .status["429"] / .requests) | median),
         cpu: ($runs | map(select(.mode == "cpu") | .proxy) | median),
+        cpus: ($runs | map(select(.mode == "cpu") | {key: .round, value: .proxy}) | from_entries),
         redis: ($runs | map(select(.mode == "cpu") | .redis) | median),
         calls: ($runs | map(select(.mode == "cpu") | .calls) | median),
         open: (["p50", "p99", "p999"] | map(. as $q | {key: $q, value: ($runs | map(select(.mode == "open") | .latencyUs[$q]) | median)}) | from_entries),
@@ -371,10 +381,12 @@ table() {
 {
   echo "Maximum throughput, closed loop, $concurrency connections:"
   echo
-  echo "| | Requests/s (not 503) | vs nginx | Redis calls per request | Proxy CPU per request | Redis CPU per request | 429 | 503 (fail-closed) |"
-  echo "|---|---:|---:|---:|---:|---:|---:|---:|"
+  echo "| | Requests/s (not 503) | vs nginx | Redis calls per request | Proxy CPU per request | Above bare-proxy | Redis CPU per request | 429 | 503 (fail-closed) |"
+  echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|"
   table '"| \($n) | \($m.rps | round) | \(if $direct then "–" else $m.rps / $r.nginx.rps | pct end)"
-    + " | \($m.calls) | \(if $direct then "–" else "\($m.cpu) µs" end) | \(if $m.redis >= 1 then "\($m.redis) µs" else "–" end)"
+    + " | \($m.calls) | \(if $direct then "–" else "\($m.cpu) µs" end)"
+    + " | \(if ($n | startswith("enforcer")) then "\($r["bare-proxy"].cpus as $b | [$m.cpus | to_entries[] | .value - $b[.key]] | median | . * 10 | round / 10) µs" else "–" end)"
+    + " | \(if $m.redis >= 1 then "\($m.redis) µs" else "–" end)"
     + " | \($m.denied | pct) | \($m.unavailable | pct) |"'
   echo
   echo "Latency at $rate requests/s (open model), and with one connection sending one request at a time:"
