@@ -21,9 +21,9 @@
 # measurement; default 10 and 2), CONCURRENCY (64), RATE (2000), TENANTS
 # (10; 10000 shows tenants each too rarely seen to lease), ROUNDS (1: more
 # rounds interleave the targets and report the median),
-# PROFILE=1 (after the rounds, profile the enforcer under closed-loop load:
-# CPU and allocations, through a pprof listener compiled in with a build
-# overlay), ENFORCER_GOMAXPROCS (the enforcers' GOMAXPROCS; default Go's,
+# PROFILE=1 (after the rounds, profile enforcer-allow and bare-proxy under
+# closed-loop load: CPU, and allocations with their count per request,
+# through a pprof listener compiled in with a build overlay), ENFORCER_GOMAXPROCS (the enforcers' GOMAXPROCS; default Go's,
 # the machine's CPUs or the container's CPU limit), RESULTS (directory for the
 # raw JSON, profiles and table; default a new temporary directory, kept).
 set -euo pipefail
@@ -97,8 +97,10 @@ source hack/lib/bench.sh
 build_flags=()
 if [ "$profile" = 1 ]; then
   pick_port pprof_port
-  # A pprof listener for the profiling run, added to the enforcer's main
-  # package at build time only; the source tree is not touched.
+  pick_port pprof_bare
+  # A pprof listener for the profiling run, added to the enforcer's and
+  # sluice-load's main packages at build time only; the source tree is not
+  # touched.
   cat >"$work/bench_pprof.go" <<'EOF'
 package main
 
@@ -114,13 +116,14 @@ func init() {
 	}
 }
 EOF
-  printf '{"Replace": {"%s/cmd/enforcer/zz_bench_pprof.go": "%s/bench_pprof.go"}}\n' "$repo" "$work" >"$work/overlay.json"
+  printf '{"Replace": {"%s/cmd/enforcer/zz_bench_pprof.go": "%s/bench_pprof.go", "%s/cmd/sluice-load/zz_bench_pprof.go": "%s/bench_pprof.go"}}\n' \
+    "$repo" "$work" "$repo" "$work" >"$work/overlay.json"
   build_flags=(-overlay "$work/overlay.json")
 fi
 log "building sluice-enforcer, sluice-policy-compile and sluice-load"
 go build "${build_flags[@]}" -o "$work/bin/sluice-enforcer" ./cmd/enforcer
 go build -o "$work/bin/sluice-policy-compile" ./cmd/policy-compile # --policy-file runs it
-go build -o "$work/bin/sluice-load" ./cmd/sluice-load
+go build "${build_flags[@]}" -o "$work/bin/sluice-load" ./cmd/sluice-load
 load=$work/bin/sluice-load
 
 # --- the processes -------------------------------------------------------------
@@ -140,7 +143,8 @@ start redis redis-server --port "$redis_port" --bind 127.0.0.1 --save "" --appen
   --dir "$work/redis" --daemonize no
 start upstream "$load" upstream --listen "127.0.0.1:$upstream_port" --exit-after 2h
 # As many threads as the enforcers, so that their CPU per request compares.
-start bare-proxy env ${ENFORCER_GOMAXPROCS:+GOMAXPROCS=$ENFORCER_GOMAXPROCS} "$load" proxy \
+start bare-proxy env ${pprof_bare:+SLUICE_BENCH_PPROF=127.0.0.1:$pprof_bare} \
+  ${ENFORCER_GOMAXPROCS:+GOMAXPROCS=$ENFORCER_GOMAXPROCS} "$load" proxy \
   --listen "127.0.0.1:$bare_port" --upstream "http://127.0.0.1:$upstream_port" --exit-after 2h
 
 user_line="# not root: nginx runs as the current user"
@@ -401,24 +405,35 @@ table() {
 
 # --- profile -------------------------------------------------------------------
 
-if [ "$profile" = 1 ]; then
-  secs=$((duration > 3 ? duration - 2 : 1))
-  log "profiling enforcer-allow for ${secs}s under closed-loop load"
-  "$load" --concurrency "$concurrency" "${common[@]}" "${url[enforcer-allow]}" >"$results/enforcer-allow.profiled.json" &
-  profiled=$!
+# profile NAME PPROF-PORT BINARY: CPU and allocation profiles of NAME under
+# closed-loop load, and its allocations per request (objects allocated over
+# the profile's window, over the requests answered in it).
+profile() {
+  local name=$1 port=$2 bin=$3 secs=$((duration > 3 ? duration - 2 : 1)) total
+  log "profiling $name for ${secs}s under closed-loop load"
+  "$load" --concurrency "$concurrency" "${common[@]}" "${url[$name]}" >"$results/$name.profiled.json" &
+  local profiled=$!
   sleep "$warmup"
-  curl -sf -o "$results/enforcer-allow.cpu.pprof" "http://127.0.0.1:$pprof_port_allow/debug/pprof/profile?seconds=$secs" &
-  cpu=$!
-  curl -sf -o "$results/enforcer-allow.allocs.pprof" "http://127.0.0.1:$pprof_port_allow/debug/pprof/allocs?seconds=$secs"
+  curl -sf -o "$results/$name.cpu.pprof" "http://127.0.0.1:$port/debug/pprof/profile?seconds=$secs" &
+  local cpu=$!
+  curl -sf -o "$results/$name.allocs.pprof" "http://127.0.0.1:$port/debug/pprof/allocs?seconds=$secs"
   wait "$cpu" "$profiled"
-  go tool pprof -top -nodecount=40 "$work/bin/sluice-enforcer" "$results/enforcer-allow.cpu.pprof" \
-    >"$results/enforcer-allow.cpu.txt" 2>/dev/null
-  go tool pprof -top -cum -nodecount=60 "$work/bin/sluice-enforcer" "$results/enforcer-allow.cpu.pprof" \
-    >"$results/enforcer-allow.cpu-cum.txt" 2>/dev/null
-  go tool pprof -top -sample_index=alloc_space -nodecount=30 "$work/bin/sluice-enforcer" \
-    "$results/enforcer-allow.allocs.pprof" >"$results/enforcer-allow.allocs.txt" 2>/dev/null
-  cp "$work/bin/sluice-enforcer" "$results/sluice-enforcer"
-  log "profiles: $results/enforcer-allow.{cpu,allocs}.pprof (binary: $results/sluice-enforcer)"
+  go tool pprof -top -nodecount=40 "$bin" "$results/$name.cpu.pprof" >"$results/$name.cpu.txt" 2>/dev/null
+  go tool pprof -top -cum -nodecount=60 "$bin" "$results/$name.cpu.pprof" >"$results/$name.cpu-cum.txt" 2>/dev/null
+  go tool pprof -top -sample_index=alloc_space -nodecount=30 "$bin" "$results/$name.allocs.pprof" \
+    >"$results/$name.allocs.txt" 2>/dev/null
+  go tool pprof -top -sample_index=alloc_objects -nodecount=40 "$bin" "$results/$name.allocs.pprof" \
+    >"$results/$name.alloc-objects.txt" 2>/dev/null
+  total=$(awk '/^Showing nodes accounting for/ {print $(NF-1); exit}' "$results/$name.alloc-objects.txt")
+  log "$name: $(jq -n --argjson n "${total:-0}" --argjson rps "$(jq .rps "$results/$name.profiled.json")" --argjson s "$secs" \
+    '$n / ($rps * $s) | round') allocations per request (profile window; $results/$name.alloc-objects.txt)"
+}
+
+if [ "$profile" = 1 ]; then
+  profile enforcer-allow "$pprof_port_allow" "$work/bin/sluice-enforcer"
+  profile bare-proxy "$pprof_bare" "$work/bin/sluice-load"
+  cp "$work/bin/sluice-enforcer" "$work/bin/sluice-load" "$results/"
+  log "profiles: $results/{enforcer-allow,bare-proxy}.{cpu,allocs}.pprof (binaries: $results/sluice-enforcer, sluice-load)"
 fi
 
 echo
