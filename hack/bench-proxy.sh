@@ -23,8 +23,9 @@
 # rounds interleave the targets and report the median),
 # PROFILE=1 (after the rounds, profile enforcer-allow and bare-proxy under
 # closed-loop load: CPU, and allocations with their count per request,
-# through a pprof listener compiled in with a build overlay), ENFORCER_GOMAXPROCS (the enforcers' GOMAXPROCS; default Go's,
-# the machine's CPUs or the container's CPU limit), RESULTS (directory for the
+# through a pprof listener compiled in with a build overlay),
+# ENFORCER_GOMAXPROCS (the enforcers' and bare-proxy's GOMAXPROCS; default
+# Go's, the machine's CPUs or the container's CPU limit), RESULTS (directory for the
 # raw JSON, profiles and table; default a new temporary directory, kept).
 set -euo pipefail
 cd "$(dirname "$0")/.."
