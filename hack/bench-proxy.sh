@@ -3,6 +3,9 @@
 # cmd/sluice-load, against
 #   direct          the trivial upstream (sluice-load upstream), no proxy
 #   nginx           nginx, 1 worker, keep-alive upstream, limit_req that never denies
+#   bare-proxy      net/http's reverse proxy deciding nothing (sluice-load proxy):
+#                   the floor: "Above bare-proxy" is an enforcer's CPU per request
+#                   less its, the median of the rounds' differences
 #   enforcer-allow  sluice-enforcer, a limit never reached: every request admitted,
 #                   from leases once a tenant is busy (Redis calls per request shown)
 #   enforcer-deny   sluice-enforcer, half the tenants over their limit: about 50% 429
@@ -18,10 +21,11 @@
 # measurement; default 10 and 2), CONCURRENCY (64), RATE (2000), TENANTS
 # (10; 10000 shows tenants each too rarely seen to lease), ROUNDS (1: more
 # rounds interleave the targets and report the median),
-# PROFILE=1 (after the rounds, profile the enforcer under closed-loop load:
-# CPU and allocations, through a pprof listener compiled in with a build
-# overlay), ENFORCER_GOMAXPROCS (the enforcers' GOMAXPROCS; default Go's,
-# the machine's CPUs or the container's CPU limit), RESULTS (directory for the
+# PROFILE=1 (after the rounds, profile enforcer-allow and bare-proxy under
+# closed-loop load: CPU, and allocations with their count per request,
+# through a pprof listener compiled in with a build overlay),
+# ENFORCER_GOMAXPROCS (the enforcers' and bare-proxy's GOMAXPROCS; default
+# Go's, the machine's CPUs or the container's CPU limit), RESULTS (directory for the
 # raw JSON, profiles and table; default a new temporary directory, kept).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -94,8 +98,10 @@ source hack/lib/bench.sh
 build_flags=()
 if [ "$profile" = 1 ]; then
   pick_port pprof_port
-  # A pprof listener for the profiling run, added to the enforcer's main
-  # package at build time only; the source tree is not touched.
+  pick_port pprof_bare
+  # A pprof listener for the profiling run, added to the enforcer's and
+  # sluice-load's main packages at build time only; the source tree is not
+  # touched.
   cat >"$work/bench_pprof.go" <<'EOF'
 package main
 
@@ -111,13 +117,14 @@ func init() {
 	}
 }
 EOF
-  printf '{"Replace": {"%s/cmd/enforcer/zz_bench_pprof.go": "%s/bench_pprof.go"}}\n' "$repo" "$work" >"$work/overlay.json"
+  printf '{"Replace": {"%s/cmd/enforcer/zz_bench_pprof.go": "%s/bench_pprof.go", "%s/cmd/sluice-load/zz_bench_pprof.go": "%s/bench_pprof.go"}}\n' \
+    "$repo" "$work" "$repo" "$work" >"$work/overlay.json"
   build_flags=(-overlay "$work/overlay.json")
 fi
 log "building sluice-enforcer, sluice-policy-compile and sluice-load"
 go build "${build_flags[@]}" -o "$work/bin/sluice-enforcer" ./cmd/enforcer
 go build -o "$work/bin/sluice-policy-compile" ./cmd/policy-compile # --policy-file runs it
-go build -o "$work/bin/sluice-load" ./cmd/sluice-load
+go build "${build_flags[@]}" -o "$work/bin/sluice-load" ./cmd/sluice-load
 load=$work/bin/sluice-load
 
 # --- the processes -------------------------------------------------------------
@@ -125,6 +132,7 @@ load=$work/bin/sluice-load
 pick_port redis_port
 pick_port upstream_port
 pick_port nginx_port
+pick_port bare_port
 pick_port allow_port
 pick_port allow_admin
 pick_port deny_port
@@ -135,6 +143,10 @@ pick_port exempt_admin
 start redis redis-server --port "$redis_port" --bind 127.0.0.1 --save "" --appendonly no \
   --dir "$work/redis" --daemonize no
 start upstream "$load" upstream --listen "127.0.0.1:$upstream_port" --exit-after 2h
+# As many threads as the enforcers, so that their CPU per request compares.
+start bare-proxy env ${pprof_bare:+SLUICE_BENCH_PPROF=127.0.0.1:$pprof_bare} \
+  ${ENFORCER_GOMAXPROCS:+GOMAXPROCS=$ENFORCER_GOMAXPROCS} "$load" proxy \
+  --listen "127.0.0.1:$bare_port" --upstream "http://127.0.0.1:$upstream_port" --exit-after 2h
 
 user_line="# not root: nginx runs as the current user"
 if [ "$(id -u)" -eq 0 ]; then
@@ -247,16 +259,18 @@ wait_ready() {
 for _ in $(seq 50); do redis-cli -p "$redis_port" ping >/dev/null 2>&1 && break; sleep 0.1; done
 wait_ready upstream "http://127.0.0.1:$upstream_port/"
 wait_ready nginx "http://127.0.0.1:$nginx_port/"
+wait_ready bare-proxy "http://127.0.0.1:$bare_port/"
 wait_ready enforcer-allow "http://127.0.0.1:$allow_admin/readyz"
 ((deny)) && wait_ready enforcer-deny "http://127.0.0.1:$deny_admin/readyz"
 wait_ready enforcer-exempt "http://127.0.0.1:$exempt_admin/readyz"
 
-targets=(direct nginx enforcer-allow)
+targets=(direct nginx bare-proxy enforcer-allow)
 ((deny)) && targets+=(enforcer-deny)
 targets+=(enforcer-exempt)
 declare -A url=(
   [direct]="http://127.0.0.1:$upstream_port/"
   [nginx]="http://127.0.0.1:$nginx_port/"
+  [bare-proxy]="http://127.0.0.1:$bare_port/"
   [enforcer-allow]="http://127.0.0.1:$allow_port/"
   [enforcer-deny]="http://127.0.0.1:$deny_port/"
   [enforcer-exempt]="http://127.0.0.1:$exempt_port/"
@@ -283,7 +297,7 @@ done
 loadavg() { cut -d' ' -f1 /proc/loadavg; }
 
 hz=$(getconf CLK_TCK)
-declare -A proxy_pid=([direct]="" [nginx]=${pid[nginx]} [enforcer-allow]=${pid[enforcer-allow]} [enforcer-deny]=${pid[enforcer-deny]:-}
+declare -A proxy_pid=([direct]="" [nginx]=${pid[nginx]} [bare-proxy]=${pid[bare-proxy]} [enforcer-allow]=${pid[enforcer-allow]} [enforcer-deny]=${pid[enforcer-deny]:-}
   [enforcer-exempt]=${pid[enforcer-exempt]})
 
 # closed NAME ROUND: max throughput, and the CPU each process spent per
@@ -348,7 +362,7 @@ table() {
     def signed: if . >= 0 then "+\(ms)" else ms end;
     def pct: "\(. * 100 | round)%";
     [inputs | {file: (input_filename | split("/") | last)} + .]
-    | map(. + {name: (.file | split(".")[0]), mode: (.file | split(".")[1])})
+    | map(. + {name: (.file | split(".")[0]), mode: (.file | split(".")[1]), round: (.file | split(".")[2])})
     | group_by(.name)
     | map(. as $runs | {key: .[0].name, value: {
         # Throughput counts answers that are not fail-closed 503s: a 503
@@ -357,6 +371,7 @@ table() {
         unavailable: ($runs | map(select(.mode == "closed") | .status["503"] / .requests) | median),
         denied: ($runs | map(select(.mode == "closed") | .status["429"] / .requests) | median),
         cpu: ($runs | map(select(.mode == "cpu") | .proxy) | median),
+        cpus: ($runs | map(select(.mode == "cpu") | {key: .round, value: .proxy}) | from_entries),
         redis: ($runs | map(select(.mode == "cpu") | .redis) | median),
         calls: ($runs | map(select(.mode == "cpu") | .calls) | median),
         open: (["p50", "p99", "p999"] | map(. as $q | {key: $q, value: ($runs | map(select(.mode == "open") | .latencyUs[$q]) | median)}) | from_entries),
@@ -371,10 +386,12 @@ table() {
 {
   echo "Maximum throughput, closed loop, $concurrency connections:"
   echo
-  echo "| | Requests/s (not 503) | vs nginx | Redis calls per request | Proxy CPU per request | Redis CPU per request | 429 | 503 (fail-closed) |"
-  echo "|---|---:|---:|---:|---:|---:|---:|---:|"
+  echo "| | Requests/s (not 503) | vs nginx | Redis calls per request | Proxy CPU per request | Above bare-proxy | Redis CPU per request | 429 | 503 (fail-closed) |"
+  echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|"
   table '"| \($n) | \($m.rps | round) | \(if $direct then "–" else $m.rps / $r.nginx.rps | pct end)"
-    + " | \($m.calls) | \(if $direct then "–" else "\($m.cpu) µs" end) | \(if $m.redis >= 1 then "\($m.redis) µs" else "–" end)"
+    + " | \($m.calls) | \(if $direct then "–" else "\($m.cpu) µs" end)"
+    + " | \(if ($n | startswith("enforcer")) then "\($r["bare-proxy"].cpus as $b | [$m.cpus | to_entries[] | .value - $b[.key]] | median | . * 10 | round / 10) µs" else "–" end)"
+    + " | \(if $m.redis >= 1 then "\($m.redis) µs" else "–" end)"
     + " | \($m.denied | pct) | \($m.unavailable | pct) |"'
   echo
   echo "Latency at $rate requests/s (open model), and with one connection sending one request at a time:"
@@ -389,24 +406,35 @@ table() {
 
 # --- profile -------------------------------------------------------------------
 
-if [ "$profile" = 1 ]; then
-  secs=$((duration > 3 ? duration - 2 : 1))
-  log "profiling enforcer-allow for ${secs}s under closed-loop load"
-  "$load" --concurrency "$concurrency" "${common[@]}" "${url[enforcer-allow]}" >"$results/enforcer-allow.profiled.json" &
-  profiled=$!
+# profile NAME PPROF-PORT BINARY: CPU and allocation profiles of NAME under
+# closed-loop load, and its allocations per request (objects allocated over
+# the profile's window, over the requests answered in it).
+profile() {
+  local name=$1 port=$2 bin=$3 secs=$((duration > 3 ? duration - 2 : 1)) total
+  log "profiling $name for ${secs}s under closed-loop load"
+  "$load" --concurrency "$concurrency" "${common[@]}" "${url[$name]}" >"$results/$name.profiled.json" &
+  local profiled=$!
   sleep "$warmup"
-  curl -sf -o "$results/enforcer-allow.cpu.pprof" "http://127.0.0.1:$pprof_port_allow/debug/pprof/profile?seconds=$secs" &
-  cpu=$!
-  curl -sf -o "$results/enforcer-allow.allocs.pprof" "http://127.0.0.1:$pprof_port_allow/debug/pprof/allocs?seconds=$secs"
+  curl -sf -o "$results/$name.cpu.pprof" "http://127.0.0.1:$port/debug/pprof/profile?seconds=$secs" &
+  local cpu=$!
+  curl -sf -o "$results/$name.allocs.pprof" "http://127.0.0.1:$port/debug/pprof/allocs?seconds=$secs"
   wait "$cpu" "$profiled"
-  go tool pprof -top -nodecount=40 "$work/bin/sluice-enforcer" "$results/enforcer-allow.cpu.pprof" \
-    >"$results/enforcer-allow.cpu.txt" 2>/dev/null
-  go tool pprof -top -cum -nodecount=60 "$work/bin/sluice-enforcer" "$results/enforcer-allow.cpu.pprof" \
-    >"$results/enforcer-allow.cpu-cum.txt" 2>/dev/null
-  go tool pprof -top -sample_index=alloc_space -nodecount=30 "$work/bin/sluice-enforcer" \
-    "$results/enforcer-allow.allocs.pprof" >"$results/enforcer-allow.allocs.txt" 2>/dev/null
-  cp "$work/bin/sluice-enforcer" "$results/sluice-enforcer"
-  log "profiles: $results/enforcer-allow.{cpu,allocs}.pprof (binary: $results/sluice-enforcer)"
+  go tool pprof -top -nodecount=40 "$bin" "$results/$name.cpu.pprof" >"$results/$name.cpu.txt" 2>/dev/null
+  go tool pprof -top -cum -nodecount=60 "$bin" "$results/$name.cpu.pprof" >"$results/$name.cpu-cum.txt" 2>/dev/null
+  go tool pprof -top -sample_index=alloc_space -nodecount=30 "$bin" "$results/$name.allocs.pprof" \
+    >"$results/$name.allocs.txt" 2>/dev/null
+  go tool pprof -top -sample_index=alloc_objects -nodecount=40 "$bin" "$results/$name.allocs.pprof" \
+    >"$results/$name.alloc-objects.txt" 2>/dev/null
+  total=$(awk '/^Showing nodes accounting for/ {print $(NF-1); exit}' "$results/$name.alloc-objects.txt")
+  log "$name: $(jq -n --argjson n "${total:-0}" --argjson rps "$(jq .rps "$results/$name.profiled.json")" --argjson s "$secs" \
+    '$n / ($rps * $s) | round') allocations per request (profile window; $results/$name.alloc-objects.txt)"
+}
+
+if [ "$profile" = 1 ]; then
+  profile enforcer-allow "$pprof_port_allow" "$work/bin/sluice-enforcer"
+  profile bare-proxy "$pprof_bare" "$work/bin/sluice-load"
+  cp "$work/bin/sluice-enforcer" "$work/bin/sluice-load" "$results/"
+  log "profiles: $results/{enforcer-allow,bare-proxy}.{cpu,allocs}.pprof (binaries: $results/sluice-enforcer, sluice-load)"
 fi
 
 echo

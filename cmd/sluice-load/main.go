@@ -2,7 +2,8 @@
 // throughput with a closed loop of keep-alive connections, or latency at a
 // fixed request rate (open model), with status code counts and latency
 // percentiles from a log-linear histogram. Its upstream subcommand is a
-// trivial HTTP server to put behind the proxy; with --grpc it calls
+// trivial HTTP server to put behind the proxy, its proxy subcommand a bare
+// net/http reverse proxy to compare the proxy with; with --grpc it calls
 // shop.v1.Orders/Create of the gRPC sample application (hack/orders) in
 // cleartext HTTP/2, and with --rls it calls Envoy's rate limit service
 // (ShouldRateLimit) as Envoy's rate limit filter does. It only sends load to loopback addresses, and every run
@@ -33,6 +34,7 @@ const maxDuration = 10 * time.Minute
 const usage = `Usage:
   sluice-load [flags] URL          send load to URL (loopback only) and report
   sluice-load upstream [flags]     serve a small 200 response, the upstream of a benchmark
+  sluice-load proxy [flags]        a bare net/http reverse proxy to --upstream, the floor of a proxy benchmark
 
 Max throughput, 64 connections in a closed loop for 10s:
   sluice-load --concurrency 64 --duration 10s http://127.0.0.1:9080/
@@ -124,9 +126,12 @@ func main() {
 	defer stop()
 	args := os.Args[1:]
 	var err error
-	if len(args) > 0 && args[0] == "upstream" {
+	switch {
+	case len(args) > 0 && args[0] == "upstream":
 		err = runUpstream(ctx, args[1:], os.Stderr)
-	} else {
+	case len(args) > 0 && args[0] == "proxy":
+		err = runProxy(ctx, args[1:], os.Stderr)
+	default:
 		err = runLoad(ctx, args, os.Stdout, os.Stderr)
 	}
 	switch {

@@ -13,9 +13,9 @@ import (
 
 // upstreamConn is one kept-alive connection to the application. Its
 // buffers are taken from pools only while they are used: bw while the
-// request is written, br from the response's first byte until its end. A
+// request is written, br from the response's first bytes until its end. A
 // request waiting for a slow application, and an idle connection, hold
-// neither (32 KiB between them).
+// neither (32 KiB between them), only the head reader's small read-ahead.
 type upstreamConn struct {
 	conn     net.Conn
 	head     headReader    // what br reads from
@@ -85,19 +85,20 @@ func (c *upstreamConn) putWriter() {
 	}
 }
 
-// awaitResponse waits for the application's first byte of a response
-// without a buffer, then gives c its read buffer.
+// awaitResponse waits for the application's first bytes of a response
+// without a read buffer, then gives c its read buffer. The first read
+// takes up to readAhead bytes: a small response, head and body, in one
+// system call.
 func (c *upstreamConn) awaitResponse() error {
 	if c.br == nil {
-		var first [1]byte
-		n, err := c.head.Read(first[:])
+		n, err := c.head.Read(c.head.ahead[:])
 		if n == 0 {
 			if err == nil {
 				err = io.ErrNoProgress
 			}
 			return err
 		}
-		c.head.pending, c.head.hasPending = first[0], true
+		c.head.aheadPos, c.head.aheadEnd = 0, n
 		c.br = upstreamReaders.Get().(*bufio.Reader)
 		c.br.Reset(&c.head)
 	}
@@ -123,7 +124,7 @@ func (c *upstreamConn) putReader() bool {
 // buffered reports whether c holds bytes the application sent that no
 // response has read.
 func (c *upstreamConn) buffered() bool {
-	return c.head.hasPending || (c.br != nil && c.br.Buffered() > 0)
+	return c.head.aheadPos < c.head.aheadEnd || (c.br != nil && c.br.Buffered() > 0)
 }
 
 // begin starts an exchange on c.
@@ -248,20 +249,27 @@ func brokenBody(err error) bool {
 
 var errResponseHeadTooLarge = errors.New("response head too large")
 
+// readAhead is the most a connection reads of a response before it has a
+// read buffer: most small responses whole, yet little for an idle
+// connection to hold.
+const readAhead = 512
+
 // headReader reads from a connection, and fails once a response head has
 // used up its budget of bytes.
 type headReader struct {
 	conn   net.Conn
 	budget int64 // what is left; negative while reading a body: no limit
-	// pending is a byte read ahead (awaitResponse), counted in budget.
-	pending    byte
-	hasPending bool
+	// ahead[aheadPos:aheadEnd] was read ahead (awaitResponse), counted in
+	// budget, and not read from h yet.
+	ahead              [readAhead]byte
+	aheadPos, aheadEnd int
 }
 
 func (h *headReader) Read(b []byte) (int, error) {
-	if h.hasPending && len(b) > 0 {
-		b[0], h.hasPending = h.pending, false
-		return 1, nil
+	if h.aheadPos < h.aheadEnd && len(b) > 0 {
+		n := copy(b, h.ahead[h.aheadPos:h.aheadEnd])
+		h.aheadPos += n
+		return n, nil
 	}
 	switch {
 	case h.budget < 0:
