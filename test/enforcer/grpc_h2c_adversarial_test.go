@@ -262,6 +262,9 @@ func TestGRPCDirectHostileFrames(t *testing.T) {
 		{name: "tenant with spaces", body: body,
 			fields: replaced(grpcFields(createMethod, "T"), "x-tenant-id", [2]string{"x-tenant-id", " T "})},
 		{name: "host beside :authority", body: body, fields: with(grpcFields(createMethod, "T"), [2]string{"host", "other.example"})},
+		{name: "client forwarding fields", body: body, fields: with(grpcFields(createMethod, "T"), [2]string{"x-forwarded-for", "198.51.100.7"},
+			[2]string{"x-forwarded-host", "internal.example"}, [2]string{"x-forwarded-proto", "https"}, [2]string{"forwarded", "for=198.51.100.7"},
+			[2]string{"x-real-ip", "10.0.0.1"})},
 		{name: "GET", body: body, fields: replaced(grpcFields(createMethod, "T"), ":method", [2]string{":method", "GET"})},
 		{name: "oversized field", body: body, fields: with(grpcFields(createMethod, "T"), [2]string{"x-pad", pad})},
 		{name: "oversized block of small fields", body: body, fields: with(grpcFields(createMethod, "T"), manyFields(20000)...)},
@@ -384,7 +387,8 @@ func TestGRPCDirectHostileFrames(t *testing.T) {
 
 // checkForwardedCall holds what the application read to what HTTP/2 and
 // gRPC allow: one :path and one content-type, a gRPC one; te only as
-// trailers; no connection-specific field; trailers without pseudo-fields.
+// trailers; no connection-specific field; trailers without pseudo-fields;
+// the enforcer's forwarding fields only.
 func checkForwardedCall(g Gomega, call *rawapp.Call) {
 	for _, f := range call.Trailers {
 		g.Expect(f.Name).To(Equal(strings.ToLower(f.Name)), "trailer names are lower case")
@@ -405,6 +409,13 @@ func checkForwardedCall(g Gomega, call *rawapp.Call) {
 		g.Expect(call.Values(name)).To(HaveLen(1), "one %s", name)
 	}
 	g.Expect(strings.ToLower(call.Values("content-type")[0])).To(HavePrefix("application/grpc"))
+	// the client is no trusted proxy: the forwarding fields are the
+	// enforcer's, none of the client's
+	g.Expect(call.Values("x-forwarded-for")).To(Equal([]string{"127.0.0.1"}))
+	g.Expect(call.Values("x-forwarded-host")).To(Equal(call.Values(":authority")))
+	g.Expect(call.Values("x-forwarded-proto")).To(Equal([]string{"http"}))
+	g.Expect(call.Values("forwarded")).To(BeEmpty())
+	g.Expect(call.Values("x-real-ip")).To(BeEmpty())
 }
 
 // manyFields are n small distinct fields.
