@@ -207,9 +207,10 @@ func (r *Redis) Refund(ctx context.Context, reqs []Request, counted []time.Time)
 
 // giveBack returns units[i], counted at counted[i] (µs, Redis' clock), to
 // the windows of reqs[i], all in one pipelined round trip, and reports each
-// one's error; it waits no longer than ctx allows. Each is sent once: a
-// reply that is lost may or may not have given back, and sending it again
-// could give back twice.
+// one's error; it waits no longer than ctx allows. One that Redis says it
+// did not run (a Cluster slot migrating: TRYAGAIN) is sent again while ctx
+// allows (receive); nothing else is: a reply that is lost may or may not
+// have given back, and sending it again could give back twice.
 func (r *Redis) giveBack(ctx context.Context, reqs []Request, units, counted []int64) []error {
 	calls := make([]scriptCall, len(reqs))
 	scripts := make([]algorithmScript, len(reqs))

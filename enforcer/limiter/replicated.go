@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -44,9 +45,14 @@ func (r *Redis) runReplicated(ctx context.Context, s algorithmScript, args []any
 		timeout = time.Until(deadline)
 	}
 	waitMs := max(timeout.Milliseconds()*3/4, 1)
-	exchange := func(primary redis.Cmdable, args []any) (*redis.Cmd, *redis.IntCmd) {
+	// exchange sends the call and WAIT on one connection to node; asking
+	// first sends ASKING, so that a node importing the call's slot runs it.
+	exchange := func(node redis.Cmdable, asking bool, args []any) (*redis.Cmd, *redis.IntCmd) {
 		cmd, wait := redis.NewCmd(ctx, args...), redis.NewIntCmd(ctx, "wait", 1, waitMs)
-		_, _ = primary.Pipelined(ctx, func(p redis.Pipeliner) error {
+		_, _ = node.Pipelined(ctx, func(p redis.Pipeliner) error {
+			if asking {
+				_ = p.Process(ctx, redis.NewStatusCmd(ctx, "asking"))
+			}
 			_ = p.Process(ctx, cmd)
 			_ = p.Process(ctx, wait)
 			return nil
@@ -55,25 +61,41 @@ func (r *Redis) runReplicated(ctx context.Context, s algorithmScript, args []any
 	}
 	var cmd *redis.Cmd
 	var wait *redis.IntCmd
+	// ask is the node an ASK reply sent the call to, nil for the slot's
+	// primary
+	var ask redis.Cmdable
 	for attempt, evaled := 0, false; ; {
-		primary, err := r.primaryFor(ctx, args)
-		if err != nil {
-			return nil, err
+		node := ask
+		if node == nil {
+			primary, err := r.primaryFor(ctx, args)
+			if err != nil {
+				return nil, err
+			}
+			node = primary
 		}
-		cmd, wait = exchange(primary, args)
-		err = cmd.Err()
+		cmd, wait = exchange(node, ask != nil, args)
+		err := cmd.Err()
 		if err == nil {
 			break
 		}
+		asked := ask
+		ask = nil
+		if addr, ok := redis.IsAskError(err); ok && asked == nil {
+			// The slot is moving and the call's keys have gone to addr:
+			// the call is sent there at once, with its WAIT, so that the
+			// replica acknowledging it is addr's. A node missing from the
+			// client's map is waited for as a MOVED is.
+			if ask = r.masterAt(ctx, addr); ask != nil {
+				continue
+			}
+		}
 		switch {
 		case redis.HasErrorPrefix(err, "NOSCRIPT") && !evaled:
-			args, evaled = s.eval(args), true
+			args, evaled, ask = s.eval(args), true, asked
 			continue
 		case redis.HasErrorPrefix(err, "MOVED"), redis.HasErrorPrefix(err, "ASK"):
-			// a slot moved, or is moving, since the client last read the
-			// cluster's map: read it again, and send the call to the primary
-			// that serves the slot once the move ends (a migration moves a
-			// bucket's keys in one MIGRATE or a few)
+			// the slot moved since the client last read the cluster's map:
+			// read it again, and send the call to the primary serving it
 			if cc, ok := r.client.(*redis.ClusterClient); ok {
 				cc.ReloadState(ctx)
 			}
@@ -110,4 +132,27 @@ func (r *Redis) primaryFor(ctx context.Context, args []any) (redis.Cmdable, erro
 		return nil, fmt.Errorf("find the primary of %s: %w", key, err)
 	}
 	return node, nil
+}
+
+// masterAt is the client the cluster client keeps for the master at addr,
+// nil when it knows none there (or r is not a cluster's).
+func (r *Redis) masterAt(ctx context.Context, addr string) redis.Cmdable {
+	cc, ok := r.client.(*redis.ClusterClient)
+	if !ok {
+		return nil
+	}
+	var mu sync.Mutex
+	var found *redis.Client
+	_ = cc.ForEachMaster(ctx, func(_ context.Context, c *redis.Client) error {
+		if c.Options().Addr == addr {
+			mu.Lock()
+			found = c
+			mu.Unlock()
+		}
+		return nil
+	})
+	if found == nil {
+		return nil
+	}
+	return found
 }

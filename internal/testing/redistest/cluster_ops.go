@@ -120,45 +120,21 @@ func (c *Cluster) SlotOwner(ctx context.Context, slot int) (int, error) {
 // ASK for moved keys and TRYAGAIN for commands whose keys are split),
 // then every master is told the slot's new owner (clients get MOVED).
 func (c *Cluster) MigrateSlot(ctx context.Context, slot, to, batch int, between time.Duration) error {
-	from, err := c.SlotOwner(ctx, slot)
-	if err != nil {
+	m, err := c.StartMigration(ctx, slot, to)
+	if err != nil || m == nil {
 		return err
 	}
-	if from == to {
-		return nil
-	}
-	fromID, err := c.NodeID(ctx, from)
-	if err != nil {
-		return err
-	}
-	toID, err := c.NodeID(ctx, to)
-	if err != nil {
-		return err
-	}
-	src := redis.NewClient(&redis.Options{Addr: c.nodes[from].Addr(), MaxRetries: -1})
-	defer src.Close()
-	dst := redis.NewClient(&redis.Options{Addr: c.nodes[to].Addr(), MaxRetries: -1})
-	defer dst.Close()
-	if err := dst.Do(ctx, "CLUSTER", "SETSLOT", slot, "IMPORTING", fromID).Err(); err != nil {
-		return fmt.Errorf("redistest: slot %d importing on %s: %w", slot, c.nodes[to].Addr(), err)
-	}
-	if err := src.Do(ctx, "CLUSTER", "SETSLOT", slot, "MIGRATING", toID).Err(); err != nil {
-		return fmt.Errorf("redistest: slot %d migrating on %s: %w", slot, c.nodes[from].Addr(), err)
-	}
+	defer m.close()
 	for {
-		keys, err := src.ClusterGetKeysInSlot(ctx, slot, batch).Result()
+		keys, err := m.src.ClusterGetKeysInSlot(ctx, slot, batch).Result()
 		if err != nil {
 			return fmt.Errorf("redistest: keys of slot %d: %w", slot, err)
 		}
 		if len(keys) == 0 {
 			break
 		}
-		args := []any{"MIGRATE", "127.0.0.1", c.nodes[to].port, "", 0, 5000, "KEYS"}
-		for _, k := range keys {
-			args = append(args, k)
-		}
-		if err := src.Do(ctx, args...).Err(); err != nil {
-			return fmt.Errorf("redistest: migrate %d keys of slot %d: %w", len(keys), slot, err)
+		if err := m.Move(ctx, keys...); err != nil {
+			return err
 		}
 		select {
 		case <-ctx.Done():
@@ -166,24 +142,98 @@ func (c *Cluster) MigrateSlot(ctx context.Context, slot, to, batch int, between 
 		case <-time.After(between):
 		}
 	}
+	return m.Finish(ctx)
+}
+
+// Migration is a slot's move in progress, stepped by the caller: between
+// Move calls the slot's keys may be split across two masters, and a
+// command on several of them gets TRYAGAIN until Finish.
+type Migration struct {
+	c              *Cluster
+	slot, from, to int
+	toID           string
+	src            *redis.Client
+}
+
+// StartMigration marks slot importing on master to and migrating on the
+// master serving it, and moves no key; it is nil when to serves slot
+// already.
+func (c *Cluster) StartMigration(ctx context.Context, slot, to int) (*Migration, error) {
+	from, err := c.SlotOwner(ctx, slot)
+	if err != nil {
+		return nil, err
+	}
+	if from == to {
+		return nil, nil
+	}
+	fromID, err := c.NodeID(ctx, from)
+	if err != nil {
+		return nil, err
+	}
+	toID, err := c.NodeID(ctx, to)
+	if err != nil {
+		return nil, err
+	}
+	dst := redis.NewClient(&redis.Options{Addr: c.nodes[to].Addr(), MaxRetries: -1})
+	defer dst.Close()
+	if err := dst.Do(ctx, "CLUSTER", "SETSLOT", slot, "IMPORTING", fromID).Err(); err != nil {
+		return nil, fmt.Errorf("redistest: slot %d importing on %s: %w", slot, c.nodes[to].Addr(), err)
+	}
+	src := redis.NewClient(&redis.Options{Addr: c.nodes[from].Addr(), MaxRetries: -1})
+	if err := src.Do(ctx, "CLUSTER", "SETSLOT", slot, "MIGRATING", toID).Err(); err != nil {
+		_ = src.Close()
+		return nil, fmt.Errorf("redistest: slot %d migrating on %s: %w", slot, c.nodes[from].Addr(), err)
+	}
+	return &Migration{c: c, slot: slot, from: from, to: to, toID: toID, src: src}, nil
+}
+
+// Move migrates keys of the slot to the target master.
+func (m *Migration) Move(ctx context.Context, keys ...string) error {
+	args := []any{"MIGRATE", "127.0.0.1", m.c.nodes[m.to].port, "", 0, 5000, "KEYS"}
+	for _, k := range keys {
+		args = append(args, k)
+	}
+	if err := m.src.Do(ctx, args...).Err(); err != nil {
+		return fmt.Errorf("redistest: migrate %d keys of slot %d: %w", len(keys), m.slot, err)
+	}
+	return nil
+}
+
+// Finish moves the keys left and tells every master the slot's new owner.
+func (m *Migration) Finish(ctx context.Context) error {
+	defer m.close()
+	for {
+		keys, err := m.src.ClusterGetKeysInSlot(ctx, m.slot, 100).Result()
+		if err != nil {
+			return fmt.Errorf("redistest: keys of slot %d: %w", m.slot, err)
+		}
+		if len(keys) == 0 {
+			break
+		}
+		if err := m.Move(ctx, keys...); err != nil {
+			return err
+		}
+	}
 	// The target first, so that it serves the slot before the source
 	// redirects there; then the source, then the others.
-	order := []int{to, from}
-	for i := range c.nodes {
-		if i != to && i != from {
+	order := []int{m.to, m.from}
+	for i := range m.c.nodes {
+		if i != m.to && i != m.from {
 			order = append(order, i)
 		}
 	}
 	for _, i := range order {
-		rdb := redis.NewClient(&redis.Options{Addr: c.nodes[i].Addr(), MaxRetries: -1})
-		err := rdb.Do(ctx, "CLUSTER", "SETSLOT", slot, "NODE", toID).Err()
+		rdb := redis.NewClient(&redis.Options{Addr: m.c.nodes[i].Addr(), MaxRetries: -1})
+		err := rdb.Do(ctx, "CLUSTER", "SETSLOT", m.slot, "NODE", m.toID).Err()
 		_ = rdb.Close()
 		if err != nil {
-			return fmt.Errorf("redistest: slot %d to %s on %s: %w", slot, c.nodes[to].Addr(), c.nodes[i].Addr(), err)
+			return fmt.Errorf("redistest: slot %d to %s on %s: %w", m.slot, m.c.nodes[m.to].Addr(), m.c.nodes[i].Addr(), err)
 		}
 	}
 	return nil
 }
+
+func (m *Migration) close() { _ = m.src.Close() }
 
 // retry runs f every 20ms until it succeeds or ctx ends.
 func retry(ctx context.Context, f func() error) error {
