@@ -2,6 +2,8 @@ package limiter
 
 import (
 	"context"
+	"errors"
+	"net"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -35,6 +37,15 @@ func notRun(err error) bool {
 		}
 	}
 	return false
+}
+
+// unsent reports whether err says that a command never ran: Redis said so
+// (notRun), or it was never written because no connection could be made
+// or had.
+func unsent(err error) bool {
+	var op *net.OpError
+	return notRun(err) || errors.Is(err, redis.ErrPoolTimeout) ||
+		errors.As(err, &op) && op.Op == "dial"
 }
 
 const (

@@ -247,14 +247,19 @@ func (t *slotTable) flush(r *Redis) {
 	defer cancel()
 	var failed []slotReturn
 	for i, err := range r.pipelined(ctx, reqs, units, taken) {
-		if err != nil {
+		// Sent again only when Redis surely did not run it: a give-back
+		// whose reply alone was lost (a timeout, a reset connection) may
+		// have run, and running twice would free a slot still held. One
+		// that is not sent again leaves its slot counted until this
+		// enforcer holds none of the tenant's slots for SlotExpiry.
+		if err != nil && unsent(err) {
 			failed = append(failed, batch[i])
 		}
 	}
 	if len(failed) > 0 {
 		t.mu.Lock()
-		// a give-back that failed is sent again (the generation in Redis
-		// ignores it once its slot was dropped); newer ones after it
+		// the generation in Redis ignores a give-back once its slot was
+		// dropped; newer ones after it
 		t.returns = append(failed, t.returns...)
 		if len(t.returns) > maxReturns {
 			t.returns = t.returns[:maxReturns]

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/sluice-dev/sluice/enforcer/config"
 	"github.com/sluice-dev/sluice/internal/testing/redistest"
@@ -238,4 +239,55 @@ func TestConcurrencyAwaitSlotTakesOverGivenBackSlotsInArrivalOrder(t *testing.T)
 		d, _ := take(t, guard, req)
 		return d.Allowed
 	}, 10*time.Second, 20*time.Millisecond).Should(BeTrue(), "the last holder gave the slot back to Redis")
+}
+
+func TestConcurrencyGiveBackWhoseReplyIsLostIsNotSentTwice(t *testing.T) {
+	g := NewWithT(t)
+	server := redistest.Start(t)
+	a, b := newGuard(t, server.URL()), newGuard(t, server.URL())
+	req := concurrencyRequest(t, 2, 1, config.FailClosed)
+	_, first := take(t, a, req)
+	_, second := take(t, a, req)
+	g.Expect(first.Holds() && second.Holds()).To(BeTrue())
+
+	// Redis stops answering: the give-back is written, its reply never
+	// comes within the call's timeout, and Redis runs it once it resumes
+	server.Freeze()
+	a.Free(&first)
+	time.Sleep(slotCallTimeout + 500*time.Millisecond)
+	server.Thaw()
+	a.slots.flush(a.redis) // what the flusher would send next
+
+	d, s := take(t, b, req)
+	g.Expect(d.Allowed).To(BeTrue(), "the slot given back is free")
+	d, _ = take(t, b, req)
+	g.Expect(d.Allowed).To(BeFalse(), "the slot still held stays counted: the give-back ran once")
+	b.Free(&s)
+	a.Free(&second)
+}
+
+func TestOnlyCallsThatNeverRanAreUnsent(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+
+	gone := redistest.Start(t)
+	addr := gone.Addr()
+	gone.Stop()
+	down := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+	defer down.Close()
+	err := down.Ping(ctx).Err()
+	g.Expect(err).To(HaveOccurred())
+	g.Expect(unsent(err)).To(BeTrue(), "no connection: never written (%v)", err)
+
+	frozen := redistest.Start(t)
+	slow := redis.NewClient(&redis.Options{Addr: frozen.Addr(), MaxRetries: -1, ReadTimeout: 200 * time.Millisecond})
+	defer slow.Close()
+	g.Expect(slow.Ping(ctx).Err()).To(Succeed())
+	frozen.Freeze()
+	err = slow.Ping(ctx).Err()
+	frozen.Thaw()
+	g.Expect(err).To(HaveOccurred())
+	g.Expect(unsent(err)).To(BeFalse(), "written, its reply lost: it may have run (%v)", err)
+
+	g.Expect(unsent(redis.ErrPoolTimeout)).To(BeTrue())
 }
