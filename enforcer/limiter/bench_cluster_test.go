@@ -41,6 +41,46 @@ func BenchmarkColdTenants(b *testing.B) {
 	}
 }
 
+// shardCPU is the share of one CPU each Redis gets in
+// BenchmarkShardCapacity: little enough that the servers, not the callers
+// sharing a small machine, bound the rate.
+const shardCPU = 0.05
+
+// shardCallers is how many decisions BenchmarkShardCapacity keeps in flight:
+// enough that while one shard is throttled the others still have work.
+const shardCallers = 256
+
+// BenchmarkShardCapacity shows what Redis Cluster's shards add: each
+// redis-server is capped at the same share of a CPU (a cgroup of its own;
+// root only, skipped otherwise), so that Redis is the bottleneck, and the
+// same cold decisions as BenchmarkColdTenants (10,000 tenants, 64 callers,
+// one script call each) go to a single Redis, a 1-shard Cluster and a
+// 3-shard Cluster, each started for the benchmark. The rate of the 3-shard
+// Cluster over the 1-shard one is what a shard adds.
+func BenchmarkShardCapacity(b *testing.B) {
+	single := redistest.Start(b)
+	one := redistest.StartCluster(b, 1)
+	three := redistest.StartCluster(b, 3)
+	for _, s := range append(append([]*redistest.Server{single}, one.Nodes()...), three.Nodes()...) {
+		if err := s.LimitCPU(shardCPU); err != nil {
+			b.Skip(err)
+		}
+	}
+	for _, topo := range []struct {
+		name  string
+		url   string
+		nodes []*redistest.Server
+	}{
+		{"single", single.URL(), []*redistest.Server{single}},
+		{"cluster1", one.URL(), one.Nodes()},
+		{"cluster3", three.URL(), three.Nodes()},
+	} {
+		b.Run(topo.name, func(b *testing.B) {
+			benchColdTenants(b, topo.url, topo.nodes, 10_000, shardCallers, nil)
+		})
+	}
+}
+
 // BenchmarkFlushDelay compares the autopipeliner's default (a batch goes
 // out as soon as the one before it is answered) with a coalescing wait,
 // at 1 and 64 callers and 1,000 tenants on the single Redis.
@@ -123,6 +163,7 @@ func benchColdTenants(b *testing.B, url string, nodes []*redistest.Server, tenan
 	n := float64(b.N)
 	b.ReportMetric(n/elapsed.Seconds(), "decisions/s")
 	b.ReportMetric(float64(after.usec-before.usec)/n, "redis-µs/decision")
+	b.ReportMetric(float64((after.cpu-before.cpu).Microseconds())/n, "redis-cpu-µs/decision")
 	b.ReportMetric(float64(after.calls-before.calls)/n, "redis-calls/decision")
 	if reads := after.reads - before.reads; reads > 0 {
 		b.ReportMetric(float64(after.calls-before.calls)/float64(reads), "decisions/read")
@@ -131,11 +172,20 @@ func benchColdTenants(b *testing.B, url string, nodes []*redistest.Server, tenan
 
 // redisLoad is what Redis servers did, summed: script calls and their µs
 // (EVALSHA and EVAL), and reads from client sockets.
-type redisLoad struct{ calls, usec, reads int64 }
+// cpu is the servers' CPU time as the scheduler counts it.
+type redisLoad struct {
+	calls, usec, reads int64
+	cpu                time.Duration
+}
 
 func redisSide(b *testing.B, nodes []*redistest.Server) redisLoad {
 	var l redisLoad
 	for _, n := range nodes {
+		cpu, err := n.CPUTime()
+		if err != nil {
+			b.Fatal(err)
+		}
+		l.cpu += cpu
 		rdb := redis.NewClient(&redis.Options{Addr: n.Addr(), MaxRetries: -1})
 		info, err := rdb.Info(context.Background(), "commandstats", "stats").Result()
 		_ = rdb.Close()

@@ -87,6 +87,7 @@ type Server struct {
 	proc    *process // nil while stopped
 	clients []io.Closer
 	closed  bool
+	cgroup  string // the directory LimitCPU made; empty without
 }
 
 // Start starts a standalone redis-server in t.TempDir() and stops it when
@@ -271,6 +272,7 @@ func (s *Server) Close() {
 	}
 	s.closed = true
 	s.stopLocked()
+	s.removeCgroup()
 	for _, c := range s.clients {
 		_ = c.Close()
 	}
