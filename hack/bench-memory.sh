@@ -4,10 +4,12 @@
 # cmd/sluice-load's closed loop and then at a fixed RATE, X-Tenant-ID
 # rotating among TENANTS tenants over CONCURRENCY keep-alive connections.
 # Prints, per phase, requests/s beside the enforcer's resident memory (RSS,
-# sampled every 0.2s: peak and at the end) and the Go heap in use from its
-# /debug/pprof/heap, which the script keeps with a profile of the
-# allocations. Everything runs on loopback; every process it starts is
-# stopped on exit.
+# sampled every 0.2s: peak, its part of files, and at the end) and the Go
+# heap in use from its /metrics; halfway through each phase it keeps the
+# runtime's account (heap, stacks, GC goal, goroutines). The enforcer runs
+# as injected, without --pprof: serving heap profiles costs memory and CPU
+# (it samples allocations). Everything runs on loopback; every process it
+# starts is stopped on exit.
 #
 # Settings (environment): DURATION (whole seconds per phase; default 10),
 # CONCURRENCY (256), TENANTS (10000), RATE (10000; 0 skips the fixed-rate
@@ -17,7 +19,8 @@
 # `sluice-load proxy`, net/http's reverse proxy deciding nothing, and prints
 # its memory beside the enforcer's: the floor a Go proxy starts from),
 # GOMEMLIMIT, GOGC and ENFORCER_GODEBUG (the enforcer's GODEBUG; each passed
-# to the enforcer when set), RESULTS (directory for the JSON and profiles;
+# to the enforcer when set), PPROF=1 (the enforcer with --pprof; the script
+# keeps its heap profiles and goroutines), RESULTS (directory for the JSON and profiles;
 # default a new temporary directory).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,6 +31,7 @@ tenants=${TENANTS:-10000}
 rate=${RATE:-10000}
 mode=${CONFIG:-compiled}
 floor=${FLOOR:-}
+pprof=${PPROF:-}
 for v in duration concurrency tenants rate; do
   [[ ${!v} =~ ^[0-9]+$ ]] || { echo "error: ${v^^} must be a whole number, got '${!v}'" >&2; exit 2; }
 done
@@ -106,7 +110,7 @@ fi
 
 start enforcer env ${GOMEMLIMIT:+GOMEMLIMIT=$GOMEMLIMIT} ${GOGC:+GOGC=$GOGC} ${ENFORCER_GODEBUG:+GODEBUG=$ENFORCER_GODEBUG} "$work/bin/sluice-enforcer" \
   --listen "127.0.0.1:$proxy_port" --admin-listen "127.0.0.1:$admin_port" \
-  --debug-listen "127.0.0.1:$debug_port" --pprof \
+  --debug-listen "127.0.0.1:$debug_port" ${pprof:+--pprof} \
   --upstream "http://127.0.0.1:$upstream_port" --redis-url "redis://127.0.0.1:$redis_port" \
   "${config[@]}" --log-level warn
 for _ in $(seq 150); do
@@ -120,13 +124,13 @@ curl -sf -o /dev/null "http://127.0.0.1:$admin_port/readyz" || { tail -n 30 "$wo
 rss() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
 rss_file() { awk '/^RssFile:/ {print $2}' "/proc/$1/status"; }
 mib() { awk -v k="$1" 'BEGIN {printf "%.1f", k / 1024}'; }
-# heap_inuse: the Go heap in use (bytes), from the profile's header.
-# Read whole before awk stops at its match (SIGPIPE under pipefail).
-heap_inuse() {
-  local profile
-  profile=$(curl -sf "http://127.0.0.1:$debug_port/debug/pprof/heap?debug=1")
-  awk '/^# HeapInuse = / {print $4; exit}' <<<"$profile"
+# runtime_memory: the Go runtime's account of its memory (heap, stacks, GC
+# goal, goroutines), from the enforcer's /metrics.
+runtime_memory() {
+  curl -sf "http://127.0.0.1:$admin_port/metrics" | grep -E '^go_(memstats_(heap|stack|next_gc|sys|gc_sys|buck_hash|other_sys|mspan)[a-z_]*|goroutines) ' || true
 }
+# heap_inuse: the Go heap in use (bytes).
+heap_inuse() { runtime_memory | awk '$1 == "go_memstats_heap_inuse_bytes" {printf "%d", $2}'; }
 
 targets=(enforcer)
 declare -A port=([enforcer]=$proxy_port) idle
@@ -168,9 +172,11 @@ phase() {
     # Halfway through: the runtime's own account (heap, stacks, GC goal).
     if [ "$target" = enforcer ] && [ -z "$sampled" ] && ((SECONDS >= half)); then
       sampled=1
-      curl -sf "http://127.0.0.1:$debug_port/debug/pprof/heap?debug=1" | sed -n '/^# runtime.MemStats/,$p' >"$results/$name.memstats.txt" || true
-      curl -sf -o "$results/$name.goroutines.txt" "http://127.0.0.1:$debug_port/debug/pprof/goroutine?debug=1" || true
-      curl -sf -o "$results/$name.mid.heap.pprof" "http://127.0.0.1:$debug_port/debug/pprof/heap" || true
+      runtime_memory >"$results/$name.memstats.txt"
+      if [ -n "$pprof" ]; then
+        curl -sf -o "$results/$name.goroutines.txt" "http://127.0.0.1:$debug_port/debug/pprof/goroutine?debug=1" || true
+        curl -sf -o "$results/$name.mid.heap.pprof" "http://127.0.0.1:$debug_port/debug/pprof/heap" || true
+      fi
     fi
     sleep 0.2
   done
@@ -179,7 +185,7 @@ phase() {
   local end heap=-
   end=$(rss "$p")
   if [ "$target" = enforcer ]; then
-    curl -sf -o "$results/$name.heap.pprof" "http://127.0.0.1:$debug_port/debug/pprof/heap"
+    [ -z "$pprof" ] || curl -sf -o "$results/$name.heap.pprof" "http://127.0.0.1:$debug_port/debug/pprof/heap"
     heap=$(awk -v b="$(heap_inuse)" 'BEGIN {printf "%.1f", b / 1048576}')
   fi
   # CPU per request over the whole run, warm-up included.
@@ -194,13 +200,13 @@ for t in "${targets[@]}"; do phase "$t" closed; done
 if ((rate > 0)); then
   for t in "${targets[@]}"; do phase "$t" "rate-$rate" --rate "$rate"; done
 fi
-go tool pprof -top -sample_index=inuse_space -nodecount=25 "$work/bin/sluice-enforcer" \
+[ -z "$pprof" ] || go tool pprof -top -sample_index=inuse_space -nodecount=25 "$work/bin/sluice-enforcer" \
   "$results/closed.mid.heap.pprof" >"$results/closed.heap.txt" 2>/dev/null || true
 cp "$work/bin/sluice-enforcer" "$results/"
 
 echo
 echo "$(nproc) CPUs shared by the load generator, proxy, Redis and upstream; $concurrency connections,"
-echo "$tenants tenants, ${duration}s per phase after 2s warm-up, configuration: $mode${GOMEMLIMIT:+, GOMEMLIMIT=$GOMEMLIMIT}${GOGC:+, GOGC=$GOGC}; results in $results"
+echo "$tenants tenants, ${duration}s per phase after 2s warm-up, configuration: $mode${GOMEMLIMIT:+, GOMEMLIMIT=$GOMEMLIMIT}${GOGC:+, GOGC=$GOGC}${ENFORCER_GODEBUG:+, GODEBUG=$ENFORCER_GODEBUG}${pprof:+, --pprof}; results in $results"
 echo
 echo "| Proxy | Load | Requests/s | CPU per request | Errors + 503 | Idle RSS (MiB) | Peak RSS (MiB) | RSS after (MiB) | Go heap in use after (MiB) |"
 echo "|---|---|---:|---:|---:|---:|---:|---:|---:|"
