@@ -11,8 +11,8 @@ import (
 // MatchLabels and meet every requirement of MatchExpressions; an empty one
 // picks every pod. It is the wire format's own type, with the API's
 // validation and meaning, so that the enforcer links none of
-// k8s.io/apimachinery: its packages' initialisation and pages are about
-// 2 MiB of the sidecar's resident memory (docs/design/0013).
+// k8s.io/apimachinery: its packages' initialisation and pages were about
+// 1 MiB of the sidecar's idle resident memory (docs/design/0013).
 type LabelSelector struct {
 	MatchLabels      map[string]string          `json:"matchLabels,omitempty"`
 	MatchExpressions []LabelSelectorRequirement `json:"matchExpressions,omitempty"`
