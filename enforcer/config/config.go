@@ -12,9 +12,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
-
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 )
 
 // Schema identifies this version of the compiled configuration.
@@ -38,7 +35,7 @@ type Policy struct {
 	// enforcer's proxy does not apply it (descriptor.go).
 	Domain string `json:"domain,omitempty"`
 	// Selector picks the pods (by their labels) whose enforcer applies the policy.
-	Selector metav1.LabelSelector `json:"selector"`
+	Selector LabelSelector `json:"selector"`
 	// Replicas is how many pods the policy selected when it was compiled;
 	// under LocalFallback each enforcer admits 1/Replicas of every limit.
 	Replicas     int32 `json:"replicas"`
@@ -233,11 +230,7 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 
 // Selects reports whether the policy applies to a pod with these labels.
 func (p *Policy) Selects(podLabels map[string]string) bool {
-	sel, err := metav1.LabelSelectorAsSelector(&p.Selector)
-	if err != nil {
-		return false // Validate refuses such a policy before it is used
-	}
-	return sel.Matches(labels.Set(podLabels))
+	return p.Selector.Matches(podLabels) // none if invalid: Validate refuses such a policy before it is used
 }
 
 // Entry is the entry of the policy object with this name and UID, if c

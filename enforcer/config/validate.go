@@ -13,8 +13,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // MaxWindows bounds the limits of one rule (and of each tier and override);
@@ -112,8 +110,8 @@ func (p *Policy) Problems(at string) []error {
 }
 
 func (p *Policy) validate(path string, add addFunc) {
-	if _, err := metav1.LabelSelectorAsSelector(&p.Selector); err != nil {
-		add(path+".selector", "%v", err)
+	for _, problem := range p.Selector.Problems() {
+		add(path+".selector", "%s", problem)
 	}
 	oneOf(add, path+".mode", p.Mode, Modes)
 	oneOf(add, path+".failureMode", p.FailureMode, FailureModes)

@@ -172,7 +172,7 @@ func (g *Guard) AllowAll(ctx context.Context, reqs []Request, out []Outcome) []O
 	out = slices.Grow(out[:0], len(reqs))[:len(reqs)]
 	var skip, skipKnown bool
 	now := g.now()
-	var buf [8]guardCheck
+	var buf [2]guardCheck
 	pending := buf[:0]
 	for i := range reqs {
 		req := &reqs[i]

@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"strings"
 
-	"k8s.io/apimachinery/pkg/util/validation"
+	"github.com/sluice-dev/sluice/enforcer/config"
 )
 
 // LoadLabels reads a pod's labels from a downward API volume file.
@@ -39,7 +39,7 @@ func ParseLabels(data []byte) (map[string]string, error) {
 		if !ok {
 			return nil, fmt.Errorf("line %d: want key=\"value\", got %q", n+1, text)
 		}
-		if errs := validation.IsQualifiedName(key); len(errs) > 0 {
+		if errs := config.LabelKeyProblems(key); len(errs) > 0 {
 			return nil, fmt.Errorf("line %d: label key %q: %s", n+1, key, strings.Join(errs, "; "))
 		}
 		if len(quoted) < 2 || quoted[0] != '"' {

@@ -19,8 +19,11 @@ package compile
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"maps"
 	"slices"
 	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/enforcer/config"
@@ -78,7 +81,7 @@ func policy(p *v1alpha1.RateLimitPolicy, spec *v1alpha1.RateLimitPolicySpec, rep
 	} else {
 		// UpstreamProtocol is written even when HTTP1, which empty also
 		// means, so that the configuration says how its enforcers forward.
-		out.Selector = *spec.Selector.DeepCopy()
+		out.Selector = labelSelector(spec.Selector)
 		out.UpstreamPort = spec.UpstreamPort
 		out.UpstreamProtocol = config.UpstreamProtocol(spec.UpstreamProtocol)
 		out.TrustedProxies = slices.Clone(spec.TrustedProxies)
@@ -247,6 +250,17 @@ func limits(in []v1alpha1.Limit) []config.Limit {
 			cl.Calendar = &config.Calendar{Unit: config.CalendarUnit(c.Unit), TimeZone: c.TimeZone, WeekStart: string(c.WeekStart)}
 		}
 		out = append(out, cl)
+	}
+	return out
+}
+
+// labelSelector is s in the enforcer configuration's own type.
+func labelSelector(s metav1.LabelSelector) config.LabelSelector {
+	out := config.LabelSelector{MatchLabels: maps.Clone(s.MatchLabels)}
+	for _, r := range s.MatchExpressions {
+		out.MatchExpressions = append(out.MatchExpressions, config.LabelSelectorRequirement{
+			Key: r.Key, Operator: string(r.Operator), Values: slices.Clone(r.Values),
+		})
 	}
 	return out
 }

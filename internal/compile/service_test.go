@@ -87,7 +87,7 @@ func TestServicePolicyCompilesToADomainPolicy(t *testing.T) {
 	g.Expect(p.Salt).To(Equal("uid-checkout"))
 	g.Expect(p.Replicas).To(BeEquivalentTo(2), "under LocalFallback each service pod admits its share")
 	g.Expect(p.FailureMode).To(Equal(config.FailClosed))
-	g.Expect(p.Selector).To(Equal(metav1.LabelSelector{}), "it selects no pods")
+	g.Expect(p.Selector).To(Equal(config.LabelSelector{}), "it selects no pods")
 	g.Expect(p.UpstreamPort).To(BeZero())
 	g.Expect(p.UpstreamProtocol).To(BeEmpty(), "a domain policy has no say in the upstream protocol")
 	g.Expect(p.ResponseHeaders).To(Equal(config.HeadersNone), "Envoy writes the headers")
