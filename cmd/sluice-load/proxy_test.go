@@ -49,7 +49,9 @@ func TestProxyForwardsUntilStopped(t *testing.T) {
 	stop()
 	g.Eventually(done, 10*time.Second).Should(Receive(BeNil()))
 	http.DefaultClient.CloseIdleConnections()
-	_, err = http.Get(proxyURL + "/")
+	if resp, err = http.Get(proxyURL + "/"); err == nil {
+		resp.Body.Close()
+	}
 	g.Expect(err).To(HaveOccurred(), "the proxy still answers once stopped")
 }
 
