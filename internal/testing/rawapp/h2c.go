@@ -6,7 +6,6 @@ import (
 	"io"
 	"net"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -67,42 +66,10 @@ func (a *H2CApp) Open() int64 { return a.open.Load() }
 // was reset, or its connection closed.
 func ServeH2C(t testing.TB) *H2CApp {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	out := make(chan *Call, 1000)
 	open := new(atomic.Int64)
-	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		conns []net.Conn
-	)
-	t.Cleanup(func() {
-		ln.Close()
-		mu.Lock()
-		for _, c := range conns {
-			c.Close()
-		}
-		mu.Unlock()
-		wg.Wait()
-	})
-	wg.Go(func() {
-		for {
-			conn, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, conn)
-			mu.Unlock()
-			wg.Go(func() {
-				defer conn.Close()
-				serveH2C(conn, out, open)
-			})
-		}
-	})
-	return &H2CApp{URL: "http://" + ln.Addr().String(), Calls: out, open: open}
+	url := serveConns(t, func(conn net.Conn) { serveH2C(conn, out, open) })
+	return &H2CApp{URL: url, Calls: out, open: open}
 }
 
 // serveH2C reads one connection's frames until it closes.

@@ -30,6 +30,23 @@ type Request struct {
 // application's URL.
 func Serve(t testing.TB, answer func(conn net.Conn, sent *Request) bool) string {
 	t.Helper()
+	return serveConns(t, func(conn net.Conn) {
+		br := bufio.NewReader(conn)
+		for {
+			sent, err := Read(br)
+			if err != nil || !answer(conn, sent) {
+				return
+			}
+		}
+	})
+}
+
+// serveConns accepts connections on a loopback port until the test ends,
+// serving each with serve on a goroutine of its own, and returns the
+// port's URL. The test's end closes the listener and every connection,
+// and waits for serve to return.
+func serveConns(t testing.TB, serve func(net.Conn)) string {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -59,13 +76,7 @@ func Serve(t testing.TB, answer func(conn net.Conn, sent *Request) bool) string 
 			mu.Unlock()
 			wg.Go(func() {
 				defer conn.Close()
-				br := bufio.NewReader(conn)
-				for {
-					sent, err := Read(br)
-					if err != nil || !answer(conn, sent) {
-						return
-					}
-				}
+				serve(conn)
 			})
 		}
 	})
