@@ -222,7 +222,7 @@ func TestLeasesGoBackToRedis(t *testing.T) {
 					guard.Release(context.Background())
 					defer guard.Close()
 				}
-				t.Logf("admitted %d, grants %d, leased %d, returned %d, expired %d, lost %d, failed leases %d", len(admitted), c.Grants.Load(),
+				t.Logf("admitted %d, failed %d, grants %d, leased %d, returned %d, expired %d, lost %d, failed leases %d", len(admitted), failed, c.Grants.Load(),
 					c.UnitsLeased.Load(), c.UnitsReturned.Load(), c.UnitsExpired.Load(), c.UnitsLost.Load(), c.LeaseFailures.Load())
 				// A decision or lease Redis took units for but answered too
 				// late, on a starved machine, loses those units (under-admits):
