@@ -23,7 +23,9 @@ package v1alpha1
 // between the reported cost and the rule's cost is charged or given back.
 // A charge after the answer always lands: it may take the tenant into
 // debt, at most one limit deep, which its next requests wait out. A
-// missing, malformed or negative report charges the rule's cost only.
+// missing, malformed or negative report in a whole answer charges the
+// rule's cost only; an answer whose report could not be read (see
+// unfinishedCost) is charged unfinishedCost.
 // +kubebuilder:validation:XValidation:rule="has(self.header) != has(self.jsonUsage)",message="responseCost sets exactly one of header (a response header with the cost, such as X-Sluice-Cost) or jsonUsage (a field of the usage object of an OpenAI-compatible JSON answer, such as total_tokens)"
 type ResponseCost struct {
 	// Header is the response header in which the application reports the
@@ -46,6 +48,18 @@ type ResponseCost struct {
 	// +kubebuilder:validation:Pattern=`^[A-Za-z_][A-Za-z0-9_]*$`
 	// +optional
 	JSONUsage string `json:"jsonUsage,omitempty"`
+
+	// UnfinishedCost is what a request is charged when its answer's report
+	// could not be read: the application broke the answer off before the
+	// report, or was still answering 30 seconds after the client had gone
+	// (the enforcer reads on after a client hangs up, so that hanging up
+	// saves nothing), or answered in an encoding the enforcer did not offer
+	// it, or sent a usage object over 64 KiB. Set it to the most one
+	// request may cost (a model's context window, say); unset, it is the
+	// rule's cost.
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	UnfinishedCost *int64 `json:"unfinishedCost,omitempty"`
 }
 
 // CountResponses counts a request only when its answer matches: it is

@@ -23,7 +23,7 @@ func newResponseMetrics(reg prometheus.Registerer) *responseMetrics {
 		}, []string{"policy", "rule"}),
 		invalid: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_enforcer_response_reports_invalid_total",
-			Help: "Answers of responseCost rules whose report was not taken (the rule's cost alone was charged), by policy, rule and reason: missing, malformed, negative, too_large (over 1 MiB), encoding (neither identity nor gzip).",
+			Help: "Answers of responseCost rules whose report was not taken, by policy, rule and reason: missing, malformed, negative (the rule's cost was charged), too_large, encoding (neither identity nor gzip), unfinished (ended before its report; these three were charged the rule's unfinishedCost).",
 		}, []string{"policy", "rule", "reason"}),
 		uncounted: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_enforcer_responses_uncounted_total",

@@ -16,6 +16,17 @@ type ResponseCost struct {
 	Header string `json:"header,omitempty"`
 	// JSONUsage is the field of usage in an OpenAI-compatible JSON answer.
 	JSONUsage string `json:"jsonUsage,omitempty"`
+	// UnfinishedCost is charged for an answer whose report could not be
+	// read: the answer ended before it (the application broke it off, or
+	// kept the enforcer waiting too long after its client had gone), or
+	// came in a form the reader cannot read. 0 means the rule's cost.
+	UnfinishedCost int64 `json:"unfinishedCost,omitempty"`
+}
+
+// Unfinished is what an answer whose report could not be read is
+// charged, for a rule of cost cost.
+func (rc *ResponseCost) Unfinished(cost int64) int64 {
+	return max(rc.UnfinishedCost, cost)
 }
 
 // CountResponses counts only the requests whose answer matches: Statuses
@@ -78,6 +89,9 @@ func (r *Rule) validateAnswers(path string, add addFunc) {
 		}
 		if r.OnLimit != nil {
 			add(at, "cannot be combined with onLimit")
+		}
+		if rc.UnfinishedCost != 0 && rc.UnfinishedCost < r.Cost {
+			add(at+".unfinishedCost", "%d is below the rule's cost %d: an unfinished answer is charged at least the cost", rc.UnfinishedCost, r.Cost)
 		}
 	}
 	if c := r.CountResponses; c != nil {

@@ -16,6 +16,7 @@ import (
 // forwardError answers a failed exchange with the application: 408 when
 // the client's body was too slow, else as upstreamError does.
 func (h *Handler) forwardError(w http.ResponseWriter, r *http.Request, err error) {
+	ownAnswer(w, err)
 	switch {
 	case transport.BodyTimedOut(r, err):
 		h.bodyError(w, r, transport.ErrBodyTimeout)

@@ -318,8 +318,16 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.forward(w, r, snap)
 		return
 	}
-	h.forward(aw, r, snap)
-	aw.ended()
+	if aw.wantsUsage {
+		offerReadable(r.Header)
+	}
+	// The answer is read to its end however the client ends the exchange,
+	// and settled on every end, a broken-off one included.
+	ctx, stop := outliving(r.Context())
+	defer stop()
+	defer aw.ended()
+	h.forward(aw, r.WithContext(ctx), snap)
+	aw.complete = aw.status != -1 && aw.dropped <= answerDrainBytes
 }
 
 // refuseMalformed answers 400 to a request the application could read

@@ -1,12 +1,15 @@
 package proxy
 
 import (
+	"bufio"
 	"context"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/sluice-dev/sluice/enforcer/config"
 	"github.com/sluice-dev/sluice/enforcer/limiter"
 	"github.com/sluice-dev/sluice/enforcer/route"
 	"github.com/sluice-dev/sluice/enforcer/runtime"
@@ -41,6 +44,15 @@ type answerWriter struct {
 	usage       *usageReader
 	wantsUsage  bool
 	status      int
+	// gone is set once a write to the client failed; dropped counts what
+	// it was not sent since.
+	gone    bool
+	dropped int64
+	// own marks the enforcer's own answer (the application gave none
+	// usable), reached that the request may have reached the application;
+	// complete, that the application's answer was read to its end.
+	own, reached bool
+	complete     bool
 }
 
 // answered wraps w to read the answer for st's admitted checks whose rule
@@ -88,6 +100,13 @@ func (w *answerWriter) head(code int) {
 	if w.status != 0 || code >= 100 && code <= 199 {
 		return
 	}
+	if w.own && w.reached {
+		// the application may have acted on the request but gave no
+		// usable answer: what it answered is unknown, not the enforcer's
+		// error
+		w.status = -1
+		return
+	}
 	w.status = code
 	hdr := w.Header()
 	w.values = make([][]string, len(w.costHeaders))
@@ -128,27 +147,52 @@ func (w *answerWriter) WriteHeader(code int) {
 	w.ResponseWriter.WriteHeader(code)
 }
 
+// Write sends p to the client while it takes it, and reads p for the
+// answer's report either way: once the client has gone, the rest of the
+// answer is read (and dropped) up to answerDrainBytes, so that hanging up
+// does not decide the charge.
 func (w *answerWriter) Write(p []byte) (int, error) {
 	w.head(http.StatusOK)
-	n, err := w.ResponseWriter.Write(p)
-	if w.usage != nil && n > 0 {
-		w.usage.write(p[:n])
+	if !w.gone {
+		if _, err := w.ResponseWriter.Write(p); err != nil {
+			w.gone = true
+		}
 	}
-	return n, err
+	if w.gone {
+		if w.dropped += int64(len(p)); w.dropped > answerDrainBytes {
+			return 0, errDrainOver
+		}
+	}
+	if w.usage != nil {
+		w.usage.write(p)
+	}
+	return len(p), nil
 }
 
 func (w *answerWriter) Flush() {
 	w.head(http.StatusOK)
-	_ = http.NewResponseController(w.ResponseWriter).Flush()
+	if !w.gone {
+		_ = http.NewResponseController(w.ResponseWriter).Flush()
+	}
+}
+
+// Hijack takes the client's connection over for an upgrade, whose 101
+// answer the reverse proxy writes on it itself.
+func (w *answerWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	conn, brw, err := http.NewResponseController(w.ResponseWriter).Hijack()
+	if err == nil && w.status == 0 {
+		w.status = http.StatusSwitchingProtocols
+	}
+	return conn, brw, err
 }
 
 // Unwrap lets http.ResponseController reach the server's writer.
 func (w *answerWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-// ended is called when the handler has written the whole answer, before
-// it returns: it takes the trailers with reported costs out of the answer
-// (the server sends what is left after the handler returns) and settles
-// the checks in Redis without waiting.
+// ended is called on every end of the exchange, before the handler
+// returns or while it unwinds: it takes the trailers with reported costs
+// out of the answer (the server sends what is left after the handler
+// returns) and settles the checks in Redis without waiting.
 func (w *answerWriter) ended() {
 	hdr := w.Header()
 	if w.values == nil {
@@ -209,7 +253,10 @@ func (w *answerWriter) settle(grpcCode int) {
 				if rr != nil {
 					rr.ResponseReportInvalid(c.policy, c.rule, reason)
 				}
-				continue // the cost charged up front stands
+				if !unreadable(reason) {
+					continue // the application's own report: the cost charged up front stands
+				}
+				units = rc.Unfinished(c.req.Cost)
 			}
 			if rr != nil {
 				recorded = append(recorded, func() { rr.ResponseCharged(c.policy, c.rule, units) })
@@ -221,8 +268,8 @@ func (w *answerWriter) settle(grpcCode int) {
 			continue
 		}
 		if cr := c.rule.CountResponses; cr != nil {
-			if cr.MatchesHTTP(w.status) || grpcCode >= 0 && cr.MatchesGRPC(grpcCode) {
-				continue
+			if !w.answerKnown(cr, grpcCode) || cr.MatchesHTTP(w.status) || grpcCode >= 0 && cr.MatchesGRPC(grpcCode) {
+				continue // counted, as is a request whose answer is not known
 			}
 			if rr != nil {
 				recorded = append(recorded, func() { rr.ResponseUncounted(c.policy, c.rule) })
@@ -248,6 +295,40 @@ func (w *answerWriter) settle(grpcCode int) {
 // reported is the cost an answer reported in header, or in usage.<field>
 // of its body, or why it cannot be taken.
 func (w *answerWriter) reported(header, field string) (int64, string) {
+	units, reason := w.report(header, field)
+	if reason != "" && !w.complete {
+		// the report may have been in what never came
+		return 0, runtime.ReportUnfinished
+	}
+	return units, reason
+}
+
+// unreadable reports whether a report that could not be taken is charged
+// as an unfinished answer: it was not the application's to give.
+func unreadable(reason string) bool {
+	switch reason {
+	case runtime.ReportUnfinished, runtime.ReportEncoding, runtime.ReportTooLarge:
+		return true
+	}
+	return false
+}
+
+// answerKnown reports whether what the application answered is known well
+// enough to tell whether it counts under cr: its status, and for a rule
+// counting gRPC statuses, the call's grpc-status unless the answer ended
+// without one. CANCELLED and DEADLINE_EXCEEDED are the client's doing
+// (a reset, a grpc-timeout), not what the application found: unknown.
+func (w *answerWriter) answerKnown(cr *config.CountResponses, grpcCode int) bool {
+	switch {
+	case w.status <= 0, grpcCode == grpcCancelled, grpcCode == grpcDeadlineExceeded:
+		return false
+	}
+	return len(cr.GRPCStatuses) == 0 || grpcCode >= 0 || w.complete
+}
+
+const grpcCancelled, grpcDeadlineExceeded = 1, 4
+
+func (w *answerWriter) report(header, field string) (int64, string) {
 	if header == "" {
 		if w.usage == nil {
 			return 0, runtime.ReportMissing // no answer was written

@@ -2,14 +2,19 @@ package runtime
 
 import "github.com/sluice-dev/sluice/enforcer/route"
 
-// Reasons a rule's responseCost report is not taken: the request is
-// charged the rule's cost only.
+// Reasons a rule's responseCost report is not taken. Missing, malformed
+// and negative reports in a whole answer are the application's: the
+// request is charged the rule's cost. The others were not the
+// application's to give, and are charged the rule's unfinished cost.
 const (
 	ReportMissing   = "missing"
 	ReportMalformed = "malformed"
 	ReportNegative  = "negative"
 	ReportTooLarge  = "too_large"
 	ReportEncoding  = "encoding"
+	// ReportUnfinished: the answer ended before its report (broken off,
+	// or still going when the enforcer stopped reading for a client gone).
+	ReportUnfinished = "unfinished"
 )
 
 // ResponseRecorder is told what answers charged (responseCost and

@@ -13,6 +13,9 @@ func responseCost(rc *v1alpha1.ResponseCost) *config.ResponseCost {
 		return nil
 	}
 	out := &config.ResponseCost{JSONUsage: rc.JSONUsage}
+	if rc.UnfinishedCost != nil {
+		out.UnfinishedCost = *rc.UnfinishedCost
+	}
 	if rc.Header != "" {
 		out.Header = http.CanonicalHeaderKey(rc.Header)
 	}
