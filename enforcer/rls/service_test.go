@@ -50,13 +50,13 @@ type instance struct {
 }
 
 // serve starts a service deciding files' domains with the test Redis.
-func serve(t *testing.T, files ...string) *instance {
+func serve(t testing.TB, files ...string) *instance {
 	t.Helper()
 	return serveOn(t, redisServer, files...)
 }
 
 // serveOn starts a service deciding files' domains with srv.
-func serveOn(t *testing.T, rs *redistest.Server, files ...string) *instance {
+func serveOn(t testing.TB, rs *redistest.Server, files ...string) *instance {
 	t.Helper()
 	g := NewWithT(t)
 	client, err := limiter.NewClient(rs.URL(), limiter.ClientOptions{})
