@@ -1,9 +1,12 @@
 package rls
 
 import (
+	"context"
 	"fmt"
+	"time"
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"golang.org/x/sync/semaphore"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -57,7 +60,38 @@ func (s *Service) SetBounds(b Bounds) error {
 		return err
 	}
 	s.bounds.Store(&b)
+	s.large.Store(semaphore.NewWeighted(int64(b.Descriptors)))
 	return nil
+}
+
+// largeCall is the number of Redis requests past which a call is large:
+// Envoy's calls are smaller. Large calls share one budget, the
+// descriptors of one maximal call, so that however many of them run at
+// once, other callers' decisions wait behind one maximal call at most.
+const largeCall = 16
+
+// largeCallWait is how long a large call waits for its share of the
+// budget when its caller's deadline is later or unset.
+const largeCallWait = time.Second
+
+// boundInFlight is the label of a large call refused for want of budget.
+const boundInFlight = "large_calls_in_flight"
+
+// shareOf waits for n units of the large calls' budget, within ctx and
+// largeCallWait; the release gives them back. A call of largeCall Redis
+// requests or fewer takes none.
+func (s *Service) shareOf(ctx context.Context, n int) (release func(), err error) {
+	if n <= largeCall {
+		return func() {}, nil
+	}
+	sem := s.large.Load()
+	w := int64(min(n, s.bounds.Load().Descriptors))
+	ctx, cancel := context.WithTimeout(ctx, largeCallWait)
+	defer cancel()
+	if err := sem.Acquire(ctx, w); err != nil {
+		return nil, status.Errorf(codes.ResourceExhausted, "%d descriptors: other large calls are being decided, and a call of more than %d waits for them: try again", n, largeCall)
+	}
+	return func() { sem.Release(w) }, nil
 }
 
 // overBounds is the bound req is past, as its label, and the

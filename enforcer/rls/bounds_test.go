@@ -156,3 +156,24 @@ func TestChecksWithoutCountingShareOneRoundTrip(t *testing.T) {
 	g.Expect(resp.OverallCode).To(Equal(ok), "the Open failure mode admits")
 	g.Expect(testutil.ToFloat64(in.metrics.degradedN)-before).To(BeEquivalentTo(len(ds)), "every descriptor decided by the failure mode")
 }
+
+// TestLargeCallsShareOneBudget holds the large calls' budget, as large
+// calls in flight would: a large call waits for it and is then refused
+// with ResourceExhausted, counting nothing, while a small call is decided
+// at once; once the budget is free, the large call is decided.
+func TestLargeCallsShareOneBudget(t *testing.T) {
+	g := NewWithT(t)
+	domain := domainFor(t)
+	in := serve(t, "domain: "+domain+"\ndescriptors: [{key: user, rate_limit: {unit: hour, requests_per_unit: 10}}]")
+	sem := in.svc.large.Load()
+	g.Expect(sem.Acquire(context.Background(), int64(DefaultBounds.Descriptors-largeCall))).To(Succeed())
+	large := users(largeCall+1, "large-")
+	_, err := in.client.ShouldRateLimit(context.Background(), &ratelimitv3.RateLimitRequest{Domain: domain, Descriptors: large})
+	g.Expect(status.Code(err)).To(Equal(codes.ResourceExhausted))
+	g.Expect(testutil.ToFloat64(in.metrics.oversizedN.WithLabelValues(domain, boundInFlight))).To(Equal(1.0))
+	g.Expect(keys(t, domain)).To(BeEmpty(), "the refused call counted nothing")
+	g.Expect(in.call(t, domain, 0, users(largeCall, "small-")...).OverallCode).To(Equal(ok), "a call of 16 takes no budget")
+	sem.Release(int64(DefaultBounds.Descriptors - largeCall))
+	g.Expect(in.call(t, domain, 0, large...).OverallCode).To(Equal(ok))
+	g.Expect(keys(t, domain)).To(HaveLen(2*largeCall + 1))
+}

@@ -71,7 +71,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}),
 		oversizedN: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_ratelimit_oversized_calls_total",
-			Help: "ShouldRateLimit calls refused with InvalidArgument, before any decision, for asking more than a bound allows, by domain and bound (descriptors, entries, entry_bytes, call_bytes).",
+			Help: "ShouldRateLimit calls refused before any decision, by domain and bound: InvalidArgument for asking more than a bound allows (descriptors, entries, entry_bytes, call_bytes), ResourceExhausted for a large call that waited in vain for other large calls (large_calls_in_flight).",
 		}, []string{"domain", "bound"}),
 		refunds: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sluice_ratelimit_refund_errors_total",

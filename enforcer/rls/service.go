@@ -9,6 +9,7 @@ import (
 
 	ratelimitv3common "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"golang.org/x/sync/semaphore"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -33,6 +34,8 @@ type Service struct {
 	table   atomic.Pointer[Table]
 	headers atomic.Pointer[ResponseHeaders]
 	bounds  atomic.Pointer[Bounds]
+	// large is the budget large calls share (bounds.go).
+	large atomic.Pointer[semaphore.Weighted]
 	// decisions are per policy, for /status (decisions.go).
 	decisions decisions
 }
@@ -42,8 +45,7 @@ type Service struct {
 // one Service, which registers its guard's counters with it.
 func NewService(guard *limiter.Guard, redis *limiter.Redis, metrics *Metrics) *Service {
 	s := &Service{def: &Backend{Guard: guard, Redis: redis}, metrics: metrics}
-	b := DefaultBounds
-	s.bounds.Store(&b)
+	_ = s.SetBounds(DefaultBounds)
 	metrics.watch(s)
 	return s
 }
@@ -152,6 +154,12 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *ratelimitv3.RateLimi
 			}
 		}
 	}
+	release, err := s.shareOf(ctx, len(gives)+len(checks)+len(peeks))
+	if err != nil {
+		s.metrics.oversized(domainLabel, boundInFlight)
+		return nil, err
+	}
+	defer release()
 	s.giveBack(ctx, gives, giveOn)
 	outs := allowAll(ctx, checks, checkOn)
 	peeked := s.peek(ctx, req.Domain, peeks, peekOn)
