@@ -60,8 +60,14 @@ func (s *Service) SetBounds(b Bounds) error {
 		return err
 	}
 	s.bounds.Store(&b)
-	s.large.Store(semaphore.NewWeighted(int64(b.Descriptors)))
+	s.large.Store(&largeBudget{sem: semaphore.NewWeighted(int64(b.Descriptors)), size: int64(b.Descriptors)})
 	return nil
+}
+
+// largeBudget is the descriptors large calls may have in Redis at once.
+type largeBudget struct {
+	sem  *semaphore.Weighted
+	size int64
 }
 
 // largeCall is the number of Redis requests past which a call is large:
@@ -84,14 +90,14 @@ func (s *Service) shareOf(ctx context.Context, n int) (release func(), err error
 	if n <= largeCall {
 		return func() {}, nil
 	}
-	sem := s.large.Load()
-	w := int64(min(n, s.bounds.Load().Descriptors))
+	budget := s.large.Load()
+	w := min(int64(n), budget.size)
 	ctx, cancel := context.WithTimeout(ctx, largeCallWait)
 	defer cancel()
-	if err := sem.Acquire(ctx, w); err != nil {
+	if err := budget.sem.Acquire(ctx, w); err != nil {
 		return nil, status.Errorf(codes.ResourceExhausted, "%d descriptors: other large calls are being decided, and a call of more than %d waits for them: try again", n, largeCall)
 	}
-	return func() { sem.Release(w) }, nil
+	return func() { budget.sem.Release(w) }, nil
 }
 
 // overBounds is the bound req is past, as its label, and the

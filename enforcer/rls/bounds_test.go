@@ -165,7 +165,7 @@ func TestLargeCallsShareOneBudget(t *testing.T) {
 	g := NewWithT(t)
 	domain := domainFor(t)
 	in := serve(t, "domain: "+domain+"\ndescriptors: [{key: user, rate_limit: {unit: hour, requests_per_unit: 10}}]")
-	sem := in.svc.large.Load()
+	sem := in.svc.large.Load().sem
 	g.Expect(sem.Acquire(context.Background(), int64(DefaultBounds.Descriptors-largeCall))).To(Succeed())
 	large := users(largeCall+1, "large-")
 	_, err := in.client.ShouldRateLimit(context.Background(), &ratelimitv3.RateLimitRequest{Domain: domain, Descriptors: large})

@@ -9,7 +9,6 @@ import (
 
 	ratelimitv3common "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
-	"golang.org/x/sync/semaphore"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -35,7 +34,7 @@ type Service struct {
 	headers atomic.Pointer[ResponseHeaders]
 	bounds  atomic.Pointer[Bounds]
 	// large is the budget large calls share (bounds.go).
-	large atomic.Pointer[semaphore.Weighted]
+	large atomic.Pointer[largeBudget]
 	// decisions are per policy, for /status (decisions.go).
 	decisions decisions
 }
