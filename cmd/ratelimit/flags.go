@@ -320,6 +320,9 @@ the enforcer's status document (docs/ratelimit-admin.md).
 
 A call past a --max-* bound is refused with INVALID_ARGUMENT before any
 descriptor is decided (counted in sluice_ratelimit_oversized_calls_total).
+Calls of more than 16 limited descriptors share one budget of
+--max-descriptors descriptors in Redis; one that waits for its share past
+its deadline or a second is refused with RESOURCE_EXHAUSTED.
 
 Exit status: 0 after a clean shutdown, 1 on a runtime failure, 2 on a
 command line error, 3 when the configuration cannot be loaded at start.
