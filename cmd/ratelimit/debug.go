@@ -15,7 +15,7 @@ import (
 	"github.com/sluice-dev/sluice/enforcer/rls"
 )
 
-// debugTimeout bounds each Redis read of a /debug/tenant query.
+// debugTimeout bounds the Redis reads of a /debug/tenant query.
 const debugTimeout = 2 * time.Second
 
 // maxDebugEntries bounds the entries of one /debug/tenant query.
@@ -127,21 +127,23 @@ func (s *service) debugTenant(w http.ResponseWriter, r *http.Request) {
 // readUsage fills report with the state of l's bucket: the decision of one
 // more hit, each window alone, and the ban.
 func readUsage(ctx context.Context, l rls.Lookup, report *descriptorReport) error {
-	req, redis := l.Request, l.Backend.Redis
+	req := l.Request
 	report.Algorithm = string(req.Algorithm)
-	peek := func(req limiter.Request) (limiter.Decision, error) {
-		ctx, cancel := context.WithTimeout(ctx, debugTimeout)
-		defer cancel()
-		return redis.Peek(ctx, req)
-	}
-	d, err := peek(req)
-	if err != nil {
-		return fmt.Errorf("reading the bucket: %w", err)
-	}
-	for i, win := range req.Windows {
+	// the bucket, then each window alone: read in one round trip
+	req.Failure.Timeout = debugTimeout
+	reads := []limiter.Request{req}
+	for i := range req.Windows {
 		alone := req
 		alone.Windows = req.Windows[i : i+1]
-		wd, err := peek(alone)
+		reads = append(reads, alone)
+	}
+	ds, errs := l.Backend.Redis.PeekAll(ctx, reads)
+	if errs[0] != nil {
+		return fmt.Errorf("reading the bucket: %w", errs[0])
+	}
+	d := ds[0]
+	for i, win := range req.Windows {
+		wd, err := ds[i+1], errs[i+1]
 		if err != nil {
 			return fmt.Errorf("reading window %d: %w", i, err)
 		}

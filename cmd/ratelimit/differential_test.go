@@ -9,8 +9,11 @@ import (
 	ratelimitv3common "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	. "github.com/onsi/gomega"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/sluice-dev/sluice/enforcer/rls"
 	"github.com/sluice-dev/sluice/internal/testing/erl"
 	"github.com/sluice-dev/sluice/internal/testing/redistest"
 )
@@ -240,4 +243,22 @@ func TestWhereSluiceDiffersFromEnvoyRatelimit(t *testing.T) {
 		expect(fmt.Sprintf("hit %d of 5", i+1), one, 0, answer{ok, uint32(4 - i)}, answer{ok, uint32(4 - i)})
 	}
 	expect("a check of a bucket at its limit", probe, 0, answer{ok, 0}, answer{overLimit, 0})
+
+	// A call past a bound (one descriptor more than --max-descriptors) is
+	// refused with INVALID_ARGUMENT before anything is decided; ERL decides
+	// every descriptor of any call. A call it refuses (an empty list) is
+	// answered with an error without a code: UNKNOWN.
+	many := make([]*ratelimitv3common.RateLimitDescriptor, rls.DefaultBounds.Descriptors+1)
+	for i := range many {
+		many[i] = desc("color", fmt.Sprint(i))
+	}
+	fromERL, err := shouldRateLimit(p.erl, &ratelimitv3.RateLimitRequest{Domain: domain, Descriptors: many})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(fromERL.Statuses).To(HaveLen(len(many)))
+	_, err = shouldRateLimit(p.sluice, &ratelimitv3.RateLimitRequest{Domain: domain, Descriptors: many})
+	g.Expect(status.Code(err)).To(Equal(codes.InvalidArgument))
+	_, err = shouldRateLimit(p.erl, &ratelimitv3.RateLimitRequest{Domain: domain})
+	g.Expect(status.Code(err)).To(Equal(codes.Unknown))
+	_, err = shouldRateLimit(p.sluice, &ratelimitv3.RateLimitRequest{Domain: domain})
+	g.Expect(status.Code(err)).To(Equal(codes.InvalidArgument))
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/sluice-dev/sluice/enforcer/config"
 	"github.com/sluice-dev/sluice/enforcer/limiter"
+	"github.com/sluice-dev/sluice/enforcer/rls"
 	"github.com/sluice-dev/sluice/enforcer/rls/erl"
 )
 
@@ -33,6 +34,7 @@ type options struct {
 	shutdownTimeout                 time.Duration
 	logLevel                        slog.Level
 	headers                         headerOptions
+	bounds                          rls.Bounds
 	admin                           adminOptions
 	version, help                   bool
 }
@@ -65,6 +67,7 @@ func newFlagSet(o *options, logLevel *string) *pflag.FlagSet {
 	fs.BoolVar(&o.mergeDomains, "merge-domains", false, "let several files describe one domain (env MERGE_DOMAIN_CONFIG)")
 	fs.BoolVar(&o.ignoreDotFiles, "ignore-dot-files", false, "skip files whose name starts with '.' (env RUNTIME_IGNOREDOTFILES)")
 	addHeaderFlags(fs, &o.headers)
+	addBoundFlags(fs, &o.bounds)
 	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 25*time.Second, "how long calls in flight may finish after SIGTERM")
 	fs.StringVar(logLevel, "log-level", "info", "debug, info, warn or error (env LOG_LEVEL)")
 	fs.BoolVar(&o.version, "version", false, "print the version and exit")
@@ -151,6 +154,9 @@ func fromEnv(fs *pflag.FlagSet, o *options, logLevel *string, env func(string) s
 		return err
 	}
 	if err := tlsFromEnv(fs, env); err != nil {
+		return err
+	}
+	if err := boundsFromEnv(fs, &o.bounds, env); err != nil {
 		return err
 	}
 	// envoyproxy/ratelimit has no failure mode, and its REDIS_TIMEOUT
@@ -278,6 +284,9 @@ func (o *options) validate(logLevel string) error {
 	if err := o.tls.validate(); err != nil {
 		return err
 	}
+	if err := validateBounds(&o.bounds); err != nil {
+		return err
+	}
 	// Parse the URL now (no connection is made), so a typo is a command
 	// line error.
 	client, err := limiter.NewClient(o.redisURL, limiter.ClientOptions{})
@@ -308,6 +317,12 @@ counted in sluice_ratelimit_config_reload_errors_total). So is the
 --policy-config file (a ConfigMap's symlink swap included); a domain that
 both define is refused the same way. GET /status on the admin address is
 the enforcer's status document (docs/ratelimit-admin.md).
+
+A call past a --max-* bound is refused with INVALID_ARGUMENT before any
+descriptor is decided (counted in sluice_ratelimit_oversized_calls_total).
+Calls of more than 16 limited descriptors share one budget of
+--max-descriptors descriptors in Redis; one that waits for its share past
+its deadline or a second is refused with RESOURCE_EXHAUSTED.
 
 Exit status: 0 after a clean shutdown, 1 on a runtime failure, 2 on a
 command line error, 3 when the configuration cannot be loaded at start.

@@ -82,6 +82,10 @@ func newService(o *options, lookupEnv func(string) (string, bool), log *slog.Log
 	}
 	s.rls = rls.NewService(be.Guard, be.Redis(), rls.NewMetrics(s.registry))
 	s.rls.SetResponseHeaders(o.headers.parsed)
+	if err := s.rls.SetBounds(o.bounds); err != nil {
+		s.close()
+		return nil, err
+	}
 	s.sources = newSources(o)
 	s.reloader = reload.NewReloader(s.sources.source(), s.apply, newReloadMetrics(s.registry), log)
 	if err := s.reloader.Start(); errors.Is(err, errWaiting) {

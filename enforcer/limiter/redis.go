@@ -43,14 +43,59 @@ func (r *Redis) Close() error { return r.pipe.Close() }
 // with Delay) and a longer one as refused for the wait less the Delay. The
 // tenant's ban is not read here (Guard.BanOf reads it).
 func (r *Redis) Peek(ctx context.Context, req Request) (Decision, error) {
-	if !req.checked {
-		return Decision{}, errUncheckedRequest
+	return r.startPeek(ctx, req).wait(ctx)
+}
+
+// PeekAll peeks every request of reqs as Peek does, all sent before any
+// reply is read, so that they share a pipelined round trip; each waits no
+// longer than its own policy's timeout from now, within ctx. errs[i] is
+// reqs[i]'s failure, nil when ds[i] is Redis' answer.
+func (r *Redis) PeekAll(ctx context.Context, reqs []Request) (ds []Decision, errs []error) {
+	peeks := make([]pendingPeek, len(reqs))
+	for i := range reqs {
+		peeks[i] = r.startPeek(ctx, reqs[i])
 	}
-	delay := req.Delay
+	ds, errs = make([]Decision, len(reqs)), make([]error, len(reqs))
+	var deadlines budgets
+	defer deadlines.cancel()
+	now := time.Now()
+	for i := range peeks {
+		ds[i], errs[i] = peeks[i].wait(deadlines.get(ctx, now.Add(reqs[i].Failure.timeout())))
+	}
+	return ds, errs
+}
+
+// pendingPeek is a peek sent to Redis whose reply has not been read.
+type pendingPeek struct {
+	r     *Redis
+	req   Request
+	delay time.Duration
+	call  scriptCall
+	// script is the peek's; err is set for a request Rule.Request did not
+	// build, which is never sent.
+	script algorithmScript
+	err    error
+}
+
+func (r *Redis) startPeek(ctx context.Context, req Request) pendingPeek {
+	if !req.checked {
+		return pendingPeek{err: errUncheckedRequest}
+	}
+	p := pendingPeek{r: r, delay: req.Delay}
 	// the bucket alone, booking nothing, by the script that can peek
 	req.Ban, req.Delay, req.single = nil, 0, false
-	script, args := evalSHA(&req, req.Cost, req.Cost, r.believedNow(&req))
-	raw, err := r.receiveWindow(ctx, &req, req.Cost, req.Cost, script, r.send(ctx, append(args, peekArg)), true)
+	var args []any
+	p.script, args = evalSHA(&req, req.Cost, req.Cost, r.believedNow(&req))
+	p.req, p.call = req, r.send(ctx, append(args, peekArg))
+	return p
+}
+
+func (p pendingPeek) wait(ctx context.Context) (Decision, error) {
+	if p.err != nil {
+		return Decision{}, p.err
+	}
+	req := &p.req
+	raw, err := p.r.receiveWindow(ctx, req, req.Cost, req.Cost, p.script, p.call, true)
 	if err != nil {
 		return Decision{}, fmt.Errorf("redis peek %s %s: %w", req.Algorithm, req.Bucket, err)
 	}
@@ -60,14 +105,14 @@ func (r *Redis) Peek(ctx context.Context, req Request) (Decision, error) {
 	if err != nil {
 		return Decision{}, fmt.Errorf("redis peek %s %s: %w", req.Algorithm, req.Bucket, err)
 	}
-	d := decide(&req, rep.allowed, rep.now, rep.results)
-	if !d.Allowed && delay > 0 {
+	d := decide(req, rep.allowed, rep.now, rep.results)
+	if !d.Allowed && p.delay > 0 {
 		// the scripts book a wait exactly when the longest window's wait,
 		// RetryAfter, is within the delay
-		if d.RetryAfter <= delay {
+		if d.RetryAfter <= p.delay {
 			d.Allowed, d.Delay, d.RetryAfter = true, d.RetryAfter, 0
 		} else {
-			reserved(&Request{Delay: delay}, &d, 0)
+			reserved(&Request{Delay: p.delay}, &d, 0)
 		}
 	}
 	return d, nil

@@ -36,6 +36,7 @@ type Metrics struct {
 	descriptors *prometheus.CounterVec
 	degradedN   prometheus.Counter
 	refunds     prometheus.Counter
+	oversizedN  *prometheus.CounterVec
 
 	// The per-key statistics of envoyproxy/ratelimit
 	// (ratelimit.service.rate_limit.DOMAIN.KEY.*), counted in hits as it
@@ -68,6 +69,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "sluice_ratelimit_degraded_total",
 			Help: "Descriptors decided by their domain's failure mode because Redis did not answer in time.",
 		}),
+		oversizedN: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_ratelimit_oversized_calls_total",
+			Help: "ShouldRateLimit calls refused before any decision, by domain and bound: InvalidArgument for asking more than a bound allows (descriptors, entries, entry_bytes, call_bytes), ResourceExhausted for a large call that waited in vain for other large calls (large_calls_in_flight).",
+		}, []string{"domain", "bound"}),
 		refunds: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sluice_ratelimit_refund_errors_total",
 			Help: "Refused calls whose admitted descriptors could not be given back to Redis.",
@@ -84,7 +89,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			"Hits a shadow_mode limit (or a DryRun domain) would have refused and answered OK (envoyproxy/ratelimit's shadow_mode), by domain and descriptor key."),
 		reg: reg,
 	}
-	reg.MustRegister(m.calls, m.descriptors, m.degradedN, m.refunds,
+	reg.MustRegister(m.calls, m.descriptors, m.degradedN, m.refunds, m.oversizedN,
 		m.totalHits, m.overLimit, m.nearLimit, m.withinLimit, m.shadowMode)
 	return m
 }
@@ -140,18 +145,26 @@ func (m *Metrics) degraded() {
 	}
 }
 
+// oversized counts a call refused for a bound; domain is "" for a domain
+// the table does not have.
+func (m *Metrics) oversized(domain, bound string) {
+	if m != nil {
+		m.oversizedN.WithLabelValues(domain, bound).Inc()
+	}
+}
+
 func (m *Metrics) refundFailed() {
 	if m != nil {
 		m.refunds.Inc()
 	}
 }
 
-func (m *Metrics) peeked(domain string) {
+func (m *Metrics) peeked(domain string, calls int) {
 	if m == nil {
 		return
 	}
 	n, _ := m.peeks.LoadOrStore(domain, new(atomic.Int64))
-	n.(*atomic.Int64).Add(1)
+	n.(*atomic.Int64).Add(int64(calls))
 }
 
 func (m *Metrics) peekCount(domain string) int64 {

@@ -32,6 +32,9 @@ type Service struct {
 	metrics *Metrics
 	table   atomic.Pointer[Table]
 	headers atomic.Pointer[ResponseHeaders]
+	bounds  atomic.Pointer[Bounds]
+	// large is the budget large calls share (bounds.go).
+	large atomic.Pointer[largeBudget]
 	// decisions are per policy, for /status (decisions.go).
 	decisions decisions
 }
@@ -41,6 +44,7 @@ type Service struct {
 // one Service, which registers its guard's counters with it.
 func NewService(guard *limiter.Guard, redis *limiter.Redis, metrics *Metrics) *Service {
 	s := &Service{def: &Backend{Guard: guard, Redis: redis}, metrics: metrics}
+	_ = s.SetBounds(DefaultBounds)
 	metrics.watch(s)
 	return s
 }
@@ -87,6 +91,10 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *ratelimitv3.RateLimi
 	domainLabel := ""
 	if t.domain(req.Domain) != nil {
 		domainLabel = req.Domain
+	}
+	if bound, err := s.bounds.Load().overBounds(req); err != nil {
+		s.metrics.oversized(domainLabel, bound)
+		return nil, err
 	}
 	calls := make([]descriptorCall, len(req.Descriptors))
 	// Few calls carry a rule that replaces another: the set is made for
@@ -145,6 +153,12 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *ratelimitv3.RateLimi
 			}
 		}
 	}
+	release, err := s.shareOf(ctx, len(gives)+len(checks)+len(peeks))
+	if err != nil {
+		s.metrics.oversized(domainLabel, boundInFlight)
+		return nil, err
+	}
+	defer release()
 	s.giveBack(ctx, gives, giveOn)
 	outs := allowAll(ctx, checks, checkOn)
 	peeked := s.peek(ctx, req.Domain, peeks, peekOn)
@@ -242,32 +256,38 @@ func hitsOf(req *ratelimitv3.RateLimitRequest, desc *ratelimitv3common.RateLimit
 
 // peek decides reqs as one more request would be, counting nothing: a
 // descriptor whose hits_addend is 0 is refused when its bucket has no room
-// left, each on its backend (on, one for one). When Redis fails, the
-// policy's failure mode answers: Closed refuses, the others admit. domain
-// is the call's, which has a policy.
+// left, each on its backend (on, one for one), all of a backend in one
+// round trip. When Redis fails, the policy's failure mode answers: Closed
+// refuses, the others admit. domain is the call's, which has a policy.
 func (s *Service) peek(ctx context.Context, domain string, reqs []limiter.Request, on []*Backend) []limiter.Decision {
 	out := make([]limiter.Decision, len(reqs))
-	for i, r := range reqs {
-		timeout := r.Failure.Timeout
-		if timeout <= 0 {
-			timeout = limiter.DefaultTimeout
+	for _, g := range groupByBackend(on) {
+		sub := make([]limiter.Request, len(g.index))
+		for k, i := range g.index {
+			sub[k] = reqs[i]
 		}
-		pctx, cancel := context.WithTimeout(ctx, timeout)
-		s.metrics.peeked(domain)
-		d, err := on[i].Redis.Peek(pctx, r)
-		cancel()
-		if err != nil {
-			now := time.Now()
-			w := r.Windows[0]
-			d = limiter.Decision{Allowed: r.Failure.Mode != config.FailClosed, Limit: w.Requests, Period: w.Length(now), Calendar: w.Calendar,
-				Remaining: w.Requests, Reset: now, Now: now, Degraded: true}
-			if !d.Allowed {
-				d.Remaining, d.RetryAfter, d.Reset = 0, time.Second, now.Add(time.Second)
+		s.metrics.peeked(domain, len(sub))
+		ds, errs := g.backend.Redis.PeekAll(ctx, sub)
+		for k, i := range g.index {
+			out[i] = ds[k]
+			if errs[k] != nil {
+				out[i] = failedPeek(&reqs[i])
 			}
 		}
-		out[i] = d
 	}
 	return out
+}
+
+// failedPeek is the failure mode's answer to a peek Redis did not answer.
+func failedPeek(r *limiter.Request) limiter.Decision {
+	now := time.Now()
+	w := r.Windows[0]
+	d := limiter.Decision{Allowed: r.Failure.Mode != config.FailClosed, Limit: w.Requests, Period: w.Length(now), Calendar: w.Calendar,
+		Remaining: w.Requests, Reset: now, Now: now, Degraded: true}
+	if !d.Allowed {
+		d.Remaining, d.RetryAfter, d.Reset = 0, time.Second, now.Add(time.Second)
+	}
+	return d
 }
 
 // refund gives back what the admitted checks of a refused call took, each

@@ -50,10 +50,16 @@ type instance struct {
 }
 
 // serve starts a service deciding files' domains with the test Redis.
-func serve(t *testing.T, files ...string) *instance {
+func serve(t testing.TB, files ...string) *instance {
+	t.Helper()
+	return serveOn(t, redisServer, files...)
+}
+
+// serveOn starts a service deciding files' domains with srv.
+func serveOn(t testing.TB, rs *redistest.Server, files ...string) *instance {
 	t.Helper()
 	g := NewWithT(t)
-	client, err := limiter.NewClient(redisServer.URL(), limiter.ClientOptions{})
+	client, err := limiter.NewClient(rs.URL(), limiter.ClientOptions{})
 	g.Expect(err).NotTo(HaveOccurred())
 	r, err := limiter.NewRedis(client)
 	g.Expect(err).NotTo(HaveOccurred())

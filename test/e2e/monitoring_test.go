@@ -15,7 +15,9 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	"google.golang.org/grpc"
+	grpccodes "google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 
 	"github.com/sluice-dev/sluice/internal/testing/freeport"
 	"github.com/sluice-dev/sluice/internal/testing/proc"
@@ -139,6 +141,10 @@ var _ = Describe("Monitoring on a real Prometheus", Ordered, func() {
 		call(1, ratelimitv3.RateLimitResponse_OVER_LIMIT)
 		seen(fmt.Sprintf(`sluice_enforcer_decisions_total{namespace=%q, decision="denied"}`, ns))
 		seen(`sluice_ratelimit_calls_total{code="OVER_LIMIT"}`)
+		_, err = rls.ShouldRateLimit(ctx, &ratelimitv3.RateLimitRequest{Domain: "monitoring",
+			Descriptors: []*ratelimitv3common.RateLimitDescriptor{{Entries: []*ratelimitv3common.RateLimitDescriptor_Entry{{Key: "tenant", Value: strings.Repeat("a", 9000)}}}}})
+		Expect(status.Code(err)).To(Equal(grpccodes.InvalidArgument), "a value past --max-entry-bytes")
+		seen(`sluice_ratelimit_oversized_calls_total{domain="monitoring", bound="entry_bytes"}`)
 		Expect(codes(spread(eps, 12, http.MethodGet, "/limited", "X-Tenant-ID", "acme"))).To(Equal(map[int]int{http.StatusTooManyRequests: 12}))
 		call(2, ratelimitv3.RateLimitResponse_OVER_LIMIT)
 
