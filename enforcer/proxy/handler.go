@@ -318,6 +318,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.forward(w, r, snap)
 		return
 	}
+	// The enforcer reads the answer's trailers (a reported cost, a gRPC
+	// status): it asks for them whether or not the client does.
+	r.Header["Te"] = []string{"trailers"}
 	h.forward(aw, r, snap)
 	aw.ended()
 }
