@@ -321,6 +321,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if aw.wantsUsage {
 		offerReadable(r.Header)
 	}
+	// The enforcer reads the answer's trailers (a reported cost, a gRPC
+	// status): it asks for them whether or not the client does.
+	r.Header["Te"] = []string{"trailers"}
 	// The answer is read to its end however the client ends the exchange,
 	// and settled on every end, a broken-off one included.
 	ctx, stop := outliving(r.Context())

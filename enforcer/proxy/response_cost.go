@@ -1,9 +1,7 @@
 package proxy
 
 import (
-	"bufio"
 	"context"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -94,8 +92,7 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-// head takes the final response head: its status, the reported costs it
-// carries, which it removes, and how to read its body.
+// head takes the final response head as it is written.
 func (w *answerWriter) head(code int) {
 	if w.status != 0 || code >= 100 && code <= 199 {
 		return
@@ -107,15 +104,33 @@ func (w *answerWriter) head(code int) {
 		w.status = -1
 		return
 	}
+	w.take(code, w.Header())
+}
+
+// FilterHead takes the reported costs out of a head the transport writes
+// itself: an informational answer's, which are no report, or the 101 of
+// an upgrade, its final head.
+func (w *answerWriter) FilterHead(code int, hdr http.Header) {
+	if code == http.StatusSwitchingProtocols && w.status == 0 {
+		w.take(code, hdr)
+		return
+	}
+	for _, name := range w.costHeaders {
+		delete(hdr, name)
+	}
+}
+
+// take reads the final response head, code and hdr: its status, the
+// reported costs it carries, which it removes, and how to read its body.
+func (w *answerWriter) take(code int, hdr http.Header) {
 	w.status = code
-	hdr := w.Header()
 	w.values = make([][]string, len(w.costHeaders))
 	for i, name := range w.costHeaders {
 		w.values[i] = hdr[name]
 		delete(hdr, name)
 		unannounce(hdr, name)
 	}
-	if w.wantsUsage {
+	if w.wantsUsage && code != http.StatusSwitchingProtocols { // a tunnel has no JSON body
 		w.usage = newUsageReader(hdr["Content-Type"], hdr["Content-Encoding"])
 	}
 }
@@ -174,16 +189,6 @@ func (w *answerWriter) Flush() {
 	if !w.gone {
 		_ = http.NewResponseController(w.ResponseWriter).Flush()
 	}
-}
-
-// Hijack takes the client's connection over for an upgrade, whose 101
-// answer the reverse proxy writes on it itself.
-func (w *answerWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
-	conn, brw, err := http.NewResponseController(w.ResponseWriter).Hijack()
-	if err == nil && w.status == 0 {
-		w.status = http.StatusSwitchingProtocols
-	}
-	return conn, brw, err
 }
 
 // Unwrap lets http.ResponseController reach the server's writer.
@@ -343,10 +348,27 @@ func (w *answerWriter) report(header, field string) (int64, string) {
 		case 0:
 			return 0, runtime.ReportMissing
 		case 1:
-			return parseUnits(v[0])
+			return headerUnits(v[0])
 		default:
 			return 0, runtime.ReportMalformed
 		}
 	}
 	return 0, runtime.ReportMissing
+}
+
+// headerUnits reads a cost reported in a header: decimal digits, '-'
+// before a negative one; no sign, exponent, fraction or base beyond.
+func headerUnits(v string) (int64, string) {
+	s := strings.Trim(v, " \t")
+	if s == "" || s[0] == '+' {
+		return 0, runtime.ReportMalformed
+	}
+	n, err := strconv.ParseInt(s, 10, 64) // [-]digits: no '_' in base 10
+	switch {
+	case err != nil:
+		return 0, runtime.ReportMalformed
+	case n < 0:
+		return 0, runtime.ReportNegative
+	}
+	return n, ""
 }

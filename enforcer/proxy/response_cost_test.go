@@ -330,3 +330,24 @@ func TestLoginRuleRefusalsAfterTheLastFailureCountTowardTheBan(t *testing.T) {
 	g.Expect(r.status).To(Equal(http.StatusTooManyRequests))
 	g.Expect(r.body).To(ContainSubstring("banned"))
 }
+
+// TestHeaderCostIsDecimalDigits: a cost reported in a header is decimal
+// digits; anything else a number parser might take is malformed.
+func TestHeaderCostIsDecimalDigits(t *testing.T) {
+	for v, want := range map[string]struct {
+		units  int64
+		reason string
+	}{
+		"42": {42, ""}, "007": {7, ""}, " 3\t": {3, ""}, "0": {0, ""},
+		"-2": {0, runtime.ReportNegative},
+		"+7": {0, runtime.ReportMalformed}, "1e3": {0, runtime.ReportMalformed}, "0x10p0": {0, runtime.ReportMalformed},
+		"12.0": {0, runtime.ReportMalformed}, "0x10": {0, runtime.ReportMalformed}, "1_000": {0, runtime.ReportMalformed},
+		"": {0, runtime.ReportMalformed}, "-": {0, runtime.ReportMalformed}, "99999999999999999999": {0, runtime.ReportMalformed},
+		"Inf": {0, runtime.ReportMalformed}, "\u00a012": {0, runtime.ReportMalformed},
+	} {
+		units, reason := headerUnits(v)
+		if units != want.units || reason != want.reason {
+			t.Errorf("headerUnits(%q) = %d, %q; want %d, %q", v, units, reason, want.units, want.reason)
+		}
+	}
+}

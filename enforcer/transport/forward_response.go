@@ -78,9 +78,9 @@ func isEventStream(ct []string) bool {
 }
 
 // writeInformational relays a 1xx answer with the application's fields
-// only. The server sends the whole header map with a 1xx, and the map
-// holds the rate limit headers, which belong to the final response: they
-// are set aside while it is written.
+// only, but those w's HeadFilter takes. The server sends the whole header
+// map with a 1xx, and the map holds the rate limit headers, which belong
+// to the final response: they are set aside while it is written.
 func writeInformational(w http.ResponseWriter, code int, fields http.Header) {
 	h := w.Header()
 	own := make(http.Header, len(h))
@@ -89,6 +89,7 @@ func writeInformational(w http.ResponseWriter, code int, fields http.Header) {
 	}
 	clear(h)
 	copyEndToEnd(h, fields)
+	filterHead(w, code, h)
 	w.WriteHeader(code)
 	clear(h)
 	for k, vv := range own {

@@ -94,8 +94,14 @@ func (f *grpcForwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_ = http.NewResponseController(w).Flush()
 	}
 	if len(res.Trailer) == announced {
+		// A declared trailer the application sent replaces the header
+		// field of its name, which went with the head: the trailer the
+		// client reads (a grpc-status) is the application's, not both, and
+		// so is the one the enforcer reads.
 		for k, vv := range res.Trailer {
-			h[k] = append(h[k], vv...)
+			if len(vv) > 0 {
+				h[k] = vv
+			}
 		}
 		return
 	}

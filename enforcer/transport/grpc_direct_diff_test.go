@@ -155,6 +155,24 @@ func TestGRPCDirectMatchesReverseProxy(t *testing.T) {
 			},
 		},
 		{
+			name:   "a declared trailer also sent in the header",
+			path:   "/shop.v1.Orders/Get",
+			header: grpcHeader(),
+			body:   message('q', 1),
+			app: func(w http.ResponseWriter, r *http.Request, _ *caseState) {
+				_, _ = io.Copy(io.Discard, r.Body)
+				w.Header().Set("Content-Type", "application/grpc")
+				w.Header().Set("Grpc-Status", "0")
+				w.Header().Set("Trailer", "Grpc-Status")
+				_, _ = io.WriteString(w, message('r', 4))
+				w.Header().Set("Grpc-Status", "16")
+			},
+			check: func(g Gomega, _ appSaw, client clientSaw) {
+				g.Expect(client.Header).To(HaveKeyWithValue("Grpc-Status", []string{"0"}))
+				g.Expect(client.Trailer).To(Equal(http.Header{"Grpc-Status": {"16"}}), "the trailer the application sent, alone")
+			},
+		},
+		{
 			name:   "trailers-only answer",
 			path:   "/shop.v1.Orders/Get",
 			header: grpcHeader(),

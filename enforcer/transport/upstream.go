@@ -7,8 +7,11 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"strings"
 	"sync"
 	"time"
+
+	"github.com/sluice-dev/sluice/enforcer/request"
 )
 
 // NewHTTP1 is the transport to the application: a local process, so
@@ -98,6 +101,16 @@ func newReverseProxy(target *url.URL, transport http.RoundTripper, onError func(
 		// HTTP/1.1 client can get trailers only in a chunked body, so the
 		// length goes, and with it the server's reason to drop them.
 		ModifyResponse: func(resp *http.Response) error {
+			if resp.StatusCode == http.StatusSwitchingProtocols {
+				// The proxy writes a 101 to the protocol asked for itself, on
+				// the hijacked connection; any other is a 502.
+				f, ok := resp.Request.Context().Value(upgradeFilterKey{}).(HeadFilter)
+				if ok && request.Listed(resp.Header["Connection"], "Upgrade") &&
+					strings.EqualFold(resp.Header.Get("Upgrade"), resp.Request.Header.Get("Upgrade")) {
+					f.FilterHead(resp.StatusCode, resp.Header)
+				}
+				return nil
+			}
 			if len(resp.Trailer) > 0 && resp.ContentLength >= 0 {
 				resp.Header.Del("Content-Length")
 				resp.ContentLength = -1
@@ -134,11 +147,18 @@ func (p *reverseProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		limited.Body = body
 		r = &limited
 	}
+	if r.Header["Upgrade"] != nil {
+		if f := headFilter(w); f != nil {
+			r = r.WithContext(context.WithValue(r.Context(), upgradeFilterKey{}, f))
+		}
+	}
 	if r.ContentLength != 0 {
 		// The transport reads the body while the response is copied.
 		_ = http.NewResponseController(w).EnableFullDuplex()
 	}
-	p.proxy.ServeHTTP(&finalHeaders{ResponseWriter: w}, r)
+	fw := &finalHeaders{ResponseWriter: w}
+	p.proxy.ServeHTTP(fw, r)
+	fw.replaceHeaderFields()
 }
 
 // finalHeaders keeps the enforcer's own header fields (the rate limit
@@ -146,12 +166,28 @@ func (p *reverseProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // the whole header map, then clears the map: they would be on the 103 and
 // missing from the final answer. Like the forwarder, it drops 100 Continue
 // (the enforcer answers Expect) and relays the other 1xx answers with the
-// application's fields only.
+// application's fields only, but those the writer's HeadFilter takes.
 type finalHeaders struct {
 	http.ResponseWriter
 	own     http.Header // the map as the handler left it, once the proxy uses it
 	cleared bool        // a 1xx was written: own goes back before the map is used again
 	hints   int
+	// headed counts the values the final head had for the names its
+	// Trailer field declares: the proxy appends the trailer's to them.
+	headed map[string]int
+}
+
+// replaceHeaderFields leaves a declared trailer with the application's
+// trailer values alone, as the forwarders do: the head's went with it, and
+// a client reading the trailer's grpc-status reads the one the enforcer
+// reads.
+func (w *finalHeaders) replaceHeaderFields() {
+	h := w.ResponseWriter.Header()
+	for k, n := range w.headed {
+		if vv := h[k]; len(vv) > n {
+			h[k] = vv[n:]
+		}
+	}
 }
 
 func (w *finalHeaders) Unwrap() http.ResponseWriter { return w.ResponseWriter }
@@ -179,6 +215,18 @@ func (w *finalHeaders) WriteHeader(code int) {
 	if code < 100 || code > 199 || code == http.StatusSwitchingProtocols {
 		w.restore(h)
 		w.ResponseWriter.WriteHeader(code)
+		// as it went: the writer below may have taken fields out
+		for _, v := range h["Trailer"] {
+			for _, k := range strings.Split(v, ",") {
+				k = http.CanonicalHeaderKey(strings.TrimSpace(k))
+				if n := len(h[k]); n > 0 {
+					if w.headed == nil {
+						w.headed = make(map[string]int, 1)
+					}
+					w.headed[k] = n
+				}
+			}
+		}
 		return
 	}
 	// The proxy appended the application's fields to ours.
@@ -195,6 +243,7 @@ func (w *finalHeaders) WriteHeader(code int) {
 		w.hints++
 		clear(h)
 		copyEndToEnd(h, fields)
+		filterHead(w.ResponseWriter, code, h)
 		w.ResponseWriter.WriteHeader(code)
 	}
 	clear(h)
