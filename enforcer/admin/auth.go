@@ -129,7 +129,7 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request, access Access
 	if access == Write && s.opts.StatusToken != nil {
 		if want, err := s.opts.StatusToken.Token(); err == nil && tokensEqual(got, want) {
 			writeJSON(w, http.StatusForbidden, map[string]string{"error": r.Method + " " + r.URL.Path +
-				" changes state: the status token reads only; present the write token (--write-token-file)"})
+				" changes state: the read token (--status-token-file) does not allow it; present the write token (--write-token-file)"})
 			return false
 		}
 	}
@@ -187,7 +187,7 @@ func ParsePeers(values []string) ([]netip.Addr, error) {
 		if err != nil {
 			return nil, fmt.Errorf("trusted peer %q: an IP address, without a port or a prefix length: %w", v, err)
 		}
-		out = append(out, a.Unmap())
+		out = append(out, a.Unmap().WithZone(""))
 	}
 	return out, nil
 }
