@@ -79,9 +79,13 @@ func newEnforcer(o *options, lookupEnv func(string) (string, bool), log *slog.Lo
 	adminOpts := admin.Options{
 		Pod: status.Pod{Name: o.podName, Namespace: o.podNS}, Version: buildVersion(), StartedAt: time.Now().UTC(),
 		Upstream: o.upstream.String(), Overload: e.overload, Snapshots: e.handler, Adaptive: e.adaptive, Waiting: e.handler, Reloads: e.reloader, Metrics: metrics, Pprof: o.pprof,
+		TrustedPeers: o.trustedPeers,
 	}
 	if o.statusTokenFile != "" {
 		adminOpts.StatusToken = &admin.TokenFile{Path: o.statusTokenFile}
+	}
+	if o.writeTokenFile != "" {
+		adminOpts.WriteToken = &admin.TokenFile{Path: o.writeTokenFile}
 	}
 	e.admin = admin.New(adminOpts)
 	if e.proxyLn, err = net.Listen("tcp", o.listen); err != nil {
@@ -183,7 +187,7 @@ func (e *enforcer) serve(ctx context.Context) error {
 		go func() { errc <- debugSrv.Serve(e.debugLn) }()
 	}
 	e.log.Info("serving", "listen", e.proxyLn.Addr().String(), "admin", e.adminLn.Addr().String(), "debug", debugAddr,
-		"statusToken", e.o.statusTokenFile != "", "upstream", e.o.upstream.String(), "version", buildVersion())
+		"statusToken", e.o.statusTokenFile != "", "writeToken", e.o.writeTokenFile != "", "trustedPeers", e.o.trustedPeerArgs, "upstream", e.o.upstream.String(), "version", buildVersion())
 
 	var failed error
 	select {

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
 	"net/url"
 	"slices"
 	"strings"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/sluice-dev/sluice/enforcer/admin"
 	"github.com/sluice-dev/sluice/enforcer/config"
 	"github.com/sluice-dev/sluice/enforcer/limiter"
 )
@@ -23,6 +25,9 @@ type options struct {
 	listen, adminListen string
 	debugListen         string
 	statusTokenFile     string
+	writeTokenFile      string
+	trustedPeerArgs     []string
+	trustedPeers        []netip.Addr
 	upstream            *url.URL
 	// upstreamProtocol is how to forward while no policy selects the pod.
 	upstreamProtocol config.UpstreamProtocol
@@ -61,7 +66,9 @@ func newFlagSet(o *options, upstream, upstreamProtocol, logLevel *string) *pflag
 	fs.StringVar(upstreamProtocol, "upstream-protocol", string(config.UpstreamHTTP1), "HTTP1 or H2C (cleartext HTTP/2, gRPC servers): how to forward while no policy selects the pod; the policies' spec.upstreamProtocol wins")
 	fs.StringVar(&o.adminListen, "admin-listen", ":9901", "address of the admin listener: /healthz /readyz /metrics /status")
 	fs.StringVar(&o.debugListen, "debug-listen", "127.0.0.1:9902", "loopback address of the debug listener: /debug/tenant, /debug/pprof/ (reach it with kubectl port-forward pod/NAME 9902); empty turns it off")
-	fs.StringVar(&o.statusTokenFile, "status-token-file", "", "file holding the bearer token /status requires (the operator's Secret volume); unset: /status serves loopback peers only")
+	fs.StringVar(&o.statusTokenFile, "status-token-file", "", "file holding the read token: the bearer token /status, GET /bans and /debug/tenant on the admin listener require (the operator's Secret volume); unset: they serve 127.0.0.1 and ::1 only, or the --admin-trusted-peer addresses")
+	fs.StringVar(&o.writeTokenFile, "write-token-file", "", "file holding the write token: the bearer token DELETE /tenant and DELETE /bans require (it reads too); unset: they serve the --admin-trusted-peer addresses only, nobody without them")
+	fs.StringArrayVar(&o.trustedPeerArgs, "admin-trusted-peer", nil, "exact IP address served on the admin listener without a token, where no token file covers the call (repeatable; in the environment, comma-separated); under a service mesh sidecar remote callers arrive from loopback: use the token files there")
 	fs.StringVar(&o.redisURL, "redis-url", "redis://127.0.0.1:6379", "default Redis: redis://, rediss://, redis+sentinel:// or redis+cluster:// URL")
 	fs.IntVar(&o.redisPoolSize, "redis-pool-size", 0, "connections per Redis node (0: 10 per CPU)")
 	fs.IntVar(&o.localFallbackMaxEntries, "local-fallback-max-entries", limiter.DefaultLocalMaxEntries, "keys each Redis backend's LocalFallback state holds while Redis is down; beyond it new tenants are admitted unlimited (gauge sluice_enforcer_local_fallback_entries)")
@@ -101,7 +108,7 @@ func parseFlags(args []string, lookupEnv func(string) (string, bool), stderr io.
 			return
 		}
 		values := []string{v}
-		if f.Name == "policy-file" {
+		if f.Name == "policy-file" || f.Name == "admin-trusted-peer" {
 			values = strings.Split(v, ",")
 		}
 		for _, v := range values {
@@ -158,6 +165,9 @@ func (o *options) validate(upstream, logLevel string) error {
 	}
 	if err := validateLoopback(o.debugListen); err != nil {
 		return err
+	}
+	if o.trustedPeers, err = admin.ParsePeers(o.trustedPeerArgs); err != nil {
+		return fmt.Errorf("--admin-trusted-peer: %w", err)
 	}
 	if err := o.limits.validate(); err != nil {
 		return err

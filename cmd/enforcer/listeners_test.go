@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"testing"
@@ -22,11 +23,18 @@ func TestDebugAndTokenFlags(t *testing.T) {
 		args        []string
 		env         map[string]string
 		debug, file string
+		writeFile   string
+		peers       []netip.Addr
 		wantErr     string
 	}{
 		{name: "defaults", debug: "127.0.0.1:9902"},
-		{name: "from the environment", env: map[string]string{"SLUICE_DEBUG_LISTEN": "127.0.0.5:7000", "SLUICE_STATUS_TOKEN_FILE": "/etc/sluice/admin/token"},
-			debug: "127.0.0.5:7000", file: "/etc/sluice/admin/token"},
+		{name: "from the environment", env: map[string]string{"SLUICE_DEBUG_LISTEN": "127.0.0.5:7000", "SLUICE_STATUS_TOKEN_FILE": "/etc/sluice/admin/token",
+			"SLUICE_WRITE_TOKEN_FILE": "/etc/sluice/admin-write/token", "SLUICE_ADMIN_TRUSTED_PEER": "127.0.0.1, ::1"},
+			debug: "127.0.0.5:7000", file: "/etc/sluice/admin/token", writeFile: "/etc/sluice/admin-write/token",
+			peers: []netip.Addr{netip.MustParseAddr("127.0.0.1"), netip.IPv6Loopback()}},
+		{name: "trusted peers", args: []string{"--admin-trusted-peer", "127.0.0.1", "--admin-trusted-peer", "10.0.0.4"}, debug: "127.0.0.1:9902",
+			peers: []netip.Addr{netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("10.0.0.4")}},
+		{name: "a trusted range", args: []string{"--admin-trusted-peer", "127.0.0.0/8"}, wantErr: "--admin-trusted-peer"},
 		{name: "IPv6 loopback", args: []string{"--debug-listen", "[::1]:9902"}, debug: "[::1]:9902"},
 		{name: "turned off", args: []string{"--debug-listen", ""}, debug: ""},
 		{name: "every address", args: []string{"--debug-listen", ":9902"}, wantErr: "must be a loopback address"},
@@ -44,12 +52,14 @@ func TestDebugAndTokenFlags(t *testing.T) {
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(o.debugListen).To(Equal(tc.debug))
 			g.Expect(o.statusTokenFile).To(Equal(tc.file))
+			g.Expect(o.writeTokenFile).To(Equal(tc.writeFile))
+			g.Expect(o.trustedPeers).To(Equal(tc.peers))
 		})
 	}
 }
 
-// TestListeners runs the enforcer with a token file and checks what each
-// listener serves.
+// TestListeners runs the enforcer with the token files and checks what
+// each listener serves.
 func TestListeners(t *testing.T) {
 	g := NewWithT(t)
 	withCompiler(t)
@@ -64,20 +74,22 @@ spec:
   failureMode: Open
   rules: [{name: all, limits: [{requests: 5, period: 1m}]}]
 `), 0o600)).To(Succeed())
-	token := filepath.Join(dir, "token")
+	token, writeToken := filepath.Join(dir, "token"), filepath.Join(dir, "write-token")
 	g.Expect(os.WriteFile(token, []byte("tok\n"), 0o600)).To(Succeed())
+	g.Expect(os.WriteFile(writeToken, []byte("wtok\n"), 0o600)).To(Succeed())
 	admin, debug := freeAddr(t), freeAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int)
 	var out bytes.Buffer
 	go func() {
 		done <- run(ctx, []string{"--upstream", "http://127.0.0.1:1", "--policy-file", cfg, "--listen", freeAddr(t),
-			"--admin-listen", admin, "--debug-listen", debug, "--status-token-file", token, "--redis-url", "redis://127.0.0.1:1"},
+			"--admin-listen", admin, "--debug-listen", debug, "--status-token-file", token,
+			"--write-token-file", writeToken, "--redis-url", "redis://127.0.0.1:1"},
 			env(nil), io.Discard, &out)
 	}()
 	t.Cleanup(func() { cancel(); <-done })
-	get := func(url, auth string) (int, string) {
-		req, _ := http.NewRequest("GET", url, nil)
+	do := func(method, url, auth string) (int, string) {
+		req, _ := http.NewRequest(method, url, nil)
 		if auth != "" {
 			req.Header.Set("Authorization", auth)
 		}
@@ -89,6 +101,7 @@ spec:
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(b)
 	}
+	get := func(url, auth string) (int, string) { return do("GET", url, auth) }
 	g.Eventually(func() int { c, _ := get("http://"+admin+"/healthz", ""); return c }).WithTimeout(10*time.Second).Should(Equal(200), out.String())
 	code, _ := get("http://"+admin+"/status", "")
 	g.Expect(code).To(Equal(401))
@@ -100,6 +113,13 @@ spec:
 	code, body = get("http://"+debug+"/debug/tenant?policy=api&rule=all", "")
 	g.Expect(code).NotTo(Equal(404), body)
 	g.Expect(body).To(ContainSubstring("api"))
+	code, _ = get("http://"+admin+"/status", "Bearer wtok")
+	g.Expect(code).To(Equal(200), "the write token reads too")
+	reset := "http://" + admin + "/tenant?policy=api&rule=all&tenant=acme"
+	code, body = do("DELETE", reset, "Bearer tok")
+	g.Expect(code).To(Equal(403), "the read token resets nothing: %s", body)
+	code, body = do("DELETE", reset, "Bearer wtok")
+	g.Expect(code).To(Equal(502), "past the token, to a Redis that is not there: %s", body)
 }
 
 // freeAddr is a free loopback address.

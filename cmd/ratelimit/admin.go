@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"net/netip"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -18,27 +19,36 @@ import (
 type adminOptions struct {
 	policyConfig    string
 	statusTokenFile string
+	trustedPeerArgs []string
+	trustedPeers    []netip.Addr
 	podName, podNS  string
 }
 
 func addAdminFlags(fs *pflag.FlagSet, a *adminOptions) {
 	fs.StringVar(&a.policyConfig, "policy-config", "", "compiled RateLimitPolicies with a rateLimitService domain (JSON, schema sluice.dev/enforcer-config/v1), as the operator writes them into a ConfigMap: their domains are served beside --config-dir's, and reloaded when the file changes (env SLUICE_POLICY_CONFIG); with it, --config-dir is read only when given or set by RUNTIME_*")
-	fs.StringVar(&a.statusTokenFile, "status-token-file", "", "file holding the bearer token GET /status on the admin address requires (the operator's Secret volume); unset: /status serves loopback peers only (env SLUICE_STATUS_TOKEN_FILE)")
+	fs.StringVar(&a.statusTokenFile, "status-token-file", "", "file holding the bearer token GET /status and /debug/tenant on the admin address require (the operator's Secret volume); unset: they serve 127.0.0.1 and ::1 only, or the --admin-trusted-peer addresses (env SLUICE_STATUS_TOKEN_FILE)")
+	fs.StringSliceVar(&a.trustedPeerArgs, "admin-trusted-peer", nil, "exact IP addresses served /status and /debug/tenant without a token when --status-token-file is unset (comma-separated or repeated; env SLUICE_ADMIN_TRUSTED_PEER); under a service mesh sidecar remote callers arrive from loopback: use the token file there")
 	fs.StringVar(&a.podName, "pod-name", "", "pod name, reported on /status (env POD_NAME, the downward API)")
 	fs.StringVar(&a.podNS, "pod-namespace", "", "pod namespace, reported on /status (env POD_NAMESPACE, the downward API)")
 }
 
 // adminFromEnv fills the admin flags not given from the environment: the
-// enforcer's names for its own flags, the downward API's for the pod.
-func adminFromEnv(fs *pflag.FlagSet, env func(string) string) error {
+// enforcer's names for its own flags, the downward API's for the pod; and
+// reads the trusted peers.
+func adminFromEnv(fs *pflag.FlagSet, a *adminOptions, env func(string) string) error {
 	for flag, name := range map[string]string{"policy-config": "SLUICE_POLICY_CONFIG", "status-token-file": "SLUICE_STATUS_TOKEN_FILE",
-		"pod-name": "POD_NAME", "pod-namespace": "POD_NAMESPACE"} {
+		"admin-trusted-peer": "SLUICE_ADMIN_TRUSTED_PEER", "pod-name": "POD_NAME", "pod-namespace": "POD_NAMESPACE"} {
 		if v := env(name); v != "" && !fs.Changed(flag) {
 			if err := fs.Set(flag, v); err != nil {
 				return fmt.Errorf("%s=%q: %w", name, v, err)
 			}
 		}
 	}
+	peers, err := admin.ParsePeers(a.trustedPeerArgs)
+	if err != nil {
+		return fmt.Errorf("--admin-trusted-peer: %w", err)
+	}
+	a.trustedPeers = peers
 	return nil
 }
 
@@ -69,6 +79,7 @@ func (s *service) newAdmin() *admin.Server {
 		Decisions: s.rls,
 		Readiness: s.readiness,
 	}
+	opts.TrustedPeers = s.o.admin.trustedPeers
 	if s.o.admin.statusTokenFile != "" {
 		opts.StatusToken = &admin.TokenFile{Path: s.o.admin.statusTokenFile}
 	}

@@ -281,28 +281,54 @@ func TestPolicyConfigAloneWaitsForTheFile(t *testing.T) {
 	g.Expect(p.status(g, "").Config.State).To(Equal(status.StateEnforcing))
 }
 
-// Without a token file, /status is refused to peers other than loopback
-// ones, as the enforcer's.
+// Without a token file, /status and /debug/tenant are served to 127.0.0.1
+// and ::1 only (not to a mesh sidecar's 127.0.0.6), or to the exact
+// addresses --admin-trusted-peer names.
 func TestStatusWithoutTokenIsForLoopbackOnly(t *testing.T) {
 	g := NewWithT(t)
 	srv := redistest.Start(t)
 	dir := t.TempDir()
 	g.Expect(os.WriteFile(filepath.Join(dir, "shop.yaml"), []byte("domain: shop\ndescriptors: [{key: user, rate_limit: {unit: hour, requests_per_unit: 5}}]"), 0o644)).To(Succeed())
-	o, _, err := parseFlags([]string{"--config-dir", dir, "--listen", "127.0.0.1:0", "--admin-listen", "localhost:0", "--http-listen", ""},
-		func(k string) (string, bool) { return map[string]string{"REDIS_URL": srv.Addr()}[k], k == "REDIS_URL" })
-	g.Expect(err).NotTo(HaveOccurred())
-	s, err := newService(o, func(string) (string, bool) { return "", false }, slog.New(slog.DiscardHandler))
-	g.Expect(err).NotTo(HaveOccurred())
-	defer func() { s.closeListeners(); s.close() }()
-	mux := s.adminMux()
-
-	for remote, want := range map[string]int{"10.1.2.3:4567": http.StatusForbidden, "127.0.0.1:4567": http.StatusOK, "[::1]:4567": http.StatusOK} {
-		req := httptest.NewRequest(http.MethodGet, status.Path, nil)
-		req.RemoteAddr = remote
-		rec := httptest.NewRecorder()
-		mux.ServeHTTP(rec, req)
-		g.Expect(rec.Code).To(Equal(want), "from %s: %s", remote, rec.Body.String())
+	cases := []struct {
+		name  string
+		flags []string
+		env   map[string]string
+		want  map[string]int
+	}{
+		{"default", nil, nil, map[string]int{"10.1.2.3:4567": http.StatusForbidden, "127.0.0.6:4567": http.StatusForbidden,
+			"127.0.0.1:4567": http.StatusOK, "[::1]:4567": http.StatusOK}},
+		{"trusted peer", []string{"--admin-trusted-peer", "127.0.0.1"}, nil, map[string]int{"127.0.0.6:4567": http.StatusForbidden,
+			"[::1]:4567": http.StatusForbidden, "127.0.0.1:4567": http.StatusOK}},
+		{"trusted peers from the environment", nil, map[string]string{"SLUICE_ADMIN_TRUSTED_PEER": "10.1.2.3,::1"}, map[string]int{
+			"127.0.0.1:4567": http.StatusForbidden, "10.1.2.3:4567": http.StatusOK, "[::1]:4567": http.StatusOK}},
 	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			env := map[string]string{"REDIS_URL": srv.Addr()}
+			for k, v := range tc.env {
+				env[k] = v
+			}
+			o, _, err := parseFlags(append([]string{"--config-dir", dir, "--listen", "127.0.0.1:0", "--admin-listen", "localhost:0", "--http-listen", ""}, tc.flags...),
+				func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+			g.Expect(err).NotTo(HaveOccurred())
+			s, err := newService(o, func(string) (string, bool) { return "", false }, slog.New(slog.DiscardHandler))
+			g.Expect(err).NotTo(HaveOccurred())
+			defer func() { s.closeListeners(); s.close() }()
+			mux := s.adminMux()
+			for remote, want := range tc.want {
+				for _, path := range []string{status.Path, "/debug/tenant?domain=shop&entry=user=a"} {
+					req := httptest.NewRequest(http.MethodGet, path, nil)
+					req.RemoteAddr = remote
+					rec := httptest.NewRecorder()
+					mux.ServeHTTP(rec, req)
+					g.Expect(rec.Code).To(Equal(want), "%s from %s: %s", path, remote, rec.Body.String())
+				}
+			}
+		})
+	}
+	_, _, err := parseFlags([]string{"--config-dir", dir, "--admin-trusted-peer", "127.0.0.0/8"}, func(string) (string, bool) { return "", false })
+	g.Expect(err).To(MatchError(ContainSubstring("--admin-trusted-peer")))
 }
 
 // With --policy-config, the ERL folder is read only when named; the admin

@@ -130,7 +130,7 @@ func fromEnv(fs *pflag.FlagSet, o *options, logLevel *string, env func(string) s
 		}
 		o.redisURL = u
 	}
-	if err := adminFromEnv(fs, env); err != nil {
+	if err := adminFromEnv(fs, &o.admin, env); err != nil {
 		return err
 	}
 	if !fs.Changed("config-dir") && (o.admin.policyConfig == "" || runtimeEnvSet(env)) {

@@ -20,6 +20,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"errors"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
@@ -38,17 +39,30 @@ const (
 	adminTokenBytes = 32
 )
 
-// reconcileAdminSecret keeps the namespace's admin Secret: created once
-// with a random token, which later passes keep, and owned by every policy
-// like the ConfigMap. A Secret of that name the controller did not create
-// is taken over with a new token: whoever made it may know the old one.
-func (r *Reconciler) reconcileAdminSecret(ctx context.Context, namespace string, policies []*v1alpha1.RateLimitPolicy) error {
-	key := types.NamespacedName{Namespace: namespace, Name: wellknown.AdminSecretName}
+// reconcileAdminSecrets keeps the namespace's two admin Secrets: the read
+// token's (sluice-enforcer-admin: /status, what the status controller
+// polls with) and the write token's (sluice-enforcer-admin-write: resets
+// and ban lifts). Two Secrets, so that RBAC can grant get on the first
+// alone by resourceNames.
+func (r *Reconciler) reconcileAdminSecrets(ctx context.Context, namespace string, policies []*v1alpha1.RateLimitPolicy) error {
+	var errs []error
+	for _, name := range wellknown.AdminSecretNames {
+		errs = append(errs, r.reconcileAdminSecret(ctx, namespace, name, policies))
+	}
+	return errors.Join(errs...)
+}
+
+// reconcileAdminSecret keeps the admin Secret name: created once with a
+// random token, which later passes keep, and owned by every policy like
+// the ConfigMap. A Secret of that name the controller did not create is
+// taken over with a new token: whoever made it may know the old one.
+func (r *Reconciler) reconcileAdminSecret(ctx context.Context, namespace, name string, policies []*v1alpha1.RateLimitPolicy) error {
+	key := types.NamespacedName{Namespace: namespace, Name: name}
 	secret := &corev1.Secret{}
 	err := r.secrets().Get(ctx, key, secret)
 	switch {
 	case apierrors.IsNotFound(err):
-		secret = &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: wellknown.AdminSecretName, Namespace: namespace}}
+		secret = &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace}}
 		if err = setAdminSecret(secret, policies, true); err == nil {
 			err = r.Create(ctx, secret)
 		}
@@ -69,7 +83,7 @@ func (r *Reconciler) reconcileAdminSecret(ctx context.Context, namespace string,
 		}
 	}
 	if err != nil {
-		return fmt.Errorf("write Secret %s/%s: %w", namespace, wellknown.AdminSecretName, err)
+		return fmt.Errorf("write Secret %s/%s: %w", namespace, name, err)
 	}
 	return nil
 }
@@ -95,20 +109,28 @@ func setAdminSecret(secret *corev1.Secret, policies []*v1alpha1.RateLimitPolicy,
 	return nil
 }
 
-// deleteAdminSecret removes the admin Secret of a namespace without
+// deleteAdminSecrets removes the admin Secrets of a namespace without
 // policies, as deleteConfig does the ConfigMap.
-func (r *Reconciler) deleteAdminSecret(ctx context.Context, namespace string) error {
+func (r *Reconciler) deleteAdminSecrets(ctx context.Context, namespace string) error {
+	var errs []error
+	for _, name := range wellknown.AdminSecretNames {
+		errs = append(errs, r.deleteAdminSecret(ctx, namespace, name))
+	}
+	return errors.Join(errs...)
+}
+
+func (r *Reconciler) deleteAdminSecret(ctx context.Context, namespace, name string) error {
 	secret := &corev1.Secret{}
-	err := r.secrets().Get(ctx, types.NamespacedName{Namespace: namespace, Name: wellknown.AdminSecretName}, secret)
+	err := r.secrets().Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, secret)
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("read Secret %s/%s: %w", namespace, wellknown.AdminSecretName, err)
+		return fmt.Errorf("read Secret %s/%s: %w", namespace, name, err)
 	}
 	err = r.Delete(ctx, secret, client.Preconditions{UID: &secret.UID})
 	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("delete Secret %s/%s: %w", namespace, wellknown.AdminSecretName, err)
+		return fmt.Errorf("delete Secret %s/%s: %w", namespace, name, err)
 	}
 	return nil
 }

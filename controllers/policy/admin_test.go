@@ -44,9 +44,33 @@ func fakeReconciler(objs ...client.Object) *Reconciler {
 }
 
 func readAdminSecret(g Gomega, r *Reconciler) *corev1.Secret {
+	return readSecret(g, r, wellknown.AdminSecretName)
+}
+
+func readSecret(g Gomega, r *Reconciler, name string) *corev1.Secret {
 	s := &corev1.Secret{}
-	g.Expect(r.Get(context.Background(), types.NamespacedName{Namespace: "shop", Name: wellknown.AdminSecretName}, s)).To(Succeed())
+	g.Expect(r.Get(context.Background(), types.NamespacedName{Namespace: "shop", Name: name}, s)).To(Succeed())
 	return s
+}
+
+func TestTheReadAndWriteTokensAreTwoSecrets(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	r := fakeReconciler()
+	g.Expect(r.reconcileAdminSecrets(ctx, "shop", []*v1alpha1.RateLimitPolicy{newPolicy(1)})).To(Succeed())
+	read, write := readSecret(g, r, wellknown.AdminSecretName), readSecret(g, r, wellknown.AdminWriteSecretName)
+	g.Expect(len(write.Data[wellknown.AdminTokenKey])).To(BeNumerically(">=", 43), "32 random bytes")
+	g.Expect(write.Data[wellknown.AdminTokenKey]).NotTo(Equal(read.Data[wellknown.AdminTokenKey]), "the read token does not write")
+	g.Expect(write.Labels).To(HaveKeyWithValue(wellknown.ManagedByLabel, wellknown.ManagedByValue))
+	g.Expect(write.OwnerReferences).To(HaveLen(1))
+
+	g.Expect(r.reconcileAdminSecrets(ctx, "shop", []*v1alpha1.RateLimitPolicy{newPolicy(1)})).To(Succeed())
+	g.Expect(readSecret(g, r, wellknown.AdminWriteSecretName).Data).To(Equal(write.Data), "kept across reconciles")
+
+	g.Expect(r.deleteAdminSecrets(ctx, "shop")).To(Succeed())
+	for _, name := range wellknown.AdminSecretNames {
+		g.Expect(apierrors.IsNotFound(r.Get(ctx, types.NamespacedName{Namespace: "shop", Name: name}, &corev1.Secret{}))).To(BeTrue(), name)
+	}
 }
 
 func TestAdminSecretKeepsItsToken(t *testing.T) {
@@ -56,13 +80,13 @@ func TestAdminSecretKeepsItsToken(t *testing.T) {
 	a, b := newPolicy(1), newPolicy(1)
 	a.Name, a.UID, b.Name, b.UID = "a", "u-a", "b", "u-b"
 
-	g.Expect(r.reconcileAdminSecret(ctx, "shop", []*v1alpha1.RateLimitPolicy{a})).To(Succeed())
+	g.Expect(r.reconcileAdminSecret(ctx, "shop", wellknown.AdminSecretName, []*v1alpha1.RateLimitPolicy{a})).To(Succeed())
 	first := readAdminSecret(g, r)
 	token := string(first.Data[wellknown.AdminTokenKey])
 	g.Expect(len(token)).To(BeNumerically(">=", 43), "32 random bytes")
 	g.Expect(first.Labels).To(HaveKeyWithValue(wellknown.ManagedByLabel, wellknown.ManagedByValue))
 
-	g.Expect(r.reconcileAdminSecret(ctx, "shop", []*v1alpha1.RateLimitPolicy{a, b})).To(Succeed())
+	g.Expect(r.reconcileAdminSecret(ctx, "shop", wellknown.AdminSecretName, []*v1alpha1.RateLimitPolicy{a, b})).To(Succeed())
 	second := readAdminSecret(g, r)
 	g.Expect(string(second.Data[wellknown.AdminTokenKey])).To(Equal(token), "kept across reconciles")
 	g.Expect(second.OwnerReferences).To(HaveLen(2))
@@ -70,10 +94,10 @@ func TestAdminSecretKeepsItsToken(t *testing.T) {
 	// A token someone shortened is replaced.
 	second.Data[wellknown.AdminTokenKey] = []byte("guessable")
 	g.Expect(r.Update(ctx, second)).To(Succeed())
-	g.Expect(r.reconcileAdminSecret(ctx, "shop", []*v1alpha1.RateLimitPolicy{a, b})).To(Succeed())
+	g.Expect(r.reconcileAdminSecret(ctx, "shop", wellknown.AdminSecretName, []*v1alpha1.RateLimitPolicy{a, b})).To(Succeed())
 	g.Expect(string(readAdminSecret(g, r).Data[wellknown.AdminTokenKey])).NotTo(BeElementOf("guessable", token))
 
-	g.Expect(r.deleteAdminSecret(ctx, "shop")).To(Succeed())
+	g.Expect(r.deleteAdminSecrets(ctx, "shop")).To(Succeed())
 	g.Expect(r.Get(ctx, types.NamespacedName{Namespace: "shop", Name: wellknown.AdminSecretName}, &corev1.Secret{})).NotTo(Succeed())
 }
 
@@ -83,7 +107,7 @@ func TestAdminSecretTakenOverGetsANewToken(t *testing.T) {
 		Data: map[string][]byte{wellknown.AdminTokenKey: []byte("a-token-someone-chose-and-knows-well-enough")}}
 	r := fakeReconciler(theirs)
 	r.Secrets = managedOnly{r.Client}
-	g.Expect(r.reconcileAdminSecret(context.Background(), "shop", []*v1alpha1.RateLimitPolicy{newPolicy(1)})).To(Succeed())
+	g.Expect(r.reconcileAdminSecret(context.Background(), "shop", wellknown.AdminSecretName, []*v1alpha1.RateLimitPolicy{newPolicy(1)})).To(Succeed())
 	s := readAdminSecret(g, r)
 	g.Expect(s.Labels).To(HaveKeyWithValue(wellknown.ManagedByLabel, wellknown.ManagedByValue))
 	g.Expect(s.Data[wellknown.AdminTokenKey]).NotTo(BeEmpty())

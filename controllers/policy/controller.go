@@ -43,14 +43,14 @@ import (
 )
 
 // What the policy controller reads and writes: of Secrets it reads the keys
-// (to check spec.storage) and writes only the admin Secret, whose name
-// bounds updates and deletes; pods are only counted.
+// (to check spec.storage) and writes only the two admin Secrets, whose
+// names bound updates and deletes; pods are only counted.
 //
 // +kubebuilder:rbac:groups=sluice.dev,resources=ratelimitpolicies,verbs=get;list;watch
 // +kubebuilder:rbac:groups=sluice.dev,resources=ratelimitpolicies/status,verbs=patch
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create
-// +kubebuilder:rbac:groups="",resources=secrets,resourceNames=sluice-enforcer-admin,verbs=update;patch;delete
+// +kubebuilder:rbac:groups="",resources=secrets,resourceNames=sluice-enforcer-admin;sluice-enforcer-admin-write,verbs=update;patch;delete
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
@@ -99,11 +99,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 
 	if len(policies) == 0 {
 		return ctrl.Result{}, errors.Join(r.reconcileWithoutPolicies(ctx, req.Namespace),
-			r.reconcileServiceWithoutPolicies(ctx, req.Namespace), r.deleteAdminSecret(ctx, req.Namespace),
+			r.reconcileServiceWithoutPolicies(ctx, req.Namespace), r.deleteAdminSecrets(ctx, req.Namespace),
 			r.deleteNetworkPolicy(ctx, req.Namespace))
 	}
-	// The Secret first: pods started from now on mount it.
-	secretErr := errors.Join(r.reconcileAdminSecret(ctx, req.Namespace, policies),
+	// The Secrets first: pods started from now on mount them.
+	secretErr := errors.Join(r.reconcileAdminSecrets(ctx, req.Namespace, policies),
 		r.reconcileNetworkPolicy(ctx, req.Namespace, policies))
 	compiled, service, outcomes, err := r.compile(ctx, req.Namespace, policies)
 	if err != nil {

@@ -19,6 +19,7 @@ package policy
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -93,10 +94,10 @@ func namespaceWithPoliciesOrEnforcer(c client.Reader) handler.MapFunc {
 }
 
 // namespaceUsingSecret maps a Secret to its namespace when a policy there
-// keeps its storage URL in it, or when it is the admin Secret of a
+// keeps its storage URL in it, or when it is an admin Secret of a
 // namespace with policies.
 func (r *Reconciler) namespaceUsingSecret(ctx context.Context, obj client.Object) []reconcile.Request {
-	if obj.GetName() == wellknown.AdminSecretName {
+	if slices.Contains(wellknown.AdminSecretNames, obj.GetName()) {
 		return watch.NamespaceWithPolicies(r)(ctx, obj)
 	}
 	var list v1alpha1.RateLimitPolicyList

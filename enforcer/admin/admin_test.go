@@ -72,12 +72,17 @@ type fixture struct {
 }
 
 // start serves cfg through a proxy, with the admin and debug handlers on
-// loopback listeners; startWith gives /status a token source.
+// loopback listeners; startWith gives the admin listener a read token
+// source, startWithAccess sets its access options as it likes.
 func start(t *testing.T, cfg *config.Config, redisURL string) *fixture {
 	return startWith(t, cfg, redisURL, nil)
 }
 
 func startWith(t *testing.T, cfg *config.Config, redisURL string, token TokenSource) *fixture {
+	return startWithAccess(t, cfg, redisURL, func(o *Options) { o.StatusToken = token })
+}
+
+func startWithAccess(t *testing.T, cfg *config.Config, redisURL string, access func(*Options)) *fixture {
 	t.Helper()
 	app := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 	t.Cleanup(app.Close)
@@ -97,11 +102,12 @@ func startWith(t *testing.T, cfg *config.Config, redisURL string, token TokenSou
 	m.Reloaded(cfg.Hash(), len(cfg.Policies))
 	px := httptest.NewServer(h)
 	t.Cleanup(px.Close)
-	srv := New(Options{
+	opts := Options{
 		Pod: status.Pod{Name: "api-0", Namespace: cfg.Namespace}, Version: "test", StartedAt: time.Unix(1_800_000_000, 0).UTC(),
 		Upstream: target.String(), Snapshots: h, Adaptive: adaptive.New(h, nil), Waiting: h, Reloads: fixedState{Hash: cfg.Hash(), Config: cfg, LoadedAt: time.Unix(1_800_000_001, 0).UTC()}, Metrics: m,
-		StatusToken: token,
-	})
+	}
+	access(&opts)
+	srv := New(opts)
 	adm := httptest.NewServer(srv)
 	t.Cleanup(adm.Close)
 	dbg := httptest.NewServer(srv.Debug())

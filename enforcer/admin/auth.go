@@ -6,13 +6,15 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 )
 
-// TokenSource gives the bearer token that /status requires.
+// TokenSource gives a bearer token the admin listener requires.
 type TokenSource interface {
 	Token() (string, error)
 }
@@ -55,42 +57,139 @@ func (f *TokenFile) Token() (string, error) {
 func readToken(path string) (string, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return "", fmt.Errorf("read status token: %w", err)
+		return "", fmt.Errorf("read token: %w", err)
 	}
 	token := strings.TrimSpace(string(b))
 	if token == "" {
-		return "", fmt.Errorf("status token file %s is empty", path)
+		return "", fmt.Errorf("token file %s is empty", path)
 	}
 	return token, nil
 }
 
-// authorizeStatus decides who may read /status. With a token source, every
-// caller, loopback included, presents "Authorization: Bearer <token>";
-// without one, only loopback peers (the pod itself) are served.
-func (s *Server) authorizeStatus(w http.ResponseWriter, r *http.Request) bool {
-	if s.opts.StatusToken == nil {
-		if isLoopbackPeer(r) {
-			return true
-		}
-		writeJSON(w, http.StatusForbidden, map[string]string{"error": "/status is served to loopback peers only: this enforcer has no --status-token-file"})
-		return false
+// Access is what a caller asks of the admin listener.
+type Access int
+
+const (
+	// Read is /status, GET /bans and /debug/tenant: they reveal usage and
+	// change nothing.
+	Read Access = iota
+	// Write is DELETE /tenant and DELETE /bans: they reset counters and
+	// lift bans, which lifts a limit.
+	Write
+)
+
+// defaultReadPeers are the peers served reads when no token grants them
+// and the operator names no peer: a process of the pod itself or kubectl
+// port-forward. Not the whole of 127.0.0.0/8: a mesh sidecar (Istio)
+// forwards remote callers from 127.0.0.6.
+var defaultReadPeers = []netip.Addr{netip.MustParseAddr("127.0.0.1"), netip.IPv6Loopback()}
+
+// tokensFor are the token sources that grant access: the write token
+// grants reads too, the status token reads only.
+func (s *Server) tokensFor(access Access) []TokenSource {
+	var out []TokenSource
+	if s.opts.WriteToken != nil {
+		out = append(out, s.opts.WriteToken)
 	}
-	want, err := s.opts.StatusToken.Token()
-	if err != nil {
-		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "no status credential loaded yet: " + err.Error()})
-		return false
+	if access == Read && s.opts.StatusToken != nil {
+		out = append(out, s.opts.StatusToken)
+	}
+	return out
+}
+
+// authorize decides whether r may have access. Where a token grants it,
+// every caller, loopback included, presents "Authorization: Bearer
+// <token>". Where none does, the peers the operator trusts by address are
+// served (TrustedPeers); without them, reads go to 127.0.0.1 and ::1 and
+// writes to nobody.
+func (s *Server) authorize(w http.ResponseWriter, r *http.Request, access Access) bool {
+	tokens := s.tokensFor(access)
+	if len(tokens) == 0 {
+		return s.authorizePeer(w, r, access)
 	}
 	got, ok := bearerToken(r)
-	if !ok || !tokensEqual(got, want) {
+	if !ok {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="sluice-enforcer"`)
-		msg := "wrong bearer token"
-		if !ok {
-			msg = "missing Authorization: Bearer <token>"
-		}
-		writeJSON(w, http.StatusUnauthorized, map[string]string{"error": msg})
+		writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "missing Authorization: Bearer <token>"})
 		return false
 	}
-	return true
+	var loadErr error
+	loaded := 0
+	for _, src := range tokens {
+		want, err := src.Token()
+		if err != nil {
+			loadErr = err
+			continue
+		}
+		loaded++
+		if tokensEqual(got, want) {
+			return true
+		}
+	}
+	if access == Write && s.opts.StatusToken != nil {
+		if want, err := s.opts.StatusToken.Token(); err == nil && tokensEqual(got, want) {
+			writeJSON(w, http.StatusForbidden, map[string]string{"error": r.Method + " " + r.URL.Path +
+				" changes state: the read token (--status-token-file) does not allow it; present the write token (--write-token-file)"})
+			return false
+		}
+	}
+	if loaded == 0 {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "no admin credential loaded yet: " + loadErr.Error()})
+		return false
+	}
+	w.Header().Set("WWW-Authenticate", `Bearer realm="sluice-enforcer"`)
+	writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "wrong bearer token"})
+	return false
+}
+
+// authorizePeer serves access by the peer's address alone, for an
+// enforcer with no token that grants it.
+func (s *Server) authorizePeer(w http.ResponseWriter, r *http.Request, access Access) bool {
+	peers := s.opts.TrustedPeers
+	if len(peers) == 0 && access == Read {
+		peers = defaultReadPeers
+	}
+	if peer, ok := peerAddr(r); ok && slices.Contains(peers, peer) {
+		return true
+	}
+	switch {
+	case access == Write && len(s.opts.TrustedPeers) == 0:
+		writeJSON(w, http.StatusForbidden, map[string]string{"error": r.Method + " " + r.URL.Path +
+			" changes state and this enforcer has no --write-token-file: give it one (callers then present the token), or name the one address trusted to call it with --admin-trusted-peer (e.g. 127.0.0.1)"})
+	case access == Write:
+		writeJSON(w, http.StatusForbidden, map[string]string{"error": r.Method + " " + r.URL.Path +
+			" is served to the --admin-trusted-peer addresses only: this enforcer has no --write-token-file"})
+	case len(s.opts.TrustedPeers) == 0:
+		writeJSON(w, http.StatusForbidden, map[string]string{"error": r.URL.Path +
+			" is served to 127.0.0.1 and ::1 only: this enforcer has no --status-token-file (or name the trusted address with --admin-trusted-peer)"})
+	default:
+		writeJSON(w, http.StatusForbidden, map[string]string{"error": r.URL.Path +
+			" is served to the --admin-trusted-peer addresses only: this enforcer has no --status-token-file"})
+	}
+	return false
+}
+
+// peerAddr is the request's peer address, IPv4 in IPv6 unmapped.
+func peerAddr(r *http.Request) (netip.Addr, bool) {
+	ap, err := netip.ParseAddrPort(r.RemoteAddr)
+	if err != nil {
+		return netip.Addr{}, false
+	}
+	return ap.Addr().Unmap().WithZone(""), true
+}
+
+// ParsePeers reads the --admin-trusted-peer values: exact addresses, not
+// ranges, so that naming 127.0.0.1 leaves out a mesh's 127.0.0.6.
+func ParsePeers(values []string) ([]netip.Addr, error) {
+	var out []netip.Addr
+	for _, v := range values {
+		a, err := netip.ParseAddr(strings.TrimSpace(v))
+		if err != nil {
+			return nil, fmt.Errorf("trusted peer %q: an IP address, without a port or a prefix length: %w", v, err)
+		}
+		out = append(out, a.Unmap().WithZone(""))
+	}
+	return out, nil
 }
 
 func bearerToken(r *http.Request) (string, bool) {
@@ -132,11 +231,10 @@ func loopbackOnly(next http.Handler) http.Handler {
 	})
 }
 
-// Authorized serves next to the callers /status serves: with a token
-// source, those presenting the token; without one, loopback peers.
+// Authorized serves next to the callers /status serves (Read access).
 func (s *Server) Authorized(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if s.authorizeStatus(w, r) {
+		if s.authorize(w, r, Read) {
 			next.ServeHTTP(w, r)
 		}
 	})

@@ -8,9 +8,9 @@ import (
 	. "github.com/onsi/gomega"
 )
 
-func TestBansNeedTheStatusCredential(t *testing.T) {
+func TestBansNeedTheCredential(t *testing.T) {
 	g := NewWithT(t)
-	f := startWith(t, twoPolicies(t), redisURL, staticToken("t"))
+	f := startWithAccess(t, twoPolicies(t), redisURL, readWrite)
 	pod := "10.244.1.7:41234"
 	for _, method := range []string{http.MethodGet, http.MethodDelete} {
 		path := "/bans?policy=api&rule=all&tenant=acme"

@@ -20,11 +20,10 @@ type TenantReset struct {
 	Deleted int64 `json:"deleted"`
 }
 
-// authenticated serves next to callers with the status token only, as
-// /status is served.
-func (s *Server) authenticated(next http.HandlerFunc) http.HandlerFunc {
+// authorized serves next to the callers granted access (authorize).
+func (s *Server) authorized(access Access, next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if s.authorizeStatus(w, r) {
+		if s.authorize(w, r, access) {
 			next(w, r)
 		}
 	}
@@ -36,9 +35,6 @@ func (s *Server) authenticated(next http.HandlerFunc) http.HandlerFunc {
 // /debug/tenant names the bucket, so that its next request starts afresh.
 // A ban stays: DELETE /bans lifts it.
 func (s *Server) resetTenant(w http.ResponseWriter, r *http.Request) {
-	if !s.authorizeStatus(w, r) {
-		return
-	}
 	q := r.URL.Query()
 	policy, rule := q.Get("policy"), q.Get("rule")
 	if policy == "" || rule == "" || !q.Has("tenant") {

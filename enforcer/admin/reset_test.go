@@ -12,8 +12,13 @@ import (
 // send serves method path to h as from a pod's address, with the bearer
 // token when not empty.
 func send(h http.Handler, method, path, token string) *httptest.ResponseRecorder {
+	return sendFrom(h, "10.244.1.7:41234", method, path, token)
+}
+
+// sendFrom serves method path to h as from remote.
+func sendFrom(h http.Handler, remote, method, path, token string) *httptest.ResponseRecorder {
 	req := httptest.NewRequest(method, path, nil)
-	req.RemoteAddr = "10.244.1.7:41234"
+	req.RemoteAddr = remote
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
@@ -22,9 +27,12 @@ func send(h http.Handler, method, path, token string) *httptest.ResponseRecorder
 	return w
 }
 
+// readWrite sets a read token "r" and a write token "t".
+func readWrite(o *Options) { o.StatusToken, o.WriteToken = staticToken("r"), staticToken("t") }
+
 func TestTenantEndpointsOnTheAdminPortNeedTheToken(t *testing.T) {
 	g := NewWithT(t)
-	f := startWith(t, twoPolicies(t), redisURL, staticToken("t"))
+	f := startWithAccess(t, twoPolicies(t), redisURL, readWrite)
 	for _, c := range []struct{ method, path string }{
 		{http.MethodGet, "/debug/tenant?policy=api&rule=all&tenant=acme"},
 		{http.MethodDelete, "/tenant?policy=api&rule=all&tenant=acme"},
@@ -38,7 +46,7 @@ func TestTenantEndpointsOnTheAdminPortNeedTheToken(t *testing.T) {
 
 func TestResetTenantStartsItsBucketAfresh(t *testing.T) {
 	g := NewWithT(t)
-	f := startWith(t, twoPolicies(t), redisURL, staticToken("t"))
+	f := startWithAccess(t, twoPolicies(t), redisURL, readWrite)
 	for range 5 {
 		fetch(g, f.proxy+"/x", "X-Tenant: bob")
 	}

@@ -1,7 +1,7 @@
 // Package admin serves the enforcer's two side listeners. The admin
 // listener, on the pod IP: health and readiness probes (which reveal
 // nothing), Prometheus metrics, and the /status document the operator
-// reads, behind a bearer token. The debug listener, on loopback only: a
+// reads, behind a bearer token; resets and ban lifts behind another. The debug listener, on loopback only: a
 // view of a tenant's bucket and, when enabled, Go's profiles. Never expose
 // either through a Service open to clients.
 package admin
@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/pprof"
+	"net/netip"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -56,9 +57,16 @@ type Options struct {
 	// Readiness, when set, is what /readyz and /status say of readiness
 	// instead of the enforcer's rule (service.go).
 	Readiness func() (bool, string)
-	// StatusToken is the bearer token /status requires of every caller.
-	// Nil: /status is served to loopback peers only.
+	// StatusToken is the read token: a bearer token that grants /status,
+	// GET /bans and /debug/tenant, and nothing that changes state.
 	StatusToken TokenSource
+	// WriteToken grants everything StatusToken does and DELETE /tenant and
+	// DELETE /bans. Without it, writes go to TrustedPeers only.
+	WriteToken TokenSource
+	// TrustedPeers are the exact peer addresses served without a token
+	// where no token grants the access asked (authorize). Empty: reads go
+	// to 127.0.0.1 and ::1, writes to nobody.
+	TrustedPeers []netip.Addr
 	// Pprof serves net/http/pprof's profiles under /debug/pprof/ on the
 	// debug listener. Off by default: a profile shows internals and costs
 	// CPU while it runs.
@@ -73,8 +81,8 @@ type Server struct {
 }
 
 // New serves /healthz, /readyz, /metrics and /status on the admin handler
-// (Server itself), with /bans, /debug/tenant and DELETE /tenant behind the
-// status token; and /debug/tenant, with /debug/pprof/ when opts.Pprof is
+// (Server itself), with /bans and /debug/tenant behind the read or write
+// token and DELETE /bans and DELETE /tenant behind the write token; and /debug/tenant, with /debug/pprof/ when opts.Pprof is
 // set, on Debug for loopback peers.
 func New(opts Options) *Server {
 	s := &Server{opts: opts, mux: http.NewServeMux()}
@@ -89,11 +97,11 @@ func New(opts Options) *Server {
 			EnableOpenMetrics: true,
 		}))
 	}
-	s.mux.HandleFunc("GET "+status.Path, s.status)
-	s.mux.HandleFunc("GET /bans", s.listBans)
-	s.mux.HandleFunc("DELETE /bans", s.liftBan)
-	s.mux.HandleFunc("GET /debug/tenant", s.authenticated(s.debugTenant))
-	s.mux.HandleFunc("DELETE /tenant", s.resetTenant)
+	s.mux.HandleFunc("GET "+status.Path, s.authorized(Read, s.status))
+	s.mux.HandleFunc("GET /bans", s.authorized(Read, s.listBans))
+	s.mux.HandleFunc("GET /debug/tenant", s.authorized(Read, s.debugTenant))
+	s.mux.HandleFunc("DELETE /bans", s.authorized(Write, s.liftBan))
+	s.mux.HandleFunc("DELETE /tenant", s.authorized(Write, s.resetTenant))
 
 	debug := http.NewServeMux()
 	debug.HandleFunc("GET /debug/tenant", s.debugTenant)
@@ -198,9 +206,6 @@ func configState(st reload.State) string {
 }
 
 func (s *Server) status(w http.ResponseWriter, r *http.Request) {
-	if !s.authorizeStatus(w, r) {
-		return
-	}
 	doc := s.Status()
 	s.addActiveBans(r.Context(), &doc)
 	writeJSON(w, http.StatusOK, doc)

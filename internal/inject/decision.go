@@ -165,6 +165,17 @@ func EnforcerContainer(pod *corev1.Pod) *corev1.Container {
 	return nil
 }
 
+// MountsWriteToken says whether the pod's enforcer has the write token
+// mounted: pods injected before it was split from the read token have
+// the one token, which their enforcer takes for writes too.
+func MountsWriteToken(pod *corev1.Pod) bool {
+	c := EnforcerContainer(pod)
+	if c == nil {
+		return false
+	}
+	return slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.Name == WriteTokenVolumeName })
+}
+
 // upstreamPort is the port every selected policy forwards to; 0 with a
 // message when they disagree, since one enforcer forwards to one port.
 func upstreamPort(selected []*v1alpha1.RateLimitPolicy) (int32, string) {
@@ -214,7 +225,7 @@ func portInUse(pod *corev1.Pod, sidecar *EnforcerSidecar, upstream int32) string
 		}
 	}
 	for _, v := range pod.Spec.Volumes {
-		if v.Name == configVolumeName || v.Name == podInfoVolumeName || v.Name == adminTokenVolumeName {
+		if v.Name == configVolumeName || v.Name == podInfoVolumeName || v.Name == adminTokenVolumeName || v.Name == WriteTokenVolumeName {
 			return fmt.Sprintf("the pod already has a volume named %s, the name of an enforcer volume", v.Name)
 		}
 	}

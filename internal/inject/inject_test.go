@@ -128,7 +128,9 @@ func TestInjectionGolden(t *testing.T) {
 				again := Decide(pod, policies, &sidecar)
 				g.Expect(again.Inject).To(BeFalse(), "re-admission does not inject twice")
 				g.Expect(again.Reason).To(Equal(ReasonAlreadyInjected))
+				g.Expect(MountsWriteToken(pod)).To(BeTrue(), "kubectl sluice finds the write token mounted")
 			}
+			g.Expect(MountsWriteToken(original)).To(BeFalse())
 		})
 	}
 }

@@ -37,9 +37,13 @@ const (
 	configVolumeName     = "sluice-config"
 	podInfoVolumeName    = "sluice-podinfo"
 	adminTokenVolumeName = "sluice-admin-token"
+	// WriteTokenVolumeName is the write token's volume: kubectl sluice
+	// tells by it whether the pod's enforcer requires the write token.
+	WriteTokenVolumeName = "sluice-admin-write-token"
 	configDir            = "/etc/sluice/config"
 	podInfoDir           = "/etc/sluice/podinfo"
 	adminTokenDir        = "/etc/sluice/admin"
+	writeTokenDir        = "/etc/sluice/admin-write"
 	// noAPITokenVolumeName is an empty directory over the service account
 	// token's path: the enforcer never calls the Kubernetes API, and with
 	// a mount there the ServiceAccount admission plugin gives it no token.
@@ -49,7 +53,7 @@ const (
 
 // Apply adds the enforcer to a pod that d says to inject: a
 // native sidecar (an init container that restarts always, so it starts
-// before the application and stops after it), its four volumes, and the
+// before the application and stops after it), its five volumes, and the
 // annotation and label that mark the pod. The application's containers are
 // left as they are: users point their Service at the sluice-http port.
 func Apply(pod *corev1.Pod, d Decision, sidecar *EnforcerSidecar) {
@@ -73,6 +77,12 @@ func Apply(pod *corev1.Pod, d Decision, sidecar *EnforcerSidecar) {
 			Items:      []corev1.KeyToPath{{Key: wellknown.AdminTokenKey, Path: wellknown.AdminTokenKey}},
 			Optional:   new(true),
 		}}},
+		// The write token (resets, ban lifts), in a Secret of its own.
+		corev1.Volume{Name: WriteTokenVolumeName, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+			SecretName: wellknown.AdminWriteSecretName,
+			Items:      []corev1.KeyToPath{{Key: wellknown.AdminTokenKey, Path: wellknown.AdminTokenKey}},
+			Optional:   new(true),
+		}}},
 		corev1.Volume{Name: noAPITokenVolumeName, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{
 			Medium: corev1.StorageMediumMemory, SizeLimit: new(resource.MustParse("4Ki")),
 		}}},
@@ -93,6 +103,9 @@ func enforcerContainerFor(pod *corev1.Pod, d Decision, sidecar *EnforcerSidecar)
 		fieldEnv("POD_NAMESPACE", "metadata.namespace"),
 		fieldEnv("POD_UID", "metadata.uid"),
 	}
+	// In the environment, not a flag: an enforcer image older than the
+	// write token ignores the variable where it would refuse the flag.
+	env = append(env, corev1.EnvVar{Name: "SLUICE_WRITE_TOKEN_FILE", Value: path.Join(writeTokenDir, wellknown.AdminTokenKey)})
 	env = append(env, redisEnv(d.Selected, sidecar)...)
 	if sidecar.MaxProcs > 0 {
 		env = append(env, corev1.EnvVar{Name: "GOMAXPROCS", Value: strconv.Itoa(sidecar.MaxProcs)})
@@ -138,6 +151,7 @@ func enforcerContainerFor(pod *corev1.Pod, d Decision, sidecar *EnforcerSidecar)
 			{Name: configVolumeName, MountPath: configDir, ReadOnly: true},
 			{Name: podInfoVolumeName, MountPath: podInfoDir, ReadOnly: true},
 			{Name: adminTokenVolumeName, MountPath: adminTokenDir, ReadOnly: true},
+			{Name: WriteTokenVolumeName, MountPath: writeTokenDir, ReadOnly: true},
 			{Name: noAPITokenVolumeName, MountPath: serviceAccountDir, ReadOnly: true},
 		},
 		// The application starts once the enforcer serves, whether or not

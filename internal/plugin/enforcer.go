@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/enforcer/admin"
 	"github.com/sluice-dev/sluice/internal/inject"
 	"github.com/sluice-dev/sluice/internal/wellknown"
 )
@@ -77,8 +78,8 @@ func (PortForwarder) Open(ctx context.Context, c *Clients, pod *corev1.Pod, port
 	return "http://127.0.0.1:" + strconv.Itoa(int(ports[0].Local)), func() { close(stop) }, nil
 }
 
-// Enforcer is an open way to one enforcer's admin port, with the
-// namespace's admin token. The token is never printed.
+// Enforcer is an open way to one enforcer's admin port, with one of the
+// namespace's admin tokens. The token is never printed.
 type Enforcer struct {
 	Pod    string
 	base   string
@@ -94,29 +95,26 @@ func (e *Enforcer) Close() {
 	}
 }
 
-// enforcerPermissions are what reaching an enforcer needs.
-var enforcerPermissions = []permission{
-	{verb: "get", resource: "secrets"},
-	{verb: "create", resource: "pods", subresource: "portforward"},
-}
-
-// openEnforcer reaches pod's enforcer: the admin token from the
-// namespace's admin Secret, and a port-forward to its admin port.
-func (o *Options) openEnforcer(ctx context.Context, c *Clients, pod *corev1.Pod) (*Enforcer, error) {
+// openEnforcer reaches pod's enforcer: a port-forward to its admin port,
+// with the token that grants access, read from the namespace's Secret
+// (tokenSecret).
+func (o *Options) openEnforcer(ctx context.Context, c *Clients, pod *corev1.Pod, access admin.Access) (*Enforcer, error) {
 	port, why := adminPort(pod)
 	if why != "" {
 		return nil, fmt.Errorf("pod %s %s", pod.Name, why)
 	}
-	if err := c.require(ctx, enforcerPermissions...); err != nil {
+	name := o.tokenSecret(pod, access)
+	if err := c.require(ctx, permission{verb: "get", resource: "secrets", name: name},
+		permission{verb: "create", resource: "pods", subresource: "portforward"}); err != nil {
 		return nil, err
 	}
 	secret := &corev1.Secret{}
-	if err := c.Client.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: wellknown.AdminSecretName}, secret); err != nil {
-		return nil, apiError(err, "get", "secrets", c.Namespace, wellknown.AdminSecretName)
+	if err := c.Client.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: name}, secret); err != nil {
+		return nil, apiError(err, "get", "secrets", c.Namespace, name)
 	}
 	token := strings.TrimSpace(string(secret.Data[wellknown.AdminTokenKey]))
 	if token == "" {
-		return nil, fmt.Errorf("secret %s has no %s yet: the manager writes it when it compiles the namespace's policies", wellknown.AdminSecretName, wellknown.AdminTokenKey)
+		return nil, fmt.Errorf("secret %s has no %s yet: the manager writes it when it compiles the namespace's policies", name, wellknown.AdminTokenKey)
 	}
 	dialer := o.Enforcers
 	if dialer == nil {
@@ -127,6 +125,25 @@ func (o *Options) openEnforcer(ctx context.Context, c *Clients, pod *corev1.Pod)
 		return nil, err
 	}
 	return &Enforcer{Pod: pod.Name, base: base, token: token, closer: closer, http: &http.Client{Timeout: 30 * time.Second}}, nil
+}
+
+// tokenSecret names the Secret of the token that grants access on pod's
+// enforcer: the read token's, or the write token's for a write. A pod
+// injected before the write token has the read token alone, which its
+// enforcer takes for writes too: that one, with a warning, until the pod
+// is restarted.
+func (o *Options) tokenSecret(pod *corev1.Pod, access admin.Access) string {
+	if access != admin.Write {
+		return wellknown.AdminSecretName
+	}
+	if inject.MountsWriteToken(pod) {
+		return wellknown.AdminWriteSecretName
+	}
+	if o.ErrOut != nil {
+		fmt.Fprintf(o.ErrOut, "warning: pod %s was injected before the write token: its enforcer takes the token of Secret %s for writes until the pod is restarted\n",
+			pod.Name, wellknown.AdminSecretName)
+	}
+	return wellknown.AdminSecretName
 }
 
 // adminPort is the port of the pod's enforcer named sluice-admin; the
@@ -195,9 +212,9 @@ func enforcerPods(pods []corev1.Pod, p *v1alpha1.RateLimitPolicy) []*corev1.Pod 
 	return out
 }
 
-// policyEnforcer opens one enforcer of policy name: the first running pod
-// it selects that has one.
-func (o *Options) policyEnforcer(ctx context.Context, c *Clients, name string) (*v1alpha1.RateLimitPolicy, *Enforcer, error) {
+// policyEnforcer opens one enforcer of policy name, for access: the first
+// running pod it selects that has one.
+func (o *Options) policyEnforcer(ctx context.Context, c *Clients, name string, access admin.Access) (*v1alpha1.RateLimitPolicy, *Enforcer, error) {
 	p, err := c.getPolicy(ctx, name)
 	if err != nil {
 		return nil, nil, err
@@ -210,6 +227,6 @@ func (o *Options) policyEnforcer(ctx context.Context, c *Clients, name string) (
 	if len(candidates) == 0 {
 		return nil, nil, fmt.Errorf("no running pod selected by policy %s has an enforcer: kubectl sluice explain POD says why", name)
 	}
-	e, err := o.openEnforcer(ctx, c, candidates[0])
+	e, err := o.openEnforcer(ctx, c, candidates[0], access)
 	return p, e, err
 }

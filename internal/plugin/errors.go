@@ -42,10 +42,11 @@ func apiError(err error, verb, resource, namespace, name string) error {
 	return err
 }
 
-// permission is one verb on one resource (subresource after a slash) that
-// a command needs.
+// permission is one verb on one resource (subresource after a slash, the
+// object's name when the command needs one object only) that a command
+// needs.
 type permission struct {
-	verb, group, resource, subresource string
+	verb, group, resource, subresource, name string
 }
 
 func (p permission) String() string {
@@ -55,6 +56,9 @@ func (p permission) String() string {
 	}
 	if p.subresource != "" {
 		r += "/" + p.subresource
+	}
+	if p.name != "" {
+		r += " named " + p.name
 	}
 	return r
 }
@@ -66,7 +70,7 @@ func (c *Clients) require(ctx context.Context, perms ...permission) error {
 	for _, p := range perms {
 		review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
 			ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: c.Namespace, Verb: p.verb,
-				Group: p.group, Resource: p.resource, Subresource: p.subresource}}}
+				Group: p.group, Resource: p.resource, Subresource: p.subresource, Name: p.name}}}
 		got, err := c.Kube.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, review, metav1.CreateOptions{})
 		if err != nil {
 			return fmt.Errorf("ask the API server whether you may %s %s: %w", p.verb, p, err)

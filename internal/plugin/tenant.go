@@ -76,7 +76,7 @@ func newTenantCommand(o *Options) *cobra.Command {
 
 // Tenant asks one enforcer of policy for tenant's state.
 func (o *Options) Tenant(ctx context.Context, c *Clients, policy, tenant string, f *tenantFlags) (*TenantReport, error) {
-	_, e, err := o.policyEnforcer(ctx, c, policy)
+	_, e, err := o.policyEnforcer(ctx, c, policy, admin.Read)
 	if err != nil {
 		return nil, err
 	}
@@ -204,7 +204,7 @@ func (o *Options) Act(ctx context.Context, c *Clients, action, policy, tenant st
 	if err := c.require(ctx, permission{verb: "create", resource: "events"}); err != nil {
 		return nil, err
 	}
-	p, e, err := o.policyEnforcer(ctx, c, policy)
+	p, e, err := o.policyEnforcer(ctx, c, policy, admin.Write)
 	if err != nil {
 		return nil, err
 	}

@@ -59,13 +59,21 @@ const (
 	// writes; it caches no other ConfigMap.
 	ManagedByLabel = "app.kubernetes.io/managed-by"
 	ManagedByValue = "sluice"
-	// AdminSecretName is the Secret that holds the token enforcers require
-	// on /status. The manager reads it; the webhook mounts it into the
-	// enforcer, so no token is in a pod spec.
+	// AdminSecretName is the Secret that holds the read token enforcers
+	// require on /status, GET /bans and /debug/tenant. The manager reads it;
+	// the webhook mounts it into the enforcer, so no token is in a pod spec.
 	AdminSecretName = "sluice-enforcer-admin"
-	// AdminTokenKey is the key of AdminSecretName's data holding the token.
+	// AdminWriteSecretName holds the write token, which DELETE /tenant and
+	// DELETE /bans require (kubectl sluice reset and unban): a Secret of its
+	// own, so that RBAC grants get on one and not the other.
+	AdminWriteSecretName = "sluice-enforcer-admin-write"
+	// AdminTokenKey is the key of either Secret's data holding the token.
 	AdminTokenKey = "token"
 )
+
+// AdminSecretNames are the admin Secrets the manager keeps in each
+// namespace with policies.
+var AdminSecretNames = []string{AdminSecretName, AdminWriteSecretName}
 
 // The rate limit service's pods (the chart's rateLimitService Deployment),
 // which the status controller polls for the policies with

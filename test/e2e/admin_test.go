@@ -25,14 +25,16 @@ spec:
 var _ = Describe("The enforcer's admin and debug listeners", Ordered, func() {
 	const ns = "e2e-admin"
 	var ep stack.Endpoint
+	var do func(method, url, authorization string) (int, string)
 	BeforeAll(func(ctx SpecContext) {
 		ep = deploy(ctx, ns, adminPolicy, "admin", 8080, 1)[0]
 		expectReady(ctx, ns, "admin", 1)
 	})
 
-	get := func(url, authorization string) (int, string) {
+	get := func(url, authorization string) (int, string) { return do(http.MethodGet, url, authorization) }
+	do = func(method, url, authorization string) (int, string) {
 		GinkgoHelper()
-		req, err := http.NewRequest(http.MethodGet, url, nil)
+		req, err := http.NewRequest(method, url, nil)
 		Expect(err).NotTo(HaveOccurred())
 		if authorization != "" {
 			req.Header.Set("Authorization", authorization)
@@ -79,5 +81,33 @@ var _ = Describe("The enforcer's admin and debug listeners", Ordered, func() {
 		code, body := get(ep.Debug+"/debug/tenant?policy=admin&rule=all&tenant=acme", "")
 		Expect(code).To(Equal(http.StatusOK), body)
 		Expect(body).To(ContainSubstring(`"remaining": 4`))
+	})
+
+	It("resets a tenant with the write token only, which no pod spec holds either", func(ctx SpecContext) {
+		for range 6 {
+			request(ep, http.MethodGet, "/x", "X-Tenant-ID", "bob")
+		}
+		Expect(request(ep, http.MethodGet, "/x", "X-Tenant-ID", "bob").code).To(Equal(http.StatusTooManyRequests))
+		read, err := sluice.StatusToken(ctx, ns)
+		Expect(err).NotTo(HaveOccurred())
+		write, err := sluice.WriteToken(ctx, ns)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(write).To(HaveLen(43))
+		Expect(write).NotTo(Equal(read))
+
+		reset := ep.Admin + "/tenant?policy=admin&rule=all&tenant=bob"
+		code, body := do(http.MethodDelete, reset, "Bearer "+read)
+		Expect(code).To(Equal(http.StatusForbidden), body)
+		Expect(body).To(ContainSubstring("write token"))
+		Expect(request(ep, http.MethodGet, "/x", "X-Tenant-ID", "bob").code).To(Equal(http.StatusTooManyRequests), "the read token reset nothing")
+		code, body = do(http.MethodDelete, reset, "Bearer "+write)
+		Expect(code).To(Equal(http.StatusOK), body)
+		Expect(request(ep, http.MethodGet, "/x", "X-Tenant-ID", "bob").code).To(Equal(http.StatusOK))
+		code, _ = get(ep.Admin+"/status", "Bearer "+write)
+		Expect(code).To(Equal(http.StatusOK), "the write token reads too")
+
+		pod, err := sluice.Kubectl(ctx, "get", "pod", "-n", ns, ep.Pod, "-o", "yaml")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(pod).NotTo(ContainSubstring(write))
 	})
 })

@@ -372,7 +372,7 @@ spec:
 		_, err := kubectlSluice(ctx, "", "--as", "viewer", "-n", namespace, "status")
 		Expect(err).NotTo(HaveOccurred(), "viewer may read policies")
 		_, err = kubectlSluice(ctx, "", "--as", "viewer", "-n", namespace, "tenant", "shop", "alice")
-		Expect(err).To(MatchError("missing permission: get secrets in namespace e2e-plugin (ask for a Role that grants it)"))
+		Expect(err).To(MatchError("missing permission: get secrets named sluice-enforcer-admin in namespace e2e-plugin (ask for a Role that grants it)"))
 		_, err = kubectlSluice(ctx, "", "--as", "nobody", "-n", namespace, "status")
 		Expect(err).To(MatchError("missing permission: list ratelimitpolicies.sluice.dev in namespace e2e-plugin (ask for a Role that grants it)"))
 		expectGolden("error-permission", transcript(ctx,
@@ -381,5 +381,56 @@ spec:
 			[]string{"--as", "viewer", "-n", namespace, "top", "shop"},
 			[]string{"--as", "viewer", "-n", namespace, "unban", "shop", "alice", "--yes"},
 			[]string{"--as", "viewer", "-n", namespace, "reset", "shop", "alice", "--yes"}))
+	})
+
+	It("reads with Secret sluice-enforcer-admin and resets or unbans with sluice-enforcer-admin-write alone", func(ctx SpecContext) {
+		// bind gives user a Role with what tenant, reset and unban need, and
+		// get on the one admin Secret named secret.
+		bind := func(user, secret string) {
+			role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: user}, Rules: []rbacv1.PolicyRule{
+				{APIGroups: []string{"sluice.dev"}, Resources: []string{"ratelimitpolicies"}, Verbs: []string{"get", "list"}},
+				{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list"}},
+				{APIGroups: []string{""}, Resources: []string{"pods/portforward"}, Verbs: []string{"create"}},
+				{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create"}},
+				{APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: []string{secret}, Verbs: []string{"get"}},
+			}}
+			Expect(sluice.Client.Create(ctx, role)).To(Succeed())
+			Expect(sluice.Client.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: user},
+				RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: user},
+				Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}}})).To(Succeed())
+		}
+		bind("reader", "sluice-enforcer-admin")
+		bind("operator", "sluice-enforcer-admin-write")
+		for range 3 {
+			request(eps[0], http.MethodGet, "/v1/a", "X-Tenant-ID", "trent")
+		}
+
+		out, err := kubectlSluice(ctx, "", "--as", "reader", "-n", namespace, "tenant", "shop", "trent", "--rule", "reads", "-o", "json")
+		Expect(err).NotTo(HaveOccurred(), "the read token shows a tenant")
+		var tenant plugin.TenantReport
+		Expect(json.Unmarshal([]byte(out), &tenant)).To(Succeed(), "-o json parses: %s", out)
+		Expect(tenant.Rules).To(HaveLen(1))
+		Expect(tenant.Rules[0].Remaining).To(BeEquivalentTo(2))
+		for _, action := range []string{"reset", "unban"} {
+			_, err = kubectlSluice(ctx, "", "--as", "reader", "-n", namespace, action, "shop", "trent", "--yes")
+			Expect(err).To(MatchError("missing permission: get secrets named sluice-enforcer-admin-write in namespace e2e-plugin (ask for a Role that grants it)"), action)
+		}
+
+		_, err = kubectlSluice(ctx, "", "--as", "operator", "-n", namespace, "tenant", "shop", "trent")
+		Expect(err).To(MatchError(ContainSubstring("get secrets named sluice-enforcer-admin in")), "the write Secret alone does not read")
+		out, err = kubectlSluice(ctx, "", "--as", "operator", "-n", namespace, "reset", "shop", "trent", "--rule", "reads", "--yes", "-o", "json")
+		Expect(err).NotTo(HaveOccurred(), "reset with the write token")
+		var action plugin.ActionReport
+		Expect(json.Unmarshal([]byte(out), &action)).To(Succeed(), "-o json parses: %s", out)
+		Expect(action.User).To(Equal("operator"))
+		Expect(action.Results).To(ConsistOf(MatchFields(IgnoreExtras, Fields{"Rule": Equal("reads"), "Changed": BeTrue()})))
+		_, err = kubectlSluice(ctx, "", "--as", "operator", "-n", namespace, "unban", "shop", "trent", "--yes")
+		Expect(err).NotTo(HaveOccurred(), "unban with the write token")
+
+		out, err = kubectlSluice(ctx, "", "--as", "reader", "-n", namespace, "tenant", "shop", "trent", "--rule", "reads", "-o", "json")
+		Expect(err).NotTo(HaveOccurred())
+		tenant = plugin.TenantReport{}
+		Expect(json.Unmarshal([]byte(out), &tenant)).To(Succeed(), "-o json parses: %s", out)
+		Expect(tenant.Rules[0].Remaining).To(BeEquivalentTo(5), "trent's reads start afresh")
 	})
 })

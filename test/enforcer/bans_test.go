@@ -147,7 +147,8 @@ func TestBanListedAndLiftedOnOneEnforcerIsLiftedOnTheOther(t *testing.T) {
 	g := NewWithT(t)
 	policies := loginPolicy("auth", "1h", "24h")
 	debug := freeAddr(t)
-	a := start(t, setup{policies: policies, args: []string{"--debug-listen", debug}})
+	// A standalone enforcer lifts a ban (DELETE /bans) for the peer it trusts.
+	a := start(t, setup{policies: policies, args: []string{"--debug-listen", debug, "--admin-trusted-peer", "127.0.0.1"}})
 	b := start(t, setup{policies: policies})
 	tenant := tenantOf(t, "mallory")
 	banTenant(t, g, a, tenant)
@@ -218,7 +219,7 @@ func TestBanOnRedisCluster(t *testing.T) {
 	t.Cleanup(c.Close)
 	policies := loginPolicy("auth", "1h", "24h")
 	a := start(t, setup{policies: policies, redisURL: c.URL()})
-	b := start(t, setup{policies: policies, redisURL: c.URL()})
+	b := start(t, setup{policies: policies, redisURL: c.URL(), args: []string{"--admin-trusted-peer", "127.0.0.1"}})
 	tenant := tenantOf(t, "mallory")
 	banTenant(t, g, a, tenant)
 	bannedBody(g, do(t, http.MethodPost, b.url+"/login", tenant))

@@ -34,7 +34,7 @@ func TestContainerCommandOfInjectedPod(t *testing.T) {
 	pod.Name, pod.UID = "api-7c9d8f6b5-x2k4q", "5e0c7a1e-1111-2222-3333-444455556666"
 
 	mounts := map[string]string{"sluice-config": "/tmp/pod/volumes/sluice-config", "sluice-podinfo": "/tmp/pod/volumes/sluice-podinfo",
-		"sluice-admin-token": "/tmp/pod/volumes/sluice-admin-token"}
+		"sluice-admin-token": "/tmp/pod/volumes/sluice-admin-token", "sluice-admin-write-token": "/tmp/pod/volumes/sluice-admin-write-token"}
 	cmd, err := containerCommand(pod, &pod.Spec.InitContainers[0], "/bin/sluice-enforcer", "127.0.0.7", mounts, fakeValues{})
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(cmd.Path).To(Equal("/bin/sluice-enforcer"))
@@ -54,6 +54,7 @@ func TestContainerCommandOfInjectedPod(t *testing.T) {
 		"POD_NAME=api-7c9d8f6b5-x2k4q",
 		"POD_NAMESPACE=shop",
 		"POD_UID=5e0c7a1e-1111-2222-3333-444455556666",
+		"SLUICE_WRITE_TOKEN_FILE=/tmp/pod/volumes/sluice-admin-write-token/token",
 		// Redis is outside the pod: its address is not the pod's.
 		"SLUICE_REDIS_URL=redis://redis.sluice-system:6379",
 		"GOMAXPROCS=2",

@@ -181,11 +181,21 @@ func endpointOf(pod *corev1.Pod) (Endpoint, bool, error) {
 	return ep, ready && ep.IP != "", nil
 }
 
-// StatusToken is the bearer token the enforcers of namespace require on
+// StatusToken is the read token the enforcers of namespace require on
 // /status: the admin Secret the policy controller keeps.
 func (s *Stack) StatusToken(ctx context.Context, namespace string) (string, error) {
+	return s.adminToken(ctx, namespace, wellknown.AdminSecretName)
+}
+
+// WriteToken is the token the enforcers of namespace require on DELETE
+// /tenant and DELETE /bans.
+func (s *Stack) WriteToken(ctx context.Context, namespace string) (string, error) {
+	return s.adminToken(ctx, namespace, wellknown.AdminWriteSecretName)
+}
+
+func (s *Stack) adminToken(ctx context.Context, namespace, name string) (string, error) {
 	var secret corev1.Secret
-	if err := s.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: wellknown.AdminSecretName}, &secret); err != nil {
+	if err := s.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &secret); err != nil {
 		return "", err
 	}
 	return string(secret.Data[wellknown.AdminTokenKey]), nil
