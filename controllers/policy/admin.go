@@ -30,7 +30,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/internal/wellknown"
 )
 
@@ -44,26 +43,29 @@ const (
 // polls with) and the write token's (sluice-enforcer-admin-write: resets
 // and ban lifts). Two Secrets, so that RBAC can grant get on the first
 // alone by resourceNames.
-func (r *Reconciler) reconcileAdminSecrets(ctx context.Context, namespace string, policies []*v1alpha1.RateLimitPolicy) error {
+func (r *Reconciler) reconcileAdminSecrets(ctx context.Context, namespace string) error {
 	var errs []error
 	for _, name := range wellknown.AdminSecretNames {
-		errs = append(errs, r.reconcileAdminSecret(ctx, namespace, name, policies))
+		errs = append(errs, r.reconcileAdminSecret(ctx, namespace, name))
 	}
 	return errors.Join(errs...)
 }
 
 // reconcileAdminSecret keeps the admin Secret name: created once with a
-// random token, which later passes keep, and owned by every policy like
-// the ConfigMap. A Secret of that name the controller did not create is
-// taken over with a new token: whoever made it may know the old one.
-func (r *Reconciler) reconcileAdminSecret(ctx context.Context, namespace, name string, policies []*v1alpha1.RateLimitPolicy) error {
+// random token, which later passes keep. Like the ConfigMap it has no
+// owner: the enforcers that read it outlive the policies (the garbage
+// collector would delete it with the last of them), and the manager
+// deletes it once no injected pod is left. A Secret of that name the
+// controller did not create is taken over with a new token: whoever made
+// it may know the old one.
+func (r *Reconciler) reconcileAdminSecret(ctx context.Context, namespace, name string) error {
 	key := types.NamespacedName{Namespace: namespace, Name: name}
 	secret := &corev1.Secret{}
 	err := r.secrets().Get(ctx, key, secret)
 	switch {
 	case apierrors.IsNotFound(err):
 		secret = &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace}}
-		if err = setAdminSecret(secret, policies, true); err == nil {
+		if err = setAdminSecret(secret, true); err == nil {
 			err = r.Create(ctx, secret)
 		}
 		if !apierrors.IsAlreadyExists(err) {
@@ -71,13 +73,13 @@ func (r *Reconciler) reconcileAdminSecret(ctx context.Context, namespace, name s
 		}
 		// It exists without our label, so the cache cannot see it.
 		if err = r.APIReader.Get(ctx, key, secret); err == nil {
-			if err = setAdminSecret(secret, policies, true); err == nil {
+			if err = setAdminSecret(secret, true); err == nil {
 				err = r.Update(ctx, secret)
 			}
 		}
 	case err == nil:
 		before := secret.DeepCopy()
-		if err = setAdminSecret(secret, policies, len(secret.Data[wellknown.AdminTokenKey]) < adminTokenBytes); err == nil &&
+		if err = setAdminSecret(secret, len(secret.Data[wellknown.AdminTokenKey]) < adminTokenBytes); err == nil &&
 			!equality.Semantic.DeepEqual(before, secret) {
 			err = r.Update(ctx, secret)
 		}
@@ -88,14 +90,15 @@ func (r *Reconciler) reconcileAdminSecret(ctx context.Context, namespace, name s
 	return nil
 }
 
-// setAdminSecret labels and owns secret, and gives it a new token when
-// newToken is set or it has none.
-func setAdminSecret(secret *corev1.Secret, policies []*v1alpha1.RateLimitPolicy, newToken bool) error {
+// setAdminSecret labels secret, drops the policies' ownership an older
+// manager gave it, and gives it a new token when newToken is set or it has
+// none.
+func setAdminSecret(secret *corev1.Secret, newToken bool) error {
 	if secret.Labels == nil {
 		secret.Labels = map[string]string{}
 	}
 	secret.Labels[wellknown.ManagedByLabel] = wellknown.ManagedByValue
-	secret.OwnerReferences = ownerReferences(policies)
+	secret.OwnerReferences = nil
 	secret.Type = corev1.SecretTypeOpaque
 	if !newToken && len(secret.Data[wellknown.AdminTokenKey]) > 0 {
 		return nil
@@ -110,7 +113,7 @@ func setAdminSecret(secret *corev1.Secret, policies []*v1alpha1.RateLimitPolicy,
 }
 
 // deleteAdminSecrets removes the admin Secrets of a namespace without
-// policies, as deleteConfig does the ConfigMap.
+// policies or injected pods, as deleteConfigMap does the ConfigMap.
 func (r *Reconciler) deleteAdminSecrets(ctx context.Context, namespace string) error {
 	var errs []error
 	for _, name := range wellknown.AdminSecretNames {

@@ -57,14 +57,14 @@ func TestTheReadAndWriteTokensAreTwoSecrets(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	r := fakeReconciler()
-	g.Expect(r.reconcileAdminSecrets(ctx, "shop", []*v1alpha1.RateLimitPolicy{newPolicy(1)})).To(Succeed())
+	g.Expect(r.reconcileAdminSecrets(ctx, "shop")).To(Succeed())
 	read, write := readSecret(g, r, wellknown.AdminSecretName), readSecret(g, r, wellknown.AdminWriteSecretName)
 	g.Expect(len(write.Data[wellknown.AdminTokenKey])).To(BeNumerically(">=", 43), "32 random bytes")
 	g.Expect(write.Data[wellknown.AdminTokenKey]).NotTo(Equal(read.Data[wellknown.AdminTokenKey]), "the read token does not write")
 	g.Expect(write.Labels).To(HaveKeyWithValue(wellknown.ManagedByLabel, wellknown.ManagedByValue))
-	g.Expect(write.OwnerReferences).To(HaveLen(1))
+	g.Expect(write.OwnerReferences).To(BeEmpty(), "the enforcers outlive the policies: no garbage collection with the last one")
 
-	g.Expect(r.reconcileAdminSecrets(ctx, "shop", []*v1alpha1.RateLimitPolicy{newPolicy(1)})).To(Succeed())
+	g.Expect(r.reconcileAdminSecrets(ctx, "shop")).To(Succeed())
 	g.Expect(readSecret(g, r, wellknown.AdminWriteSecretName).Data).To(Equal(write.Data), "kept across reconciles")
 
 	g.Expect(r.deleteAdminSecrets(ctx, "shop")).To(Succeed())
@@ -77,24 +77,21 @@ func TestAdminSecretKeepsItsToken(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	r := fakeReconciler()
-	a, b := newPolicy(1), newPolicy(1)
-	a.Name, a.UID, b.Name, b.UID = "a", "u-a", "b", "u-b"
 
-	g.Expect(r.reconcileAdminSecret(ctx, "shop", wellknown.AdminSecretName, []*v1alpha1.RateLimitPolicy{a})).To(Succeed())
+	g.Expect(r.reconcileAdminSecret(ctx, "shop", wellknown.AdminSecretName)).To(Succeed())
 	first := readAdminSecret(g, r)
 	token := string(first.Data[wellknown.AdminTokenKey])
 	g.Expect(len(token)).To(BeNumerically(">=", 43), "32 random bytes")
 	g.Expect(first.Labels).To(HaveKeyWithValue(wellknown.ManagedByLabel, wellknown.ManagedByValue))
 
-	g.Expect(r.reconcileAdminSecret(ctx, "shop", wellknown.AdminSecretName, []*v1alpha1.RateLimitPolicy{a, b})).To(Succeed())
+	g.Expect(r.reconcileAdminSecret(ctx, "shop", wellknown.AdminSecretName)).To(Succeed())
 	second := readAdminSecret(g, r)
 	g.Expect(string(second.Data[wellknown.AdminTokenKey])).To(Equal(token), "kept across reconciles")
-	g.Expect(second.OwnerReferences).To(HaveLen(2))
 
 	// A token someone shortened is replaced.
 	second.Data[wellknown.AdminTokenKey] = []byte("guessable")
 	g.Expect(r.Update(ctx, second)).To(Succeed())
-	g.Expect(r.reconcileAdminSecret(ctx, "shop", wellknown.AdminSecretName, []*v1alpha1.RateLimitPolicy{a, b})).To(Succeed())
+	g.Expect(r.reconcileAdminSecret(ctx, "shop", wellknown.AdminSecretName)).To(Succeed())
 	g.Expect(string(readAdminSecret(g, r).Data[wellknown.AdminTokenKey])).NotTo(BeElementOf("guessable", token))
 
 	g.Expect(r.deleteAdminSecrets(ctx, "shop")).To(Succeed())
@@ -107,7 +104,7 @@ func TestAdminSecretTakenOverGetsANewToken(t *testing.T) {
 		Data: map[string][]byte{wellknown.AdminTokenKey: []byte("a-token-someone-chose-and-knows-well-enough")}}
 	r := fakeReconciler(theirs)
 	r.Secrets = managedOnly{r.Client}
-	g.Expect(r.reconcileAdminSecret(context.Background(), "shop", wellknown.AdminSecretName, []*v1alpha1.RateLimitPolicy{newPolicy(1)})).To(Succeed())
+	g.Expect(r.reconcileAdminSecret(context.Background(), "shop", wellknown.AdminSecretName)).To(Succeed())
 	s := readAdminSecret(g, r)
 	g.Expect(s.Labels).To(HaveKeyWithValue(wellknown.ManagedByLabel, wellknown.ManagedByValue))
 	g.Expect(s.Data[wellknown.AdminTokenKey]).NotTo(BeEmpty())

@@ -17,6 +17,7 @@ limitations under the License.
 package policy
 
 import (
+	"errors"
 	"context"
 	"fmt"
 	"maps"
@@ -212,22 +213,24 @@ func ownerReferences(policies []*v1alpha1.RateLimitPolicy) []metav1.OwnerReferen
 
 // reconcileWithoutPolicies publishes a configuration without policies for
 // as long as the namespace has injected pods, whose enforcers then pass
-// traffic through, and deletes the ConfigMap once none is left. Deleting it
-// while enforcers run would leave them enforcing the last configuration
-// they loaded, the deleted policies included.
+// traffic through, and keeps their admin Secrets, so that they can still
+// be asked what they do; it deletes both once no such pod is left.
+// Deleting the ConfigMap while enforcers run would leave them enforcing the
+// last configuration they loaded, the deleted policies included; deleting
+// the Secrets, answering no one.
 func (r *Reconciler) reconcileWithoutPolicies(ctx context.Context, namespace string) error {
 	injected, err := r.injectedPods(ctx, namespace)
 	if err != nil {
 		return err
 	}
 	if injected == 0 {
-		return r.deleteConfigMap(ctx, namespace, wellknown.ConfigMapName)
+		return errors.Join(r.deleteConfigMap(ctx, namespace, wellknown.ConfigMapName), r.deleteAdminSecrets(ctx, namespace))
 	}
 	empty, err := compile.Namespace(namespace, nil, compile.Options{})
 	if err != nil {
 		return err
 	}
-	return r.reconcileConfig(ctx, namespace, nil, empty)
+	return errors.Join(r.reconcileAdminSecrets(ctx, namespace), r.reconcileConfig(ctx, namespace, nil, empty))
 }
 
 // injectedPods counts the pods of the namespace that run an enforcer, or

@@ -99,11 +99,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 
 	if len(policies) == 0 {
 		return ctrl.Result{}, errors.Join(r.reconcileWithoutPolicies(ctx, req.Namespace),
-			r.reconcileServiceWithoutPolicies(ctx, req.Namespace), r.deleteAdminSecrets(ctx, req.Namespace),
-			r.deleteNetworkPolicy(ctx, req.Namespace))
+			r.reconcileServiceWithoutPolicies(ctx, req.Namespace), r.deleteNetworkPolicy(ctx, req.Namespace))
 	}
 	// The Secrets first: pods started from now on mount them.
-	secretErr := errors.Join(r.reconcileAdminSecrets(ctx, req.Namespace, policies),
+	secretErr := errors.Join(r.reconcileAdminSecrets(ctx, req.Namespace),
 		r.reconcileNetworkPolicy(ctx, req.Namespace, policies))
 	compiled, service, outcomes, err := r.compile(ctx, req.Namespace, policies)
 	if err != nil {

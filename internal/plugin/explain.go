@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -23,6 +24,10 @@ import (
 // select a pod (or a deployment's pods), whether it gets the enforcer and
 // why, in the injector's own words, and which configuration its enforcers
 // run against the namespace's.
+// ReasonNoLongerSelected: the pod runs an enforcer, but no policy selects
+// it any more.
+const ReasonNoLongerSelected = "NoLongerSelected"
+
 type ExplainReport struct {
 	Kind      string `json:"kind"`
 	Namespace string `json:"namespace"`
@@ -160,6 +165,12 @@ func (o *Options) Explain(ctx context.Context, c *Clients, target string, f expl
 		r.Inject = false
 		r.Reason = "NotInjectedYet"
 	}
+	if d.Reason == inject.ReasonNotSelected && slices.ContainsFunc(pods, inject.HasEnforcer) {
+		// Injected once, selected no more: the enforcer runs on, passing
+		// traffic through, until the pod is recreated without it.
+		r.Reason = ReasonNoLongerSelected
+		r.Message = "no policy selects it now: its enforcer passes traffic through unlimited, and the sidecar goes when the pod is recreated"
+	}
 	cm := &corev1.ConfigMap{}
 	if err := c.Client.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: wellknown.ConfigMapName}, cm); err == nil {
 		r.ConfigHash = cm.Annotations[wellknown.ConfigHashAnnotation]
@@ -224,8 +235,11 @@ func (r *ExplainReport) write(w io.Writer) error {
 	if r.Inject {
 		verdict = "enforcer injected"
 	}
-	if r.Reason == inject.ReasonAlreadyInjected {
+	switch r.Reason {
+	case inject.ReasonAlreadyInjected:
 		verdict = "runs an enforcer"
+	case ReasonNoLongerSelected:
+		verdict = "runs an enforcer, selected by no policy"
 	}
 	fmt.Fprintf(w, "  Decision: %s (%s)\n", verdict, r.Reason)
 	if r.Message != "" {

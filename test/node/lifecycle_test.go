@@ -20,6 +20,7 @@ import (
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/internal/testing/stack"
+	"github.com/sluice-dev/sluice/internal/wellknown"
 )
 
 // webNS holds the application whose policies the lifecycle specs change.
@@ -125,6 +126,15 @@ func policyLifecycleSpecs() {
 		Expect(cluster.Client.Get(ctx, client.ObjectKey{Namespace: webNS, Name: "sluice-enforcer-config"}, &cm)).To(Succeed(),
 			"the ConfigMap stays while injected pods read it")
 		Expect(cm.Data["config.json"]).To(ContainSubstring(`"policies":[]`))
+		var secret corev1.Secret
+		Expect(cluster.Client.Get(ctx, client.ObjectKey{Namespace: webNS, Name: wellknown.AdminSecretName}, &secret)).To(Succeed(),
+			"the enforcers' credential stays while they run")
+		for _, pod := range pods {
+			Consistently(func(g Gomega) {
+				g.Expect(adminStatus(pod, string(secret.Data[wellknown.AdminTokenKey]))).To(MatchRegexp(`"state": *"PassThrough"`),
+					"pod %s can still be asked what it does", pod.Name)
+			}).WithTimeout(5 * time.Second).Should(Succeed())
+		}
 
 		By("deleting the injected pods' Deployment")
 		kubectl(ctx, "-n", webNS, "delete", "deployment", "web", "--wait=true")
@@ -175,6 +185,20 @@ func codes(pod corev1.Pod, path, tenant string, n int) []int {
 		out = append(out, code)
 	}
 	return out
+}
+
+// adminStatus reads /status of pod's enforcer with the read token.
+func adminStatus(pod corev1.Pod, token string) string {
+	req, err := http.NewRequest(http.MethodGet, fmt.Sprintf("http://%s:15081/status", pod.Status.PodIP), nil)
+	ExpectWithOffset(1, err).NotTo(HaveOccurred())
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := (&http.Client{Timeout: 2 * time.Second}).Do(req)
+	ExpectWithOffset(1, err).NotTo(HaveOccurred())
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	ExpectWithOffset(1, err).NotTo(HaveOccurred())
+	ExpectWithOffset(1, resp.StatusCode).To(Equal(http.StatusOK), "%s", body)
+	return string(body)
 }
 
 // adminMetrics reads /metrics of pod's enforcer on its admin port.

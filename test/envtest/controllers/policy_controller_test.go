@@ -88,6 +88,19 @@ var _ = Describe("The policy controller", func() {
 		injected.Spec.InitContainers = []corev1.Container{{Name: wellknown.EnforcerContainerName, Image: "sluice-enforcer:1"}}
 		Expect(k8sClient.Create(ctx, injected)).To(Succeed())
 		Eventually(func() map[string]config.Policy { return publishedPolicies(ctx, ns) }).Should(HaveKey("public-api"))
+		tokens := func() map[string]string {
+			out := map[string]string{}
+			for _, name := range wellknown.AdminSecretNames {
+				s := &corev1.Secret{}
+				if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, s); err == nil {
+					Expect(s.OwnerReferences).To(BeEmpty(), "no garbage collection with the last policy")
+					out[name] = string(s.Data[wellknown.AdminTokenKey])
+				}
+			}
+			return out
+		}
+		Eventually(tokens).Should(HaveLen(len(wellknown.AdminSecretNames)))
+		before := tokens()
 
 		By("deleting the last policy")
 		Expect(k8sClient.Delete(ctx, policy)).To(Succeed())
@@ -98,10 +111,12 @@ var _ = Describe("The policy controller", func() {
 			g.Expect(cm.Annotations).To(HaveKeyWithValue(wellknown.ConfigHashAnnotation, cfg.Hash()))
 		}).Should(Succeed())
 		Consistently(func() *config.Config { cfg, _ := publishedConfig(ctx, ns); return cfg }, "1s").ShouldNot(BeNil())
+		Expect(tokens()).To(Equal(before), "the enforcers' credentials stay with them, so they can still be asked what they do")
 
 		By("deleting the injected pod")
 		Expect(k8sClient.Delete(ctx, injected, client.GracePeriodSeconds(0))).To(Succeed())
 		Eventually(func() *config.Config { cfg, _ := publishedConfig(ctx, ns); return cfg }).Should(BeNil())
+		Eventually(tokens).Should(BeEmpty(), "and go with the last of them")
 	})
 
 	It("publishes rateLimitService policies for the rate limit service, one policy per domain, and deletes their ConfigMap with them", func(ctx SpecContext) {
