@@ -2,17 +2,27 @@ package proxy
 
 import "bytes"
 
+// maxHeldLine is the longest first data line of an event held to skip it
+// unscanned; a longer one, or an event of several lines, is scanned as it
+// passes.
+const maxHeldLine = 16 << 10
+
 // eventScan reads an event stream (text/event-stream) as its bytes pass:
-// the data lines of each event make one JSON text, followed by a jsonScan
-// without holding the line, so that a line of any length costs no memory.
+// the data lines of each event make one JSON text, followed by a jsonScan,
+// so that a line of any length costs no memory. Most events are one short
+// line with no usage object: such a line is held, and scanned only if it
+// may carry one.
 type eventScan struct {
 	line lineState
 	// field is the start of the line's field name; fieldLen bytes of it.
 	field    [len("data")]byte
 	fieldLen int
 	afterCR  bool // a '\n' right after '\r' ends no line
-	data     bool // the event has a data line
-	scan     jsonScan
+	hasData  bool // the event has a data line
+	// held is the event's first data line while holding it.
+	held    []byte
+	holding bool
+	scan    jsonScan
 	// last is what the last event that carried a usage object said.
 	last usageFound
 }
@@ -39,12 +49,15 @@ func (e *eventScan) write(p []byte) {
 		}
 		switch e.line {
 		case lineData, lineSkip:
-			n := bytes.IndexAny(p, "\r\n")
+			n := bytes.IndexByte(p, '\n')
 			if n < 0 {
 				n = len(p)
 			}
+			if r := bytes.IndexByte(p[:n], '\r'); r >= 0 {
+				n = r
+			}
 			if e.line == lineData {
-				e.scan.write(p[:n])
+				e.data(p[:n])
 			}
 			if p = p[n:]; len(p) > 0 {
 				e.endLine()
@@ -79,10 +92,31 @@ func (e *eventScan) write(p []byte) {
 // dataLine starts a data line: the lines of one event are joined by a
 // line feed, a space to JSON.
 func (e *eventScan) dataLine() {
-	if e.data {
+	if e.hasData {
+		e.flush()
 		e.scan.write([]byte{'\n'})
+	} else {
+		e.holding, e.held = true, e.held[:0]
 	}
-	e.data = true
+	e.hasData = true
+}
+
+// data takes bytes of a data line.
+func (e *eventScan) data(p []byte) {
+	if e.holding && len(e.held)+len(p) <= maxHeldLine {
+		e.held = append(e.held, p...)
+		return
+	}
+	e.flush()
+	e.scan.write(p)
+}
+
+// flush scans the line held so far.
+func (e *eventScan) flush() {
+	if e.holding {
+		e.holding = false
+		e.scan.write(e.held)
+	}
 }
 
 // endLine ends a line; an empty one ends the event.
@@ -99,14 +133,42 @@ func (e *eventScan) endLine() {
 // dispatch ends an event: one that carries a usage object replaces what
 // the events before it said. Others ("usage":null, [DONE]) change nothing.
 func (e *eventScan) dispatch() {
-	if e.data {
+	if e.holding && !mayCarryUsage(e.held) {
+		e.hasData = false
+	}
+	if e.hasData {
+		e.flush()
 		e.scan.end()
 		if e.scan.usageObject() {
 			e.last = found(&e.scan)
 		}
 	}
-	e.data = false
+	e.hasData, e.holding = false, false
 	e.scan.reset()
+}
+
+// mayCarryUsage reports whether a JSON line may have a usage member whose
+// value is not null. A name that decodes to "usage" is written as the
+// five letters in a row, or has one escaped (\u0061, \u0065, \u0067,
+// \u0073 or \u0075); written in a row, it is followed by its closing
+// quote, the colon and the value.
+func mayCarryUsage(line []byte) bool {
+	if bytes.Contains(line, []byte(`\u006`)) || bytes.Contains(line, []byte(`\u007`)) {
+		return true
+	}
+	for {
+		i := bytes.Index(line, []byte("usage"))
+		if i < 0 {
+			return false
+		}
+		line = line[i+len("usage"):]
+		rest, ok := bytes.CutPrefix(line, []byte(`"`))
+		rest = bytes.TrimLeft(rest, " \t")
+		rest, colon := bytes.CutPrefix(rest, []byte(":"))
+		if !ok || !colon || !bytes.HasPrefix(bytes.TrimLeft(rest, " \t"), []byte("null")) {
+			return true
+		}
+	}
 }
 
 // end ends the stream; an event it cut short is read as it stands.

@@ -44,6 +44,8 @@ func FuzzUsageReader(f *testing.F) {
 		`{"usage":{"total_tokens":1},"usage":null}`,
 		`{"us\u0061ge":{"total_tokens":-1.5e3,"x":[true,false,null,{"y":"\"}"}]}}`,
 		`[{"usage":{}}]`,
+		`{"usage":null, "usage" :{"a":1}}`,
+		`{"content":"usage\":null","\u0075sage":{"a":2}}`,
 		`{"choices":[{"usage":{"a":1}}],"usage":{"b":0.25E-2}} `,
 		`{"usage":{"a":01}}`,
 		`{"usage":{"a":"\ud83d\ude00"}}` + "\n",

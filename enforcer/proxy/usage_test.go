@@ -200,6 +200,9 @@ func TestUsageReaderEventStreamLines(t *testing.T) {
 		{"data: {\"usage\":{\"total_tokens\":3}}\n\ndata\ndata: {\"usage\":{\"total_tokens\":4}}\n\n", 4},
 		// the stream ends with no blank line
 		{"data: {\"usage\":{\"total_tokens\":5}}", 5},
+		// a name with an escape, a usage after a null one
+		{"data: {\"us\\u0061ge\":{\"total_tokens\":6}}\n\n", 6},
+		{"data: {\"usage\": null, \"usage\" :\t{\"total_tokens\":7}}\n\n", 7},
 	} {
 		for _, n := range []int{1, 2, 5, 1000} {
 			units, reason := feed(newUsageReader(streamType, nil), []byte(c.body), n).units("total_tokens")
