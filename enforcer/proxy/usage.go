@@ -1,40 +1,51 @@
 package proxy
 
 import (
-	"bytes"
-	"compress/gzip"
 	"encoding/json"
-	"io"
+	goruntime "runtime"
 	"strconv"
 	"strings"
 
 	"github.com/sluice-dev/sluice/enforcer/runtime"
 )
 
-// maxUsageBody is the most of an answer held to find its usage: the
-// whole of a plain JSON answer, the gzip-encoded bytes of a compressed
-// one, one line of an event stream.
-const maxUsageBody = 1 << 20
-
 // usageReader finds the usage object of an OpenAI-compatible answer in
-// the bytes copied to the client, without holding them back: usage of a
-// plain JSON answer, or of the last data event that has one in an event
-// stream (stream_options.include_usage).
+// the bytes copied to the client, without holding them back: the last
+// top-level usage of a plain JSON answer, or of the last data event that
+// carries one in an event stream (stream_options.include_usage). It reads
+// as a streaming parser does, gzip-encoded or not: what it holds is one
+// usage object (at most maxUsageObject), one bit a level of nesting, and a
+// gzip decoder's window, whatever the answer's size.
 type usageReader struct {
-	stream bool // text/event-stream
-	gzip   bool
+	body usageBody
+	gz   *gunzip // a gzip-encoded answer, once its first bytes came
+	gzip bool
 	// failed is the reason no usage can be found, once known.
 	failed string
-	buf    []byte // the plain answer, the compressed one, or a stream's current line
-	// skipping drops the rest of a stream line longer than maxUsageBody.
-	skipping bool
-	usage    map[string]json.RawMessage
+	ended  bool
+	found  usageFound
+}
+
+// usageBody reads the plain bytes of an answer.
+type usageBody interface {
+	write(p []byte)
+	end() usageFound
+}
+
+// usageFound is the last usage object read whole, and why the answer's
+// usage cannot be taken ("" when it can).
+type usageFound struct {
+	usage  map[string]json.RawMessage
+	reason string
 }
 
 // newUsageReader reads an answer of these Content-Type and
 // Content-Encoding values.
 func newUsageReader(contentType, encoding []string) *usageReader {
-	u := &usageReader{stream: isEventStream(contentType)}
+	u := &usageReader{body: &plainScan{}}
+	if isEventStream(contentType) {
+		u.body = &eventScan{}
+	}
 	switch enc := strings.ToLower(strings.TrimSpace(strings.Join(encoding, ","))); enc {
 	case "", "identity":
 	case "gzip", "x-gzip":
@@ -56,101 +67,35 @@ func isEventStream(ct []string) bool {
 
 // write takes the next bytes of the body, as they go to the client.
 func (u *usageReader) write(p []byte) {
-	if u.failed != "" {
-		return
-	}
-	if u.stream && !u.gzip {
-		u.scanLines(p)
-		return
-	}
-	if len(u.buf)+len(p) > maxUsageBody {
-		u.failed, u.buf = runtime.ReportTooLarge, nil
-		return
-	}
-	u.buf = append(u.buf, p...)
-}
-
-// scanLines feeds a stream's bytes line by line, holding one line at most.
-func (u *usageReader) scanLines(p []byte) {
-	for len(p) > 0 {
-		i := bytes.IndexByte(p, '\n')
-		chunk := p
-		if i >= 0 {
-			chunk = p[:i]
+	switch {
+	case u.failed != "" || u.ended:
+	case u.gzip:
+		if u.gz == nil {
+			u.gz = startGunzip(u.body)
+			// a reader dropped without finish must not leave its decoder waiting
+			goruntime.AddCleanup(u, (*gunzip).abandon, u.gz)
 		}
-		if !u.skipping {
-			if len(u.buf)+len(chunk) > maxUsageBody {
-				u.skipping, u.buf = true, u.buf[:0]
-			} else {
-				u.buf = append(u.buf, chunk...)
-			}
-		}
-		if i < 0 {
-			return
-		}
-		if !u.skipping {
-			u.line(u.buf)
-		}
-		u.skipping, u.buf = false, u.buf[:0]
-		p = p[i+1:]
+		u.gz.write(p)
+	default:
+		u.body.write(p)
 	}
 }
 
-// line reads one line of an event stream: a data field with a usage
-// object replaces the one found before.
-func (u *usageReader) line(l []byte) {
-	l = bytes.TrimSuffix(l, []byte("\r"))
-	data, ok := bytes.CutPrefix(l, []byte("data:"))
-	if !ok || !hasUsageObject(data) {
-		return // most events of a stream: "usage":null, or none
-	}
-	var event struct {
-		Usage map[string]json.RawMessage `json:"usage"`
-	}
-	if json.Unmarshal(bytes.TrimSpace(data), &event) == nil && event.Usage != nil {
-		u.usage = event.Usage
-	}
-}
-
-// finish reads what was held once the body has ended.
+// finish reads what is left once the body has ended; units and seen are
+// read after it.
 func (u *usageReader) finish() {
-	if u.failed != "" {
+	if u.failed != "" || u.ended {
 		return
 	}
-	body := u.buf
-	if u.gzip {
-		zr, err := gzip.NewReader(bytes.NewReader(body))
-		if err != nil {
-			u.failed = runtime.ReportMalformed
-			return
-		}
-		// a compressed answer is held to 1 MiB; what it expands to, to 16
-		plain, err := io.ReadAll(io.LimitReader(zr, 16*maxUsageBody+1))
-		if err != nil || len(plain) > 16*maxUsageBody {
-			u.failed = runtime.ReportTooLarge
-			return
-		}
-		body = plain
+	u.ended = true
+	var err error
+	if u.gz != nil {
+		err = u.gz.finish()
 	}
-	if u.stream {
-		if u.gzip {
-			u.gzip = false
-			u.buf = nil
-			u.scanLines(body)
-			u.scanLines([]byte("\n"))
-		} else if len(u.buf) > 0 {
-			u.line(u.buf)
-		}
-		return
+	u.found = u.body.end()
+	if err != nil || u.gzip && u.gz == nil {
+		u.found.reason = runtime.ReportMalformed // not gzip, or cut short
 	}
-	var answer struct {
-		Usage map[string]json.RawMessage `json:"usage"`
-	}
-	if err := json.Unmarshal(body, &answer); err != nil {
-		u.failed = runtime.ReportMalformed
-		return
-	}
-	u.usage = answer.Usage
 }
 
 // units is usage.<field> once the body has ended, or why it cannot be
@@ -159,11 +104,26 @@ func (u *usageReader) units(field string) (int64, string) {
 	if u.failed != "" {
 		return 0, u.failed
 	}
-	raw, ok := u.usage[field]
+	if u.found.reason != "" {
+		return 0, u.found.reason
+	}
+	raw, ok := u.found.usage[field]
 	if !ok || string(raw) == "null" {
 		return 0, runtime.ReportMissing
 	}
 	return parseUnits(string(raw))
+}
+
+// seen is usage.<field> of the last usage object read whole, even when
+// units cannot take it: an answer cut short after its usage, or one whose
+// last usage is too large or broken.
+func (u *usageReader) seen(field string) (int64, bool) {
+	raw, ok := u.found.usage[field]
+	if !ok {
+		return 0, false
+	}
+	n, reason := parseUnits(string(raw))
+	return n, reason == ""
 }
 
 // parseUnits reads a reported cost: a whole number, not negative.
@@ -184,18 +144,31 @@ func parseUnits(s string) (int64, string) {
 	return n, ""
 }
 
-// hasUsageObject reports whether an event may carry a usage object: a
-// "usage" key followed by '{'. Only those events are decoded.
-func hasUsageObject(data []byte) bool {
-	for {
-		i := bytes.Index(data, []byte(`"usage"`))
-		if i < 0 {
-			return false
-		}
-		rest := bytes.TrimLeft(data[i+len(`"usage"`):], " \t")
-		if r, ok := bytes.CutPrefix(rest, []byte(":")); ok && len(bytes.TrimLeft(r, " \t")) > 0 && bytes.TrimLeft(r, " \t")[0] == '{' {
-			return true
-		}
-		data = data[i+1:]
+// plainScan reads a plain JSON answer.
+type plainScan struct{ scan jsonScan }
+
+func (b *plainScan) write(p []byte) { b.scan.write(p) }
+
+func (b *plainScan) end() usageFound {
+	b.scan.end()
+	return found(&b.scan)
+}
+
+// found is what a JSON text's last top-level usage member says.
+func found(s *jsonScan) usageFound {
+	var f usageFound
+	if s.usageObject() && !s.overflow && json.Unmarshal(s.usage, &f.usage) != nil {
+		f.usage = nil
 	}
+	switch {
+	case !s.valid():
+		f.reason = runtime.ReportMalformed
+	case !s.hasUsage || s.usageKind == 'n':
+		f.reason = runtime.ReportMissing // none, or "usage": null
+	case s.overflow:
+		f.reason = runtime.ReportTooLarge
+	case s.usageKind != '{':
+		f.reason = runtime.ReportMalformed
+	}
+	return f
 }
