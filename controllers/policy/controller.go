@@ -112,7 +112,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	publishErr := r.reconcileConfig(ctx, req.Namespace, policies, compiled)
 	servicePublishErr := r.reconcileServiceConfig(ctx, req.Namespace, policies, service)
 	r.reconcileStatus(patch, outcomes, publishErr, servicePublishErr)
-	return ctrl.Result{}, errors.Join(secretErr, publishErr, servicePublishErr)
+	if keySetInConfigMap(policies) {
+		result.RequeueAfter = keySetRecheck
+	}
+	return result, errors.Join(secretErr, publishErr, servicePublishErr)
 }
 
 func (r *Reconciler) secrets() client.Reader {
@@ -235,6 +238,11 @@ func (r *Reconciler) compileOptions(ctx context.Context, namespace string, polic
 			opts.Secrets[name] = keys
 		}
 	}
+	keySets, err := r.readKeySets(ctx, namespace, policies)
+	if err != nil {
+		return opts, nil, err
+	}
+	opts.KeySets = keySets
 	previous, err := r.publishedConfig(ctx, namespace, wellknown.ConfigMapName)
 	if err != nil {
 		return opts, nil, err

@@ -36,22 +36,20 @@ import (
 	"github.com/sluice-dev/sluice/internal/wellknown"
 )
 
-// storageSecretIndex indexes policies by the Secret their storage names.
+// storageSecretIndex indexes policies by the Secrets they name: their
+// storage's and their jwtClaim key sets'.
 const storageSecretIndex = "spec.storage.secretRef.name"
 
 // SetupWithManager registers the policy controller. It reconciles a
 // namespace when one of its policies is created, deleted or changes its
 // spec; when a pod starts, stops or changes labels (the pod counts are part
 // of the configuration, and injected pods keep the ConfigMap of a namespace
-// without policies); when a Secret that a policy's storage names appears,
+// without policies); when a Secret that a policy's storage or key set names appears,
 // changes or goes; when someone edits or deletes the ConfigMap or the
 // admin Secret; and, with NetworkPolicy set, when a NetworkPolicy changes.
 func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, concurrency int) error {
 	err := mgr.GetFieldIndexer().IndexField(ctx, &v1alpha1.RateLimitPolicy{}, storageSecretIndex, func(obj client.Object) []string {
-		if ref := obj.(*v1alpha1.RateLimitPolicy).Spec.StorageSecret(); ref != nil {
-			return []string{ref.Name}
-		}
-		return nil
+		return secretsNamed(obj.(*v1alpha1.RateLimitPolicy))
 	})
 	if err != nil {
 		return fmt.Errorf("index RateLimitPolicies by storage Secret: %w", err)
@@ -93,7 +91,7 @@ func namespaceWithPoliciesOrEnforcer(c client.Reader) handler.MapFunc {
 }
 
 // namespaceUsingSecret maps a Secret to its namespace when a policy there
-// keeps its storage URL in it, or when it is the admin Secret of a
+// keeps its storage URL or a key set in it, or when it is the admin Secret of a
 // namespace with policies.
 func (r *Reconciler) namespaceUsingSecret(ctx context.Context, obj client.Object) []reconcile.Request {
 	if obj.GetName() == wellknown.AdminSecretName {
