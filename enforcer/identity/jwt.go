@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/sluice-dev/sluice/enforcer/config"
 	"github.com/sluice-dev/sluice/enforcer/request"
@@ -37,7 +36,7 @@ func newJWTClaimSource(c *config.JWTClaimSource) (jwtClaimSource, error) {
 		s.path = strings.Split(c.Claim, ".")
 	}
 	if c.Verify != nil {
-		v, err := newVerifier(c.Verify, time.Now)
+		v, err := sharedVerifier(c.Verify)
 		if err != nil {
 			return jwtClaimSource{}, err
 		}

@@ -3,6 +3,7 @@ package identity
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -103,6 +104,40 @@ func (v *verifier) verify(token string) bool {
 	}
 	v.verified.Add(sum, until)
 	return true
+}
+
+// verifiers holds one verifier per verification a configuration asks for,
+// shared by every rule and tier source that asks the same and kept across
+// reloads: a token is checked once per request, whatever the number of
+// rules reading it, and a reload forgets no verified token.
+var verifiers = struct {
+	sync.Mutex
+	byConfig map[string]*verifier
+}{byConfig: map[string]*verifier{}}
+
+// maxVerifiers bounds verifiers: past it, the verifiers of older
+// configurations are let go (the resolvers using them keep theirs).
+const maxVerifiers = 64
+
+func sharedVerifier(v *config.JWTVerify) (*verifier, error) {
+	key, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	verifiers.Lock()
+	defer verifiers.Unlock()
+	if shared, ok := verifiers.byConfig[string(key)]; ok {
+		return shared, nil
+	}
+	shared, err := newVerifier(v, time.Now)
+	if err != nil {
+		return nil, err
+	}
+	if len(verifiers.byConfig) >= maxVerifiers {
+		clear(verifiers.byConfig)
+	}
+	verifiers.byConfig[string(key)] = shared
+	return shared, nil
 }
 
 // remoteKeySets holds one fetched key set per URL for the whole process:

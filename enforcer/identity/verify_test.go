@@ -217,3 +217,21 @@ func BenchmarkVerify(b *testing.B) {
 		})
 	}
 }
+
+// Rules and tier sources verifying alike share one verifier, so a request
+// matching several rules has its token checked once.
+func TestVerifiersAreShared(t *testing.T) {
+	g := NewWithT(t)
+	key := jwttest.NewRSA(t, "k1")
+	v := &config.JWTVerify{JWKS: jwttest.JWKS(t, key), Audiences: []string{"api"}}
+	a, err := newJWTClaimSource(&config.JWTClaimSource{Claim: "sub", Header: "Authorization", Verify: v})
+	g.Expect(err).NotTo(HaveOccurred())
+	b, err := newJWTClaimSource(&config.JWTClaimSource{Claim: "plan", Header: "Authorization",
+		Verify: &config.JWTVerify{JWKS: jwttest.JWKS(t, key), Audiences: []string{"api"}}})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(a.verifier).To(BeIdenticalTo(b.verifier))
+	c, err := newJWTClaimSource(&config.JWTClaimSource{Claim: "sub", Header: "Authorization",
+		Verify: &config.JWTVerify{JWKS: jwttest.JWKS(t, key), Audiences: []string{"web"}}})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(c.verifier).NotTo(BeIdenticalTo(a.verifier), "another audience is another verification")
+}

@@ -17,12 +17,19 @@ import (
 	"net/http/httptest"
 	"sync"
 	"sync/atomic"
-	"testing"
 	"time"
 
 	"github.com/MicahParks/jwkset"
 	"github.com/golang-jwt/jwt/v5"
 )
+
+// T is what the helpers need of a test: testing.TB and Ginkgo's GinkgoT()
+// both are one.
+type T interface {
+	Helper()
+	Fatal(args ...any)
+	Cleanup(func())
+}
 
 // Key is a signing key pair with its kid.
 type Key struct {
@@ -32,7 +39,7 @@ type Key struct {
 }
 
 // NewRSA makes a 2048-bit RSA key signing RS256.
-func NewRSA(t testing.TB, kid string) *Key {
+func NewRSA(t T, kid string) *Key {
 	t.Helper()
 	k, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
@@ -42,7 +49,7 @@ func NewRSA(t testing.TB, kid string) *Key {
 }
 
 // NewEC makes a P-256 key signing ES256.
-func NewEC(t testing.TB, kid string) *Key {
+func NewEC(t T, kid string) *Key {
 	t.Helper()
 	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -52,7 +59,7 @@ func NewEC(t testing.TB, kid string) *Key {
 }
 
 // Sign is a token of claims signed by k, its header naming k's kid.
-func (k *Key) Sign(t testing.TB, claims map[string]any) string {
+func (k *Key) Sign(t T, claims map[string]any) string {
 	t.Helper()
 	tok := jwt.NewWithClaims(k.method, jwt.MapClaims(claims))
 	tok.Header["kid"] = k.KID
@@ -66,7 +73,7 @@ func (k *Key) Sign(t testing.TB, claims map[string]any) string {
 // HMACConfused is a token of claims signed with HS256, using as the HMAC
 // secret k's public key as PEM, the bytes an algorithm-confusion attack
 // feeds a verifier that takes the token's alg on trust.
-func (k *Key) HMACConfused(t testing.TB, claims map[string]any) string {
+func (k *Key) HMACConfused(t T, claims map[string]any) string {
 	t.Helper()
 	der, err := x509.MarshalPKIXPublicKey(k.private.Public())
 	if err != nil {
@@ -102,7 +109,7 @@ func Claims(tenant string, extra map[string]any) map[string]any {
 }
 
 // JWKS is the JSON Web Key Set of the public halves of keys.
-func JWKS(t testing.TB, keys ...*Key) []byte {
+func JWKS(t T, keys ...*Key) []byte {
 	t.Helper()
 	set := jwkset.JWKSMarshal{Keys: []jwkset.JWKMarshal{}}
 	for _, k := range keys {
@@ -130,7 +137,7 @@ type Server struct {
 }
 
 // Serve starts a Server with keys, stopped at the end of the test.
-func Serve(t testing.TB, keys ...*Key) *Server {
+func Serve(t T, keys ...*Key) *Server {
 	t.Helper()
 	s := &Server{body: JWKS(t, keys...)}
 	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
@@ -147,7 +154,7 @@ func Serve(t testing.TB, keys ...*Key) *Server {
 }
 
 // Rotate makes the server serve keys instead.
-func (s *Server) Rotate(t testing.TB, keys ...*Key) {
+func (s *Server) Rotate(t T, keys ...*Key) {
 	body := JWKS(t, keys...)
 	s.mu.Lock()
 	s.body = body
