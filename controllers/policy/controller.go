@@ -43,7 +43,9 @@ import (
 )
 
 // What the policy controller reads and writes: of Secrets it reads the keys
-// (to check spec.storage) and writes only the admin Secret, whose name
+// (to check spec.storage) and the value of a key that a jwtClaim source's
+// keys.secretRef names (a JSON Web Key Set, public keys, compiled into the
+// enforcers' ConfigMap), and writes only the admin Secret, whose name
 // bounds updates and deletes; pods are only counted.
 //
 // +kubebuilder:rbac:groups=sluice.dev,resources=ratelimitpolicies,verbs=get;list;watch
@@ -65,8 +67,9 @@ const conflictRetry = 250 * time.Millisecond
 // ConfigMap: one pass per namespace, however many policies changed.
 type Reconciler struct {
 	client.Client
-	// APIReader reads the Secrets that policies name, uncached: the manager
-	// only caches their metadata, never their values.
+	// APIReader reads the Secrets and ConfigMaps that policies name,
+	// uncached: the manager only caches Secrets' metadata and its own
+	// ConfigMaps.
 	APIReader client.Reader
 	// Secrets reads the admin Secrets this controller writes: a cache of
 	// them (controllers.NewManagedSecretCache). Nil: APIReader.
