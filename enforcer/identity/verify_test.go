@@ -19,7 +19,7 @@ func verifiedClaim(claim string, v *config.JWTVerify) config.Source {
 
 // tenantOf resolves a request bearing token under sources tokens first,
 // then the client address.
-func tenantOf(g Gomega, res *Resolver, token string) string {
+func tenantOf(res *Resolver, token string) string {
 	return res.Resolve(newRequest("GET", "/", peer, "Authorization: Bearer "+token)).Tenant
 }
 
@@ -65,8 +65,8 @@ func TestUnverifiedTokensFallToTheNextSource(t *testing.T) {
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
 			g := NewWithT(t)
-			g.Expect(tenantOf(g, res, c.token)).To(Equal(c.want))
-			g.Expect(tenantOf(g, res, c.token)).To(Equal(c.want), "the second time, from the cache of verified tokens")
+			g.Expect(tenantOf(res, c.token)).To(Equal(c.want))
+			g.Expect(tenantOf(res, c.token)).To(Equal(c.want), "the second time, from the cache of verified tokens")
 		})
 	}
 }
@@ -120,13 +120,13 @@ func TestRotatedJWKSKeyIsPickedUp(t *testing.T) {
 	res, err := New(config.Identity{Sources: []config.Source{verifiedClaim("tenant_id", &config.JWTVerify{JWKSURL: srv.URL}), clientIP()}})
 	g.Expect(err).NotTo(HaveOccurred())
 
-	g.Expect(tenantOf(g, res, old.Sign(t, jwttest.Claims("acme", nil)))).To(Equal("acme"))
+	g.Expect(tenantOf(res, old.Sign(t, jwttest.Claims("acme", nil)))).To(Equal("acme"))
 	fetched := srv.Fetches()
 
 	srv.Rotate(t, next)
-	g.Expect(tenantOf(g, res, next.Sign(t, jwttest.Claims("beta", nil)))).To(Equal("beta"), "the first token naming the new kid fetches the key set")
+	g.Expect(tenantOf(res, next.Sign(t, jwttest.Claims("beta", nil)))).To(Equal("beta"), "the first token naming the new kid fetches the key set")
 	g.Expect(srv.Fetches()).To(Equal(fetched + 1))
-	g.Expect(tenantOf(g, res, old.Sign(t, jwttest.Claims("gamma", nil)))).To(Equal("192.0.2.7"), "the rotated-out key no longer verifies new tokens")
+	g.Expect(tenantOf(res, old.Sign(t, jwttest.Claims("gamma", nil)))).To(Equal("192.0.2.7"), "the rotated-out key no longer verifies new tokens")
 }
 
 // Made-up kids do not make the enforcer fetch the key set per request.
@@ -138,7 +138,7 @@ func TestUnknownKIDsRefreshAtABoundedRate(t *testing.T) {
 	before := srv.Fetches()
 	for i := range 50 {
 		forger := jwttest.NewEC(t, "made-up-"+string(rune('a'+i%26)))
-		g.Expect(tenantOf(g, res, forger.Sign(t, jwttest.Claims("x", nil)))).To(Equal("192.0.2.7"))
+		g.Expect(tenantOf(res, forger.Sign(t, jwttest.Claims("x", nil)))).To(Equal("192.0.2.7"))
 	}
 	g.Expect(srv.Fetches() - before).To(BeNumerically("<=", 2))
 }
@@ -153,14 +153,14 @@ func TestJWKSServerDown(t *testing.T) {
 	res, err := New(config.Identity{Sources: []config.Source{verifiedClaim("tenant_id", &config.JWTVerify{JWKSURL: srv.URL}), clientIP()}})
 	g.Expect(err).NotTo(HaveOccurred())
 	srv.Stop()
-	g.Expect(tenantOf(g, res, key.Sign(t, jwttest.Claims("acme", nil)))).To(Equal("acme"), "a fresh token, verified with the cached key set")
-	g.Expect(tenantOf(g, res, jwttest.NewRSA(t, "k2").Sign(t, jwttest.Claims("acme", nil)))).To(Equal("192.0.2.7"))
+	g.Expect(tenantOf(res, key.Sign(t, jwttest.Claims("acme", nil)))).To(Equal("acme"), "a fresh token, verified with the cached key set")
+	g.Expect(tenantOf(res, jwttest.NewRSA(t, "k2").Sign(t, jwttest.Claims("acme", nil)))).To(Equal("192.0.2.7"))
 
 	down := jwttest.Serve(t, key)
 	down.Stop()
 	res, err = New(config.Identity{Sources: []config.Source{verifiedClaim("tenant_id", &config.JWTVerify{JWKSURL: down.URL}), clientIP()}})
 	g.Expect(err).NotTo(HaveOccurred(), "a key set that cannot be fetched yet does not refuse the configuration")
-	g.Expect(tenantOf(g, res, key.Sign(t, jwttest.Claims("acme", nil)))).To(Equal("192.0.2.7"))
+	g.Expect(tenantOf(res, key.Sign(t, jwttest.Claims("acme", nil)))).To(Equal("192.0.2.7"))
 }
 
 // The cache of verified tokens never outlives a token's exp.

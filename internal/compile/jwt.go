@@ -19,6 +19,7 @@ type KeySetRef struct {
 	Key  string
 }
 
+// String names the reference as messages do: Secret issuer (key jwks.json).
 func (r KeySetRef) String() string { return fmt.Sprintf("%s %s (key %s)", r.Kind, r.Name, r.Key) }
 
 // KeySetRefs lists the Secret and ConfigMap keys the jwtClaim sources of

@@ -1,6 +1,7 @@
 package compile
 
 import (
+	"errors"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -51,7 +52,9 @@ func TestJWTClaimVerification(t *testing.T) {
 		p := tokenPolicy(t, v1alpha1.JWTClaimSource{Claim: "tenant_id", Keys: secretRef})
 		_, err := Policy(&p, Options{})
 		g.Expect(err).To(MatchError(ContainSubstring("spec.identity.sources[0].jwtClaim.keys names Secret issuer (key jwks.json), which does not exist")))
-		g.Expect(err.(*PolicyError).Reason).To(Equal(v1alpha1.ReasonKeySetMissing))
+		var pe *PolicyError
+		g.Expect(errors.As(err, &pe)).To(BeTrue())
+		g.Expect(pe.Reason).To(Equal(v1alpha1.ReasonKeySetMissing))
 	})
 	t.Run("private or symmetric keys are not copied into a ConfigMap", func(t *testing.T) {
 		g := NewWithT(t)
