@@ -41,6 +41,15 @@ const (
 	// ReasonStorageSecretMissing: spec.storage names a Secret or key that
 	// does not exist.
 	ReasonStorageSecretMissing = "StorageSecretMissing"
+	// ReasonCompiledUnverifiedTokens: the spec compiled, but a jwtClaim
+	// source reads tokens unverified (verify: false), so any client can
+	// name its own tenant or tier. Accepted is True, its message the
+	// warning.
+	ReasonCompiledUnverifiedTokens = "CompiledUnverifiedTokens"
+	// ReasonKeySetMissing: a jwtClaim source's keys name a Secret,
+	// ConfigMap or key that does not exist, or one holding no usable JSON
+	// Web Key Set.
+	ReasonKeySetMissing = "KeySetMissing"
 	// ReasonConfigTooLarge: the namespace's compiled configuration does not
 	// fit in one ConfigMap.
 	ReasonConfigTooLarge = "ConfigTooLarge"

@@ -41,6 +41,7 @@ const (
 	DefaultCost             = int32(1)
 	DefaultAPIKeyHeader     = "X-API-Key"
 	DefaultJWTHeader        = "Authorization"
+	DefaultKeySetKey        = "jwks.json"
 )
 
 // DefaultIdentity is the identity of rules when neither the rule nor the
@@ -139,5 +140,13 @@ func (id *Identity) applyDefaults() {
 func (c *JWTClaimSource) applyDefaults() {
 	if c.Header == "" {
 		c.Header = DefaultJWTHeader
+	}
+	if c.Keys == nil {
+		return
+	}
+	for _, ref := range []*KeySetReference{c.Keys.SecretRef, c.Keys.ConfigMapRef} {
+		if ref != nil && ref.Key == "" {
+			ref.Key = DefaultKeySetKey
+		}
 	}
 }

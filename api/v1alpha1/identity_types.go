@@ -68,8 +68,9 @@ type IdentitySource struct {
 	// +optional
 	APIKey *APIKeySource `json:"apiKey,omitempty"`
 
-	// JWTClaim takes the tenant from a claim of a JSON Web Token. The token is
-	// decoded, not verified: only use it behind something that verifies it.
+	// JWTClaim takes the tenant from a claim of a JSON Web Token, once the
+	// token is verified against the issuer's keys. A token that does not
+	// verify names no tenant: the next source decides.
 	// +optional
 	JWTClaim *JWTClaimSource `json:"jwtClaim,omitempty"`
 
@@ -120,7 +121,9 @@ type APIKeySource struct {
 	Header string `json:"header,omitempty"`
 }
 
-// JWTClaimSource reads a claim of a JSON Web Token.
+// JWTClaimSource reads a claim of a JSON Web Token, verified first.
+// +kubebuilder:validation:XValidation:rule="(has(self.verify) && !self.verify) || has(self.keys)",message="jwtClaim verifies tokens: set keys to the issuer's public keys (keys.jwksURL, or keys.secretRef or keys.configMapRef naming a JSON Web Key Set), or set verify: false to read claims of unverified tokens, which any client can write, only behind a gateway that verifies them"
+// +kubebuilder:validation:XValidation:rule="!has(self.verify) || self.verify || (!has(self.keys) && !has(self.issuer) && !has(self.audiences))",message="verify: false checks no keys, issuer or audiences: remove them, or remove verify: false"
 type JWTClaimSource struct {
 	// Claim is the name of a top-level claim of the token's payload, such as
 	// sub or tenant_id. Its value must be a string or a number.
@@ -136,7 +139,83 @@ type JWTClaimSource struct {
 	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9!#$%&'*+.^_|~-]+$`
 	// +optional
 	Header string `json:"header,omitempty"`
+
+	// Verify, true unless set, checks the token before its claim is read:
+	// its signature against keys (RSA, EC or Ed25519; HMAC and unsigned
+	// tokens are refused), exp and nbf with 30 seconds of leeway, and iss
+	// and aud when issuer and audiences are set. false reads the claim of
+	// any token unverified: every client can then name its own tenant or
+	// tier, so use it only behind a gateway that verifies tokens. The
+	// policy's Accepted condition warns of it.
+	// +optional
+	Verify *bool `json:"verify,omitempty"`
+
+	// Keys are the issuer's public keys, as a JSON Web Key Set.
+	// +optional
+	Keys *JWTKeys `json:"keys,omitempty"`
+
+	// Issuer, when set, must equal the token's iss claim.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	Issuer string `json:"issuer,omitempty"`
+
+	// Audiences, when set, must include one of the token's aud claim.
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=1024
+	// +optional
+	Audiences []string `json:"audiences,omitempty"`
 }
+
+// JWTKeys says where the JSON Web Key Set that verifies tokens is. Set
+// exactly one member.
+// +kubebuilder:validation:XValidation:rule="(has(self.jwksURL) ? 1 : 0) + (has(self.secretRef) ? 1 : 0) + (has(self.configMapRef) ? 1 : 0) == 1",message="keys sets exactly one of jwksURL, secretRef or configMapRef"
+type JWTKeys struct {
+	// JWKSURL is where each enforcer fetches the key set, such as
+	// https://issuer.example/.well-known/jwks.json: at start, every 5
+	// minutes, and when a token names a kid the set lacks (at most once
+	// per 10 seconds), each fetch within 2 seconds. When a fetch fails the
+	// keys fetched before keep verifying; before any fetch succeeds no
+	// token verifies.
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="isURL(self) && url(self).getScheme() in ['https', 'http'] && url(self).getHost() != ''",message="jwksURL must be an https (or http) URL, such as https://issuer.example/.well-known/jwks.json"
+	// +optional
+	JWKSURL string `json:"jwksURL,omitempty"`
+
+	// SecretRef names a Secret of the policy's namespace holding the key
+	// set. The manager compiles it into the enforcers' configuration, which
+	// is a ConfigMap: it must hold public keys only.
+	// +optional
+	SecretRef *KeySetReference `json:"secretRef,omitempty"`
+
+	// ConfigMapRef names a ConfigMap of the policy's namespace holding the
+	// key set, compiled in as secretRef is.
+	// +optional
+	ConfigMapRef *KeySetReference `json:"configMapRef,omitempty"`
+}
+
+// KeySetReference names the key of a Secret or ConfigMap holding a JSON
+// Web Key Set.
+type KeySetReference struct {
+	// Name of the Secret or ConfigMap.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	Name string `json:"name"`
+
+	// Key of its data that holds the key set.
+	// +kubebuilder:default=jwks.json
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[-._a-zA-Z0-9]+$`
+	// +optional
+	Key string `json:"key,omitempty"`
+}
+
+// Verifies says whether tokens are verified: verify is not false.
+func (c *JWTClaimSource) Verifies() bool { return c.Verify == nil || *c.Verify }
 
 // ClientIPSource uses the client's IP address.
 type ClientIPSource struct {
@@ -178,8 +257,8 @@ type TierSource struct {
 	// +optional
 	Header *HeaderSource `json:"header,omitempty"`
 
-	// JWTClaim takes the tier from a claim of a JSON Web Token (decoded, not
-	// verified).
+	// JWTClaim takes the tier from a claim of a JSON Web Token, once the
+	// token is verified; a token that does not verify has the default tier.
 	// +optional
 	JWTClaim *JWTClaimSource `json:"jwtClaim,omitempty"`
 	// Descriptor takes the tier from the entry key of the descriptor a rule

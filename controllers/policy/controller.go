@@ -43,8 +43,10 @@ import (
 )
 
 // What the policy controller reads and writes: of Secrets it reads the keys
-// (to check spec.storage) and writes only the two admin Secrets, whose
-// names bound updates and deletes; pods are only counted.
+// (to check spec.storage) and the value of a key that a jwtClaim source's
+// keys.secretRef names (a JSON Web Key Set, public keys, compiled into the
+// enforcers' ConfigMap), and writes only the two admin Secrets, whose names
+// bound updates and deletes; pods are only counted.
 //
 // +kubebuilder:rbac:groups=sluice.dev,resources=ratelimitpolicies,verbs=get;list;watch
 // +kubebuilder:rbac:groups=sluice.dev,resources=ratelimitpolicies/status,verbs=patch
@@ -65,8 +67,9 @@ const conflictRetry = 250 * time.Millisecond
 // ConfigMap: one pass per namespace, however many policies changed.
 type Reconciler struct {
 	client.Client
-	// APIReader reads the Secrets that policies name, uncached: the manager
-	// only caches their metadata, never their values.
+	// APIReader reads the Secrets and ConfigMaps that policies name,
+	// uncached: the manager only caches Secrets' metadata and its own
+	// ConfigMaps.
 	APIReader client.Reader
 	// Secrets reads the admin Secrets this controller writes: a cache of
 	// them (controllers.NewManagedSecretCache). Nil: APIReader.
@@ -111,7 +114,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	publishErr := r.reconcileConfig(ctx, req.Namespace, policies, compiled)
 	servicePublishErr := r.reconcileServiceConfig(ctx, req.Namespace, policies, service)
 	r.reconcileStatus(patch, outcomes, publishErr, servicePublishErr)
-	return ctrl.Result{}, errors.Join(secretErr, publishErr, servicePublishErr)
+	if keySetInConfigMap(policies) {
+		result.RequeueAfter = keySetRecheck
+	}
+	return result, errors.Join(secretErr, publishErr, servicePublishErr)
 }
 
 func (r *Reconciler) secrets() client.Reader {
@@ -234,6 +240,11 @@ func (r *Reconciler) compileOptions(ctx context.Context, namespace string, polic
 			opts.Secrets[name] = keys
 		}
 	}
+	keySets, err := r.readKeySets(ctx, namespace, policies)
+	if err != nil {
+		return opts, nil, err
+	}
+	opts.KeySets = keySets
 	previous, err := r.publishedConfig(ctx, namespace, wellknown.ConfigMapName)
 	if err != nil {
 		return opts, nil, err

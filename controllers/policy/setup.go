@@ -37,22 +37,20 @@ import (
 	"github.com/sluice-dev/sluice/internal/wellknown"
 )
 
-// storageSecretIndex indexes policies by the Secret their storage names.
+// storageSecretIndex indexes policies by the Secrets they name: their
+// storage's and their jwtClaim key sets'.
 const storageSecretIndex = "spec.storage.secretRef.name"
 
 // SetupWithManager registers the policy controller. It reconciles a
 // namespace when one of its policies is created, deleted or changes its
 // spec; when a pod starts, stops or changes labels (the pod counts are part
 // of the configuration, and injected pods keep the ConfigMap of a namespace
-// without policies); when a Secret that a policy's storage names appears,
+// without policies); when a Secret that a policy's storage or key set names appears,
 // changes or goes; when someone edits or deletes the ConfigMap or the
 // admin Secret; and, with NetworkPolicy set, when a NetworkPolicy changes.
 func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, concurrency int) error {
 	err := mgr.GetFieldIndexer().IndexField(ctx, &v1alpha1.RateLimitPolicy{}, storageSecretIndex, func(obj client.Object) []string {
-		if ref := obj.(*v1alpha1.RateLimitPolicy).Spec.StorageSecret(); ref != nil {
-			return []string{ref.Name}
-		}
-		return nil
+		return secretsNamed(obj.(*v1alpha1.RateLimitPolicy))
 	})
 	if err != nil {
 		return fmt.Errorf("index RateLimitPolicies by storage Secret: %w", err)
@@ -94,11 +92,11 @@ func namespaceWithPoliciesOrEnforcer(c client.Reader) handler.MapFunc {
 }
 
 // namespaceUsingSecret maps a Secret to its namespace when a policy there
-// keeps its storage URL in it, or when it is an admin Secret of a
-// namespace with policies.
+// keeps its storage URL or a key set in it, or when it is an admin Secret:
+// the reconcile keeps it while the namespace has policies or injected pods.
 func (r *Reconciler) namespaceUsingSecret(ctx context.Context, obj client.Object) []reconcile.Request {
 	if slices.Contains(wellknown.AdminSecretNames, obj.GetName()) {
-		return watch.NamespaceWithPolicies(r)(ctx, obj)
+		return watch.NamespaceOf(ctx, obj)
 	}
 	var list v1alpha1.RateLimitPolicyList
 	err := r.List(ctx, &list, client.InNamespace(obj.GetNamespace()),

@@ -18,6 +18,7 @@ package policy
 
 import (
 	"fmt"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -73,6 +74,11 @@ func setAcceptedCondition(p *v1alpha1.RateLimitPolicy, o compileOutcome, now met
 		ObservedGeneration: p.Generation,
 		LastTransitionTime: now,
 	}
+	if unverified := p.Spec.UnverifiedJWTClaims(); o.Err == nil && len(unverified) > 0 {
+		cond.Reason = v1alpha1.ReasonCompiledUnverifiedTokens
+		cond.Message += fmt.Sprintf(", but %s reads tokens with verify: false: any client can write its own token and name its tenant or tier. "+
+			"Set keys to the issuer's JSON Web Key Set, unless a gateway in front verifies every token", strings.Join(unverified, " and "))
+	}
 	if o.Err != nil {
 		cond.Status = metav1.ConditionFalse
 		cond.Reason = o.Err.Reason
@@ -126,7 +132,7 @@ func acceptedEvent(before, after *metav1.Condition) *conditions.Event {
 	if after == nil || (before != nil && before.Status == after.Status && before.Reason == after.Reason) {
 		return nil
 	}
-	if after.Status == metav1.ConditionTrue {
+	if after.Status == metav1.ConditionTrue && after.Reason != v1alpha1.ReasonCompiledUnverifiedTokens {
 		return &conditions.Event{Type: corev1.EventTypeNormal, Reason: after.Reason,
 			Note: fmt.Sprintf("generation %d %s", after.ObservedGeneration, after.Message)}
 	}

@@ -194,3 +194,27 @@ func TestSetPolicyStatusLeavesReady(t *testing.T) {
 	setPolicyStatus(fresh, compileOutcome{}, t1)
 	g.Expect(conditionsOf(fresh)).NotTo(HaveKey(v1alpha1.ConditionReady))
 }
+
+// A policy reading tokens unverified is accepted with a warning that says
+// which sources and what to do, and a Warning Event.
+func TestSetPolicyStatusWarnsOfUnverifiedTokens(t *testing.T) {
+	g := NewWithT(t)
+	p := newPolicy(1)
+	no := false
+	p.Spec.Identity = &v1alpha1.Identity{Sources: []v1alpha1.IdentitySource{
+		{JWTClaim: &v1alpha1.JWTClaimSource{Claim: "sub", Verify: &no}}, {ClientIP: &v1alpha1.ClientIPSource{}}}}
+	event := setPolicyStatus(p, compileOutcome{}, t0)
+	accepted := apimeta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionAccepted)
+	g.Expect(accepted.Status).To(Equal(metav1.ConditionTrue))
+	g.Expect(accepted.Reason).To(Equal(v1alpha1.ReasonCompiledUnverifiedTokens))
+	g.Expect(accepted.Message).To(ContainSubstring("spec.identity.sources[0].jwtClaim reads tokens with verify: false"))
+	g.Expect(accepted.Message).To(ContainSubstring("Set keys"))
+	g.Expect(event).To(HaveField("Type", corev1.EventTypeWarning))
+	g.Expect(kstatusOf(g, p)).NotTo(Equal(kstatus.FailedStatus), "a warning, not a failure")
+
+	p.Generation = 2
+	p.Spec.Identity.Sources[0].JWTClaim = &v1alpha1.JWTClaimSource{Claim: "sub", Keys: &v1alpha1.JWTKeys{JWKSURL: "https://issuer.example/jwks"}}
+	event = setPolicyStatus(p, compileOutcome{}, t1)
+	g.Expect(conditionsOf(p)[v1alpha1.ConditionAccepted]).To(Equal(wantCondition{metav1.ConditionTrue, v1alpha1.ReasonCompiled}))
+	g.Expect(event).To(HaveField("Type", corev1.EventTypeNormal))
+}

@@ -171,6 +171,9 @@ type HeaderSource struct {
 type JWTClaimSource struct {
 	Claim  string `json:"claim"`
 	Header string `json:"header"`
+	// Verify says how the token is verified (jwt.go); nil reads the claim
+	// of an unverified token, what a policy's verify: false asks for.
+	Verify *JWTVerify `json:"verify,omitempty"`
 }
 
 // ClientIPSource is the client address; TrustedProxies are CIDRs whose

@@ -70,6 +70,15 @@ func TestInvalidConfigsAreRefusedWithWhereAndWhy(t *testing.T) {
 		"two members in a source": {func(c map[string]any) {
 			rule(c, 1)["identity"] = map[string]any{"sources": []any{map[string]any{"shared": map[string]any{}, "header": map[string]any{"name": "X"}}}}
 		}, "must be exactly one of header, apiKey, jwtClaim, clientIP or shared"},
+		"jwtClaim verified by two key sets": {func(c map[string]any) {
+			rule(c, 1)["identity"] = jwtVerified(map[string]any{"jwksURL": "https://issuer.example/jwks", "jwks": map[string]any{"keys": []any{}}})
+		}, "rules[1](api).identity.sources[0].jwtClaim.verify: must set exactly one of jwksURL or jwks"},
+		"jwksURL not a URL": {func(c map[string]any) {
+			rule(c, 1)["identity"] = jwtVerified(map[string]any{"jwksURL": "file:///etc/jwks.json"})
+		}, `jwtClaim.verify.jwksURL: "file:///etc/jwks.json" is not an http or https URL`},
+		"a symmetric key": {func(c map[string]any) {
+			rule(c, 1)["identity"] = jwtVerified(map[string]any{"jwks": map[string]any{"keys": []any{map[string]any{"kty": "oct", "kid": "h", "k": "c2VjcmV0"}}}})
+		}, `jwtClaim.verify.jwks: key 0 (kid "h") is of type "oct"`},
 		"exempt with limits": {func(c map[string]any) { rule(c, 0)["limits"] = []any{map[string]any{"requests": 1, "period": "1s"}} },
 			"an exempt rule has no limits"},
 		"path without slash": {func(c map[string]any) {
@@ -153,6 +162,10 @@ func marshal(t *testing.T, doc map[string]any) []byte {
 
 func policy(c map[string]any, i int) map[string]any {
 	return c["policies"].([]any)[i].(map[string]any)
+}
+
+func jwtVerified(verify map[string]any) map[string]any {
+	return map[string]any{"sources": []any{map[string]any{"jwtClaim": map[string]any{"claim": "sub", "header": "Authorization", "verify": verify}}}}
 }
 
 func rule(c map[string]any, i int) map[string]any {

@@ -143,6 +143,9 @@ func (p *Policy) validate(path string, add addFunc) {
 		if k := p.Tiers.Source.Kind(); p.Domain == "" && k != SourceHeader && k != SourceJWTClaim {
 			add(path+".tiers.source", "must be exactly one of header or jwtClaim")
 		}
+		if j := p.Tiers.Source.JWTClaim; j != nil && j.Verify != nil {
+			j.Verify.validate(path+".tiers.source.jwtClaim.verify", add)
+		}
 	}
 	if len(p.Rules) == 0 {
 		add(path+".rules", "a policy needs at least one rule")
@@ -289,6 +292,8 @@ func (id *Identity) validate(path string, add addFunc) {
 			add(at, "needs a header name")
 		case s.JWTClaim != nil && (s.JWTClaim.Claim == "" || s.JWTClaim.Header == ""):
 			add(at, "jwtClaim needs a claim and a header")
+		case s.JWTClaim != nil && s.JWTClaim.Verify != nil:
+			s.JWTClaim.Verify.validate(at+".jwtClaim.verify", add)
 		case s.ClientIP != nil:
 			for _, cidr := range s.ClientIP.TrustedProxies {
 				if _, err := netip.ParsePrefix(cidr); err != nil {

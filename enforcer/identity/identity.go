@@ -11,10 +11,11 @@
 //     log line, an error, a metric or a Redis key.
 //   - jwtClaim: a claim of the JSON Web Token in the header ("Bearer
 //     <token>", or the bare token in a header other than Authorization).
-//     The token's signature is NOT verified: a client can write any claim
-//     into a token of its own, so such a claim is only as trustworthy as a
-//     plain header. Verify tokens upstream (gateway, ingress, mesh) before
-//     they reach the enforcer.
+//     The token is verified first (verify.go): its signature against the
+//     policy's key set, exp and nbf, iss and aud when set. A token that does
+//     not verify yields no value, so the next source decides: a forged
+//     token is never a tenant of its own. Only under the policy's
+//     verify: false is the claim read unverified.
 //   - clientIP: the peer address of the connection; X-Forwarded-For only
 //     when the peer is a trusted proxy (see ClientAddr).
 //   - shared: one tenant for every request.
@@ -138,7 +139,7 @@ func compileSource(s config.Source) (source, error) {
 	case s.APIKey != nil && s.APIKey.Name != "":
 		return apiKeySource(http.CanonicalHeaderKey(s.APIKey.Name)), nil
 	case s.JWTClaim != nil && s.JWTClaim.Claim != "" && s.JWTClaim.Header != "":
-		return newJWTClaimSource(s.JWTClaim), nil
+		return newJWTClaimSource(s.JWTClaim)
 	case s.ClientIP != nil:
 		trusted, err := ParseTrustedProxies(s.ClientIP.TrustedProxies)
 		if err != nil {

@@ -24,22 +24,36 @@ type jwtClaimSource struct {
 	// path is claim split at dots, for nested claims such as org.id; nil
 	// when the claim has no dot.
 	path []string
+	// verifier checks the token before its claim is read; nil under the
+	// policy's verify: false.
+	verifier *verifier
 }
 
-func newJWTClaimSource(c *config.JWTClaimSource) jwtClaimSource {
+func newJWTClaimSource(c *config.JWTClaimSource) (jwtClaimSource, error) {
 	s := jwtClaimSource{name: http.CanonicalHeaderKey(c.Header), claim: c.Claim}
 	s.bare = s.name != "Authorization"
 	if strings.Contains(c.Claim, ".") {
 		s.path = strings.Split(c.Claim, ".")
 	}
-	return s
+	if c.Verify != nil {
+		v, err := sharedVerifier(c.Verify)
+		if err != nil {
+			return jwtClaimSource{}, err
+		}
+		s.verifier = v
+	}
+	return s, nil
 }
 
 func (s jwtClaimSource) header() string { return s.name }
 
 func (s jwtClaimSource) value(r *request.Request) string {
 	token, ok := bearerToken(r.HeaderValue(s.name), s.bare)
-	if !ok {
+	if !ok || len(token) > maxTokenLen {
+		return ""
+	}
+	// A token that does not verify names no one: the next source decides.
+	if s.verifier != nil && !s.verifier.verify(token) {
 		return ""
 	}
 	return claim(token, s.claim, s.path)
@@ -60,8 +74,8 @@ func bearerToken(v string, bare bool) (string, bool) {
 	return "", false
 }
 
-// claim reads a claim from a JWS compact token (header.payload.signature)
-// without verifying it: a string claim as is, a number in plain decimal
+// claim reads a claim from a JWS compact token (header.payload.signature),
+// verified by the caller or not at all: a string claim as is, a number in plain decimal
 // notation (1e3 is "1000"), anything else as no value. name is looked up
 // as a top-level claim first (claim names such as
 // "https://example.com/tenant" hold dots); when absent and path is set,

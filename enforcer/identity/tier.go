@@ -37,7 +37,11 @@ func NewTiers(cfg *config.Tiers, known []string) (*TierResolver, error) {
 	case s.Header != nil && s.Header.Name != "" && s.JWTClaim == nil:
 		t.source = headerSource(http.CanonicalHeaderKey(s.Header.Name))
 	case s.JWTClaim != nil && s.JWTClaim.Claim != "" && s.JWTClaim.Header != "" && s.Header == nil:
-		t.source = newJWTClaimSource(s.JWTClaim)
+		src, err := newJWTClaimSource(s.JWTClaim)
+		if err != nil {
+			return nil, err
+		}
+		t.source = src
 	default:
 		return nil, errors.New("the tier source must be exactly one of header or jwtClaim (with claim and header)")
 	}

@@ -46,6 +46,9 @@ type Options struct {
 	// Secrets lists the data keys of every existing Secret of the namespace
 	// that a policy's spec.storage names, by Secret name.
 	Secrets map[string][]string
+	// KeySets holds the data of every Secret and ConfigMap key that a
+	// policy's jwtClaim keys name, when it exists.
+	KeySets map[KeySetRef][]byte
 	// Previous is the configuration published so far, if any. A policy that
 	// no longer compiles keeps its entry from it (matched by UID), so a bad
 	// edit never lifts the limits the enforcers apply.
@@ -174,7 +177,11 @@ func Policy(p *v1alpha1.RateLimitPolicy, opts Options) (config.Policy, error) {
 	if err := checkStorage(p, spec.Storage, opts.Secrets); err != nil {
 		return config.Policy{}, err
 	}
-	compiled := policy(p, spec, opts.Replicas[p.Name])
+	verify, err := jwtVerifications(p, spec, opts.KeySets)
+	if err != nil {
+		return config.Policy{}, err
+	}
+	compiled := policy(p, spec, opts.Replicas[p.Name], verify)
 
 	// The CRD's rules catch what they can at admission; this catches what only
 	// the resolved limits show (a tier's limits, an override, the cost).

@@ -28,6 +28,7 @@ import (
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
@@ -332,7 +333,7 @@ func TestRuleIdentity(t *testing.T) {
 		}, own, config.Identity{Sources: []config.Source{{Shared: &struct{}{}}}}},
 		{"client IP when neither has one", nil, nil, config.Identity{Sources: []config.Source{clientIP}}},
 		{"defaults of the sources", &v1alpha1.Identity{Sources: []v1alpha1.IdentitySource{
-			{APIKey: &v1alpha1.APIKeySource{}}, {JWTClaim: &v1alpha1.JWTClaimSource{Claim: "sub"}}, {Shared: &v1alpha1.SharedSource{}},
+			{APIKey: &v1alpha1.APIKeySource{}}, {JWTClaim: &v1alpha1.JWTClaimSource{Claim: "sub", Verify: ptr.To(false)}}, {Shared: &v1alpha1.SharedSource{}},
 		}}, nil, config.Identity{Sources: []config.Source{
 			{APIKey: &config.HeaderSource{Name: "X-API-Key"}},
 			{JWTClaim: &config.JWTClaimSource{Claim: "sub", Header: "Authorization"}},

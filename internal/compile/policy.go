@@ -61,7 +61,7 @@ func isAlnum(r rune) bool {
 
 // policy converts a defaulted spec; it resolves every inheritance so the
 // enforcer only looks values up.
-func policy(p *v1alpha1.RateLimitPolicy, spec *v1alpha1.RateLimitPolicySpec, replicas int32) config.Policy {
+func policy(p *v1alpha1.RateLimitPolicy, spec *v1alpha1.RateLimitPolicySpec, replicas int32, verify verifications) config.Policy {
 	out := config.Policy{
 		Name:            p.Name,
 		UID:             string(p.UID),
@@ -100,7 +100,7 @@ func policy(p *v1alpha1.RateLimitPolicy, spec *v1alpha1.RateLimitPolicySpec, rep
 	var tiers []string
 	if spec.Tiers != nil {
 		defaultTier = spec.Tiers.Default
-		out.Tiers = &config.Tiers{Source: tierSource(spec.Tiers.Source), Default: defaultTier}
+		out.Tiers = &config.Tiers{Source: tierSource(spec.Tiers.Source, verify), Default: defaultTier}
 		tiers = spec.TierNames()
 		if !slices.Contains(tiers, defaultTier) {
 			tiers = append(tiers, defaultTier)
@@ -108,16 +108,16 @@ func policy(p *v1alpha1.RateLimitPolicy, spec *v1alpha1.RateLimitPolicySpec, rep
 	}
 	out.Rules = make([]config.Rule, 0, len(spec.Rules))
 	for i := range spec.Rules {
-		out.Rules = append(out.Rules, rule(spec, &spec.Rules[i], tiers, defaultTier))
+		out.Rules = append(out.Rules, rule(spec, &spec.Rules[i], tiers, defaultTier, verify))
 	}
 	return out
 }
 
-func rule(spec *v1alpha1.RateLimitPolicySpec, r *v1alpha1.Rule, tiers []string, defaultTier string) config.Rule {
+func rule(spec *v1alpha1.RateLimitPolicySpec, r *v1alpha1.Rule, tiers []string, defaultTier string, verify verifications) config.Rule {
 	out := config.Rule{
 		Name:     r.Name,
 		Match:    match(r.Match),
-		Identity: ruleIdentity(spec, r),
+		Identity: ruleIdentity(spec, r, verify),
 	}
 	if r.Exempt {
 		out.Exempt = true
@@ -186,17 +186,17 @@ func grpcPath(call v1alpha1.GRPCMatch) config.PathMatch {
 // rule of a rateLimitService policy where neither it nor the policy sets
 // one: then the whole descriptor names the tenant, each distinct set of
 // values counting apart, as envoyproxy/ratelimit counts.
-func ruleIdentity(spec *v1alpha1.RateLimitPolicySpec, rule *v1alpha1.Rule) config.Identity {
+func ruleIdentity(spec *v1alpha1.RateLimitPolicySpec, rule *v1alpha1.Rule, verify verifications) config.Identity {
 	if spec.RateLimitService != nil && rule.Identity == nil && spec.Identity == nil {
 		return config.Identity{Sources: []config.Source{{Descriptor: &config.DescriptorSource{}}}}
 	}
-	return identity(spec.IdentityFor(rule))
+	return identity(spec.IdentityFor(rule), verify)
 }
 
-func identity(id v1alpha1.Identity) config.Identity {
+func identity(id v1alpha1.Identity, verify verifications) config.Identity {
 	out := config.Identity{Sources: make([]config.Source, 0, len(id.Sources))}
 	for _, s := range id.Sources {
-		out.Sources = append(out.Sources, source(s))
+		out.Sources = append(out.Sources, source(s, verify))
 	}
 	for _, k := range id.PartitionBy {
 		out.PartitionBy = append(out.PartitionBy, config.PartitionKey(k))
@@ -204,7 +204,7 @@ func identity(id v1alpha1.Identity) config.Identity {
 	return out
 }
 
-func source(s v1alpha1.IdentitySource) config.Source {
+func source(s v1alpha1.IdentitySource, verify verifications) config.Source {
 	var out config.Source
 	switch {
 	case s.Header != nil:
@@ -212,7 +212,7 @@ func source(s v1alpha1.IdentitySource) config.Source {
 	case s.APIKey != nil:
 		out.APIKey = &config.HeaderSource{Name: s.APIKey.Header}
 	case s.JWTClaim != nil:
-		out.JWTClaim = &config.JWTClaimSource{Claim: s.JWTClaim.Claim, Header: s.JWTClaim.Header}
+		out.JWTClaim = &config.JWTClaimSource{Claim: s.JWTClaim.Claim, Header: s.JWTClaim.Header, Verify: verify[s.JWTClaim]}
 	case s.ClientIP != nil:
 		out.ClientIP = &config.ClientIPSource{TrustedProxies: slices.Clone(s.ClientIP.TrustedProxies)}
 	case s.Shared != nil:
@@ -223,13 +223,13 @@ func source(s v1alpha1.IdentitySource) config.Source {
 	return out
 }
 
-func tierSource(s v1alpha1.TierSource) config.Source {
+func tierSource(s v1alpha1.TierSource, verify verifications) config.Source {
 	var out config.Source
 	switch {
 	case s.Header != nil:
 		out.Header = &config.HeaderSource{Name: s.Header.Name}
 	case s.JWTClaim != nil:
-		out.JWTClaim = &config.JWTClaimSource{Claim: s.JWTClaim.Claim, Header: s.JWTClaim.Header}
+		out.JWTClaim = &config.JWTClaimSource{Claim: s.JWTClaim.Claim, Header: s.JWTClaim.Header, Verify: verify[s.JWTClaim]}
 	case s.Descriptor != nil:
 		out.Descriptor = &config.DescriptorSource{Key: s.Descriptor.Key}
 	}

@@ -35,12 +35,14 @@ import (
 // advPolicy has a decision for each thing a request can change: an exempt
 // path and an exempt host, a GET-only rule on a prefix, a rule partitioned
 // by path, a rule on a host, and a tiered catch-all whose limit names the
-// tier (q=1000 free, q=5000 premium). Every rule is a sliding window log:
+// tier (q=1000 free, q=5000 premium). Its tokens are read unverified
+// (verify: false): the attacks are on the request's bytes, and
+// jwt_test.go checks verification. Every rule is a sliding window log:
 // exact, so no window boundary or refill can change a count between an
 // attack and the probe that checks it.
 const advPolicy = `  responseHeaders: Both
   identity:
-    sources: [{header: {name: X-Tenant-ID}}, {apiKey: {}}, {jwtClaim: {claim: tenant_id}}]
+    sources: [{header: {name: X-Tenant-ID}}, {apiKey: {}}, {jwtClaim: {claim: tenant_id, verify: false}}]
   tiers: {source: {header: {name: X-Plan}}, default: free}
   rules:
     - name: health
@@ -57,7 +59,7 @@ const advPolicy = `  responseHeaders: Both
       algorithm: SlidingWindowLog
       match: {paths: [{glob: /v1/items/*}]}
       identity:
-        sources: [{header: {name: X-Tenant-ID}}, {apiKey: {}}, {jwtClaim: {claim: tenant_id}}]
+        sources: [{header: {name: X-Tenant-ID}}, {apiKey: {}}, {jwtClaim: {claim: tenant_id, verify: false}}]
         partitionBy: [Path]
       limits: [{requests: 2, period: 1m}]
     - name: api-host

@@ -44,8 +44,8 @@ func TestClientIPBehindTrustedProxy(t *testing.T) {
 	})
 }
 
-// jwt is an unsigned token with these claims: the enforcer reads claims, it
-// does not verify signatures (that is the gateway's job, see the docs).
+// jwt is an unsigned token with these claims, which only a policy with
+// verify: false reads (jwt_test.go has signed ones).
 func jwt(claims string) string {
 	enc := base64.RawURLEncoding
 	return enc.EncodeToString([]byte(`{"alg":"RS256","typ":"JWT"}`)) + "." + enc.EncodeToString([]byte(claims)) + ".c2lnbmF0dXJl"
@@ -53,7 +53,7 @@ func jwt(claims string) string {
 
 func TestJWTClaimIdentity(t *testing.T) {
 	g := NewWithT(t)
-	e := start(t, setup{policies: policy("tokens", `  identity: {sources: [{jwtClaim: {claim: tenant_id}}]}
+	e := start(t, setup{policies: policy("tokens", `  identity: {sources: [{jwtClaim: {claim: tenant_id, verify: false}}]}
   rules:
     - name: api
       algorithm: TokenBucket

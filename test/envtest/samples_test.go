@@ -114,7 +114,7 @@ var _ = Describe("Defaults", func() {
 				Storage:      &sluicev1alpha1.Storage{SecretRef: &sluicev1alpha1.SecretKeyReference{Name: "redis"}},
 				Identity: &sluicev1alpha1.Identity{Sources: []sluicev1alpha1.IdentitySource{
 					{APIKey: &sluicev1alpha1.APIKeySource{}},
-					{JWTClaim: &sluicev1alpha1.JWTClaimSource{Claim: "sub"}},
+					{JWTClaim: &sluicev1alpha1.JWTClaimSource{Claim: "sub", Keys: &sluicev1alpha1.JWTKeys{SecretRef: &sluicev1alpha1.KeySetReference{Name: "issuer"}}}},
 				}},
 				Rules: []sluicev1alpha1.Rule{
 					{Name: "health", Exempt: true},
@@ -134,6 +134,7 @@ var _ = Describe("Defaults", func() {
 		Expect(spec.Storage.SecretRef.Key).To(Equal("url"))
 		Expect(spec.Identity.Sources[0].APIKey.Header).To(Equal("X-API-Key"))
 		Expect(spec.Identity.Sources[1].JWTClaim.Header).To(Equal("Authorization"))
+		Expect(spec.Identity.Sources[1].JWTClaim.Keys.SecretRef.Key).To(Equal("jwks.json"))
 		for _, rule := range spec.Rules {
 			Expect(rule.Algorithm).To(Equal(sluicev1alpha1.AlgorithmTokenBucket), "rule %s", rule.Name)
 			Expect(rule.Cost).To(BeEquivalentTo(1), "rule %s", rule.Name)
