@@ -54,21 +54,6 @@ func streamingApp(t *testing.T) string {
 	}))
 }
 
-// serveApp serves h on 127.0.0.1, in cleartext HTTP/1.1 and HTTP/2.
-func serveApp(t *testing.T, h http.Handler) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: h, Protocols: new(http.Protocols)}
-	srv.Protocols.SetHTTP1(true)
-	srv.Protocols.SetUnencryptedHTTP2(true)
-	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(func() { _ = srv.Close() })
-	return "http://" + ln.Addr().String()
-}
-
 // abandon sends a streamed completion request, reads its first event and
 // hangs up (HTTP/1.1: closes the connection; HTTP/2: resets the stream).
 func abandon(t *testing.T, c *http.Client, url, tenant string) {

@@ -61,18 +61,28 @@ func dialGRPC(t testing.TB, base string) *grpc.ClientConn {
 // that answers "<proto> <method> <path> <body>" and sets trailer
 // X-App-Trailer, so a test sees which protocol the enforcer used towards it.
 func protoApp(t testing.TB, protocol string) string {
-	t.Helper()
-	srv := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return serveApp(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		w.Header().Set("Trailer", "X-App-Trailer")
 		fmt.Fprintf(w, "%s %s %s %s", r.Proto, r.Method, r.URL.Path, body)
 		w.Header().Set("X-App-Trailer", "done")
-	})}
-	srv.Protocols = new(http.Protocols)
-	if protocol == "H2C" {
-		srv.Protocols.SetUnencryptedHTTP2(true)
-	} else {
-		srv.Protocols.SetHTTP1(true)
+	}), protocol)
+}
+
+// serveApp serves h on 127.0.0.1 in the protocols named ("HTTP1",
+// "H2C"), both when none is, and returns its base URL.
+func serveApp(t testing.TB, h http.Handler, protocols ...string) string {
+	t.Helper()
+	srv := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: h, Protocols: new(http.Protocols)}
+	if len(protocols) == 0 {
+		protocols = []string{"HTTP1", "H2C"}
+	}
+	for _, p := range protocols {
+		if p == "H2C" {
+			srv.Protocols.SetUnencryptedHTTP2(true)
+		} else {
+			srv.Protocols.SetHTTP1(true)
+		}
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

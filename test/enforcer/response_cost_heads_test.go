@@ -30,18 +30,7 @@ func answerRule(name string, limit int, extra string) string {
 const headerCost = `"responseCost": {"header": "X-Sluice-Cost"}`
 
 // h2cApp is a cleartext HTTP/2 application serving handler.
-func h2cApp(t *testing.T, handler http.HandlerFunc) string {
-	t.Helper()
-	srv := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: handler, Protocols: new(http.Protocols)}
-	srv.Protocols.SetUnencryptedHTTP2(true)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(func() { _ = srv.Close() })
-	return "http://" + ln.Addr().String()
-}
+func h2cApp(t *testing.T, handler http.HandlerFunc) string { return serveApp(t, handler, "H2C") }
 
 // informational is a 1xx answer a client saw.
 type informational struct {
