@@ -17,8 +17,8 @@ limitations under the License.
 package policy
 
 import (
-	"errors"
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
