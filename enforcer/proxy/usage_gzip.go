@@ -53,9 +53,9 @@ func inflate(r io.Reader, body usageBody) error {
 	for {
 		n, err := zr.Read(buf)
 		body.write(buf[:n])
-		switch err {
-		case nil:
-		case io.EOF:
+		switch {
+		case err == nil:
+		case errors.Is(err, io.EOF):
 			return nil
 		default:
 			return err

@@ -237,11 +237,11 @@ func (s *jsonScan) startValue(p []byte, i int) {
 	case '0':
 		s.state = scanZero
 	case 't':
-		s.state, s.lit = scanLiteral, "rue"
+		s.state, s.lit = scanLiteral, "true"[1:]
 	case 'f':
-		s.state, s.lit = scanLiteral, "alse"
+		s.state, s.lit = scanLiteral, "false"[1:]
 	case 'n':
-		s.state, s.lit = scanLiteral, "ull"
+		s.state, s.lit = scanLiteral, "null"[1:]
 	default:
 		if c < '1' || c > '9' {
 			s.invalid = true

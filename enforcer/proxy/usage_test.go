@@ -172,7 +172,7 @@ func TestUsageReaderSeesAUsageBeforeTheAnswerBreaks(t *testing.T) {
 	} {
 		u := feed(newUsageReader(c.ct, c.encoding), c.body, 16)
 		n, ok := u.seen("total_tokens")
-		g.Expect(ok).To(BeTrue(), string(c.ct[0]))
+		g.Expect(ok).To(BeTrue(), c.ct[0])
 		g.Expect(n).To(Equal(int64(40)))
 		if c.ct[0] != streamType[0] || c.encoding != nil {
 			_, reason := u.units("total_tokens")

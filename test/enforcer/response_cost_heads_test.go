@@ -40,7 +40,7 @@ type informational struct {
 
 // sendTraced sends req with c, keeping the 1xx answers it gets, and reads
 // the whole answer.
-func sendTraced(t *testing.T, c *http.Client, req *http.Request) (*http.Response, string, []informational) {
+func sendTraced(t *testing.T, c *http.Client, req *http.Request) (tracedAnswer, string, []informational) {
 	t.Helper()
 	var got []informational
 	trace := &httptrace.ClientTrace{Got1xxResponse: func(code int, h textproto.MIMEHeader) error {
@@ -57,7 +57,13 @@ func sendTraced(t *testing.T, c *http.Client, req *http.Request) (*http.Response
 	if err != nil {
 		t.Fatal(err)
 	}
-	return resp, string(body), got
+	return tracedAnswer{resp.StatusCode, resp.Header, resp.Trailer}, string(body), got
+}
+
+// tracedAnswer is what a client saw of an answer read to its end.
+type tracedAnswer struct {
+	StatusCode      int
+	Header, Trailer http.Header
 }
 
 // TestEarlyHintsCarryNoCost: the application reports a cost of 50 on a
@@ -138,6 +144,7 @@ func TestUpgradeAnswerCarriesNoCost(t *testing.T) {
 			g.Expect(err).NotTo(HaveOccurred())
 			resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
 			g.Expect(err).NotTo(HaveOccurred())
+			defer resp.Body.Close()
 			g.Expect(resp.StatusCode).To(Equal(http.StatusSwitchingProtocols))
 			g.Expect(resp.Header.Get("Upgrade")).To(Equal("websocket"))
 			g.Expect(resp.Header).NotTo(HaveKey("X-Sluice-Cost"))
