@@ -230,7 +230,8 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *ratelimitv3.RateLimi
 			}
 		}
 		if headers.Enabled() {
-			reports = append(reports, report{rule: c.rule, decision: d, status: st, refused: st.Code == ratelimitv3.RateLimitResponse_OVER_LIMIT})
+			ws := windowsOf(c)
+			reports = append(reports, report{rule: c.rule, window: ws[min(d.Window, len(ws)-1)], decision: d, status: st, refused: st.Code == ratelimitv3.RateLimitResponse_OVER_LIMIT})
 		}
 		if d.Degraded {
 			s.metrics.degraded()
