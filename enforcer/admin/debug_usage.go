@@ -97,9 +97,7 @@ func (s *Server) tenantUsage(ctx context.Context, snap *runtime.Snapshot, m *rou
 		Algorithm: string(req.Algorithm), Cost: req.Cost, Override: m.Override, DryRun: m.Policy.DryRun}
 	usage.Adaptive = s.tenantAdaptive(m.Policy.Name, m.Rule.Name)
 	for _, win := range req.Windows {
-		l := limitOf(win.Requests, win.Period, win.Burst)
-		l.Calendar = win.Calendar
-		usage.Windows = append(usage.Windows, WindowUsage{Limit: l})
+		usage.Windows = append(usage.Windows, WindowUsage{Limit: WindowLimit(req.Algorithm, win)})
 	}
 	be := snap.BackendOf(m.Policy)
 	d, err := be.Peek(ctx, req, peekTimeout)
