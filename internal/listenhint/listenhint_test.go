@@ -28,7 +28,8 @@ func TestExplainNamesTheFlagOfTheListenerHeld(t *testing.T) {
 			t.Errorf("%q does not say %q", got, want)
 		}
 	}
-	if other := errors.New("not a listener"); Explain(other, ls...) != other {
-		t.Error("an error that is no bind failure was changed")
+	other := errors.New("not a listener")
+	if got := Explain(other, ls...); got.Error() != other.Error() {
+		t.Errorf("an error that is no bind failure was changed: %v", got)
 	}
 }
