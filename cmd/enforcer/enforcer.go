@@ -20,6 +20,7 @@ import (
 	"github.com/sluice-dev/sluice/enforcer/runtime"
 	"github.com/sluice-dev/sluice/enforcer/status"
 	"github.com/sluice-dev/sluice/enforcer/transport"
+	"github.com/sluice-dev/sluice/internal/listenhint"
 )
 
 // configError is a configuration that cannot be loaded at start (exit 3).
@@ -90,7 +91,7 @@ func newEnforcer(o *options, lookupEnv func(string) (string, bool), log *slog.Lo
 	e.admin = admin.New(adminOpts)
 	if e.proxyLn, err = net.Listen("tcp", o.listen); err != nil {
 		e.backends.Close()
-		return nil, fmt.Errorf("proxy listener: %w", err)
+		return nil, fmt.Errorf("proxy listener: %w", listenhint.Explain(err, hintOf("proxy", o.listen, "listen")))
 	}
 	// HTTP/2 clients' frames coalesced into few writes, under the same
 	// bound on a client that reads nothing as the server's.
@@ -100,15 +101,21 @@ func newEnforcer(o *options, lookupEnv func(string) (string, bool), log *slog.Lo
 	if e.adminLn, err = net.Listen("tcp", o.adminListen); err != nil {
 		_ = e.proxyLn.Close()
 		e.backends.Close()
-		return nil, fmt.Errorf("admin listener: %w", err)
+		return nil, fmt.Errorf("admin listener: %w", listenhint.Explain(err, hintOf("admin", o.adminListen, "admin-listen")))
 	}
 	if o.debugListen != "" {
 		// A port the application took costs the debug view, not the pod.
 		if e.debugLn, err = net.Listen("tcp", o.debugListen); err != nil {
-			log.Warn("debug listener not served", "error", err)
+			log.Warn("debug listener not served", "error", listenhint.Explain(err, hintOf("debug", o.debugListen, "debug-listen")))
 		}
 	}
 	return e, nil
+}
+
+// hintOf is the listener set by flag, for a bind error to name the flag
+// and the variable that move it.
+func hintOf(name, addr, flag string) listenhint.Listener {
+	return listenhint.Listener{Name: name, Addr: addr, Flag: flag, Env: []string{envName(flag)}}
 }
 
 // apply puts a loaded configuration into service.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"net"
 	"net/http"
 	"net/netip"
 	"os"
@@ -129,4 +130,33 @@ func freeAddr(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return addrs[0]
+}
+
+// TestAHeldPortNamesItsFlag starts the enforcer on ports another program
+// holds: it exits, naming the flag and the variable that move each.
+func TestAHeldPortNamesItsFlag(t *testing.T) {
+	g := NewWithT(t)
+	withCompiler(t)
+	cfg := filepath.Join(t.TempDir(), "policy.yaml")
+	g.Expect(os.WriteFile(cfg, []byte(`apiVersion: sluice.dev/v1alpha1
+kind: RateLimitPolicy
+metadata: {name: api}
+spec:
+  selector: {matchLabels: {app: api}}
+  upstreamPort: 8080
+  rules: [{name: all, limits: [{requests: 5, period: 1m}]}]
+`), 0o600)).To(Succeed())
+	held, err := net.Listen("tcp", "127.0.0.1:0")
+	g.Expect(err).NotTo(HaveOccurred())
+	defer held.Close()
+	for _, tc := range []struct{ listen, admin, want string }{
+		{held.Addr().String(), freeAddr(t), "the proxy listener cannot bind " + held.Addr().String() + "; if another program holds the port, move it with --listen (or SLUICE_LISTEN)"},
+		{freeAddr(t), held.Addr().String(), "move it with --admin-listen (or SLUICE_ADMIN_LISTEN)"},
+	} {
+		var stderr bytes.Buffer
+		status := run(context.Background(), []string{"--upstream", "http://127.0.0.1:1", "--policy-file", cfg,
+			"--listen", tc.listen, "--admin-listen", tc.admin, "--debug-listen", "", "--redis-url", "redis://127.0.0.1:1"}, env(nil), io.Discard, &stderr)
+		g.Expect(status).NotTo(BeZero())
+		g.Expect(stderr.String()).To(ContainSubstring(tc.want))
+	}
 }

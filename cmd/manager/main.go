@@ -20,7 +20,9 @@ package main
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
+	"strconv"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -35,6 +37,7 @@ import (
 	"github.com/sluice-dev/sluice/controllers"
 	injectionwebhook "github.com/sluice-dev/sluice/controllers/webhook"
 	"github.com/sluice-dev/sluice/internal/buildinfo"
+	"github.com/sluice-dev/sluice/internal/listenhint"
 )
 
 // version is set at build time with -ldflags "-X main.version=v0.1.0".
@@ -92,7 +95,7 @@ func run(ctx context.Context, opts *options) error {
 		WebhookServer:                 webhookServer,
 	})
 	if err != nil {
-		return fmt.Errorf("create manager: %w", err)
+		return fmt.Errorf("create manager: %w", opts.explainListen(err))
 	}
 	if err := mgr.Add(stopWebhook); err != nil {
 		return err
@@ -132,7 +135,16 @@ func run(ctx context.Context, opts *options) error {
 		"watchNamespaces", opts.watchNamespaces, "leaderElection", opts.leaderElect,
 		"defaultFailureMode", opts.defaults.FailureMode, "defaultRedisURL", opts.defaults.RedisURL, "defaultRedisSecret", opts.defaults.RedisSecret,
 		"enforcerImage", opts.defaults.EnforcerImage, "enforcerNetworkPolicy", opts.networkPolicy != nil)
-	return mgr.Start(ctx)
+	return opts.explainListen(mgr.Start(ctx))
+}
+
+// explainListen names, in a failure to bind one of the manager's
+// listeners, the flag that moves it.
+func (o *options) explainListen(err error) error {
+	return listenhint.Explain(err,
+		listenhint.Listener{Name: "metrics", Addr: o.metricsAddr, Flag: "metrics-bind-address"},
+		listenhint.Listener{Name: "health probe", Addr: o.probeAddr, Flag: "health-probe-bind-address"},
+		listenhint.Listener{Name: "webhook", Addr: net.JoinHostPort("", strconv.Itoa(o.injection.webhookPort)), Flag: "webhook-port"})
 }
 
 func buildVersion() string { return buildinfo.Version(version) }

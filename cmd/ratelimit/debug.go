@@ -10,7 +10,7 @@ import (
 
 	ratelimitv3common "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 
-	"github.com/sluice-dev/sluice/enforcer/config"
+	"github.com/sluice-dev/sluice/enforcer/admin"
 	"github.com/sluice-dev/sluice/enforcer/limiter"
 	"github.com/sluice-dev/sluice/enforcer/rls"
 )
@@ -42,7 +42,7 @@ type descriptorReport struct {
 	DryRun    bool   `json:"dryRun,omitempty"`
 	Algorithm string `json:"algorithm,omitempty"`
 	// Windows are the rule's windows for the bucket, each with its state.
-	Windows []windowReport `json:"windows,omitempty"`
+	Windows []admin.WindowUsage `json:"windows,omitempty"`
 	// Allowed says whether one more hit would be admitted now; Limit,
 	// Remaining and Reset describe the deciding window, as the call's
 	// descriptor status would.
@@ -57,14 +57,6 @@ type descriptorReport struct {
 type descriptorEntry struct {
 	Key   string `json:"key"`
 	Value string `json:"value"`
-}
-
-type windowReport struct {
-	config.Limit
-	Capacity  int64     `json:"limit"`
-	Remaining int64     `json:"remaining"`
-	Reset     time.Time `json:"reset"`
-	Refusing  bool      `json:"refusing,omitempty"`
 }
 
 type banReport struct {
@@ -147,9 +139,9 @@ func readUsage(ctx context.Context, l rls.Lookup, report *descriptorReport) erro
 		if err != nil {
 			return fmt.Errorf("reading window %d: %w", i, err)
 		}
-		report.Windows = append(report.Windows, windowReport{
-			Limit:    config.Limit{Requests: win.Requests, Period: config.Duration{Duration: win.Period}, Burst: win.Burst},
-			Capacity: wd.Limit, Remaining: wd.Remaining, Reset: wd.Reset, Refusing: !wd.Allowed})
+		report.Windows = append(report.Windows, admin.WindowUsage{Limit: admin.WindowLimit(req.Algorithm, win),
+			Capacity: wd.Limit, Remaining: wd.Remaining, Reset: wd.Reset, Refusing: !wd.Allowed,
+			Current: admin.CalendarWindowAt(win, wd.Now), Debt: wd.Debt})
 	}
 	if req.Ban != nil {
 		ctx, cancel := context.WithTimeout(ctx, debugTimeout)

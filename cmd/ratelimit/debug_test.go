@@ -3,12 +3,16 @@ package main
 import (
 	"encoding/json"
 	"net/http"
+	"os"
+	"path/filepath"
 	"testing"
+	"time"
 
 	ratelimitv3common "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	. "github.com/onsi/gomega"
 
+	"github.com/sluice-dev/sluice/enforcer/config"
 	"github.com/sluice-dev/sluice/internal/testing/redistest"
 )
 
@@ -78,4 +82,35 @@ descriptors:
 	g.Expect(code).To(Equal(http.StatusBadRequest))
 	code, _ = read("domain=shop&entry=user")
 	g.Expect(code).To(Equal(http.StatusBadRequest))
+}
+
+// A calendar window of an operator's policy shows its unit and zone and
+// the window holding now, not a period of 0s.
+func TestDebugTenantShowsACalendarWindow(t *testing.T) {
+	g := NewWithT(t)
+	srv := redistest.Start(t)
+	cfg, err := config.Parse(policyConfig(t, "monthly", "shop", 1, 10))
+	g.Expect(err).NotTo(HaveOccurred())
+	cfg.Policies[0].Rules[0].Limits = []config.Limit{{Requests: 10000, Calendar: &config.Calendar{Unit: config.CalendarMonth, TimeZone: "Europe/Berlin"}}}
+	b, err := json.Marshal(cfg)
+	g.Expect(err).NotTo(HaveOccurred())
+	_, err = config.Parse(b)
+	g.Expect(err).NotTo(HaveOccurred())
+	path := filepath.Join(t.TempDir(), "config.json")
+	g.Expect(os.WriteFile(path, b, 0o644)).To(Succeed())
+	p := startAdminProgram(t, []string{"--policy-config", path}, []string{"REDIS_URL=" + srv.Addr()})
+	g.Eventually(func() int { code, _ := p.get("/readyz", ""); return code }, 10*time.Second, 50*time.Millisecond).Should(Equal(http.StatusOK))
+
+	code, body := p.get("/debug/tenant?domain=shop&entry=customer=acme", "")
+	g.Expect(code).To(Equal(http.StatusOK), string(body))
+	var r struct {
+		Windows []map[string]any `json:"windows"`
+	}
+	g.Expect(json.Unmarshal(body, &r)).To(Succeed())
+	g.Expect(r.Windows).To(HaveLen(1), string(body))
+	w := r.Windows[0]
+	g.Expect(w).NotTo(HaveKey("period"), string(body))
+	g.Expect(w).To(HaveKeyWithValue("requests", 10000.0))
+	g.Expect(w).To(HaveKeyWithValue("calendar", map[string]any{"unit": "Month", "timeZone": "Europe/Berlin"}))
+	g.Expect(w).To(HaveKeyWithValue("current", HaveKeyWithValue("timeZone", "Europe/Berlin")))
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/sluice-dev/sluice/enforcer/rls"
 	"github.com/sluice-dev/sluice/enforcer/runtime"
 	"github.com/sluice-dev/sluice/enforcer/status"
+	"github.com/sluice-dev/sluice/internal/listenhint"
 )
 
 // configError is a configuration that cannot be loaded at start (exit 3).
@@ -96,16 +97,20 @@ func newService(o *options, lookupEnv func(string) (string, bool), log *slog.Log
 	}
 	s.admin = s.newAdmin()
 	for _, l := range []struct {
-		addr string
+		hint listenhint.Listener
 		ln   *net.Listener
-	}{{o.listen, &s.grpcLn}, {o.httpListen, &s.httpLn}, {o.adminListen, &s.adminLn}} {
-		if l.addr == "" {
+	}{
+		{listenhint.Listener{Name: "gRPC", Addr: o.listen, Flag: "listen", Env: []string{"GRPC_HOST", "GRPC_PORT"}}, &s.grpcLn},
+		{listenhint.Listener{Name: "HTTP", Addr: o.httpListen, Flag: "http-listen", Env: []string{"HOST", "PORT"}}, &s.httpLn},
+		{listenhint.Listener{Name: "admin", Addr: o.adminListen, Flag: "admin-listen", Env: []string{"DEBUG_HOST", "DEBUG_PORT"}}, &s.adminLn},
+	} {
+		if l.hint.Addr == "" {
 			continue
 		}
-		if *l.ln, err = net.Listen("tcp", l.addr); err != nil {
+		if *l.ln, err = net.Listen("tcp", l.hint.Addr); err != nil {
 			s.closeListeners()
 			s.close()
-			return nil, fmt.Errorf("listen %s: %w", l.addr, err)
+			return nil, listenhint.Explain(err, l.hint)
 		}
 	}
 	return s, nil

@@ -34,3 +34,9 @@ func windowLabel(w limiter.Window) string {
 	}
 	return w.Period.String()
 }
+
+// CalendarWindowAt is w's window holding now, nil for a window of a
+// period: for views other than this package's, such as sluice-ratelimit's.
+func CalendarWindowAt(w limiter.Window, now time.Time) *CalendarWindow {
+	return calendarWindowAt(w, now)
+}

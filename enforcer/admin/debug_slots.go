@@ -3,21 +3,17 @@ package admin
 import (
 	"context"
 
-	"github.com/sluice-dev/sluice/enforcer/config"
 	"github.com/sluice-dev/sluice/enforcer/limiter"
 	"github.com/sluice-dev/sluice/enforcer/runtime"
 )
 
-// tenantSlots completes the usage of a Concurrency rule: its window is
-// concurrent slots (not a rate), the enforcers holding the tenant's slots
-// are listed by name, and a refusal's Retry-After is the one the proxy
-// would give.
+// tenantSlots completes the usage of a Concurrency rule (whose window is
+// concurrent slots, not a rate: WindowLimit): the enforcers holding the
+// tenant's slots are listed by name, and a refusal's Retry-After is the
+// one the proxy would give.
 func tenantSlots(ctx context.Context, be *runtime.Backend, req *limiter.Request, usage *TenantUsage) error {
 	if req.Algorithm != limiter.Concurrency {
 		return nil
-	}
-	for i := range usage.Windows {
-		usage.Windows[i].Limit = config.Limit{Concurrent: req.Windows[i].Requests}
 	}
 	if !usage.Allowed && usage.Ban == nil {
 		wait := be.Guard.SlotWait(req)

@@ -97,9 +97,7 @@ func (s *Server) tenantUsage(ctx context.Context, snap *runtime.Snapshot, m *rou
 		Algorithm: string(req.Algorithm), Cost: req.Cost, Override: m.Override, DryRun: m.Policy.DryRun}
 	usage.Adaptive = s.tenantAdaptive(m.Policy.Name, m.Rule.Name)
 	for _, win := range req.Windows {
-		l := limitOf(win.Requests, win.Period, win.Burst)
-		l.Calendar = win.Calendar
-		usage.Windows = append(usage.Windows, WindowUsage{Limit: l})
+		usage.Windows = append(usage.Windows, WindowUsage{Limit: WindowLimit(req.Algorithm, win)})
 	}
 	be := snap.BackendOf(m.Policy)
 	d, err := be.Peek(ctx, req, peekTimeout)
@@ -117,7 +115,8 @@ func (s *Server) tenantUsage(ctx context.Context, snap *runtime.Snapshot, m *rou
 		w.Capacity, w.Remaining, w.Reset, w.Refusing, w.Debt = wd.Limit, wd.Remaining, wd.Reset, !wd.Allowed, wd.Debt
 		w.Current = calendarWindowAt(req.Windows[i], wd.Now)
 	}
-	usage.Reservations = s.reservationsOf(req, d, usage.Windows[d.Window].Limit)
+	dw := req.Windows[d.Window] // as the limiter counts it, whatever the view shows
+	usage.Reservations = s.reservationsOf(req, d, limitOf(dw.Requests, dw.Period, dw.Burst))
 	if req.Ban != nil {
 		if usage.Ban, err = tenantBan(ctx, be, req); err != nil {
 			return usage, err

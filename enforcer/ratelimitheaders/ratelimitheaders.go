@@ -44,6 +44,18 @@ func AppendPolicyItem(b []byte, policy, rule string, limit int64, period time.Du
 	return AppendParam(b, "w", max(CeilSeconds(period), 1))
 }
 
+// BucketWindow is the w of RateLimit-Policy for a limit whose q is its
+// capacity: a bucket holding capacity units, refilled at requests per
+// period, takes period × capacity / requests to fill again, so q is the
+// burst a client may spend at once and q/w its rate. A limit whose
+// capacity is its requests (no burst above its rate) keeps its period.
+func BucketWindow(capacity, requests int64, period time.Duration) time.Duration {
+	if requests < 1 || capacity <= requests {
+		return period
+	}
+	return time.Duration(float64(period) * float64(capacity) / float64(requests))
+}
+
 // AppendRateLimitItem appends one member of RateLimit:
 // "<policy>/<rule>";r=<remaining>;t=<seconds until the window is whole>.
 func AppendRateLimitItem(b []byte, policy, rule string, remaining int64, reset time.Duration) []byte {

@@ -55,3 +55,19 @@ func TestItems(t *testing.T) {
 	g.Expect(RetryAfterSeconds(0)).To(Equal(int64(1)))
 	g.Expect(RetryAfterSeconds(2001 * time.Millisecond)).To(Equal(int64(3)))
 }
+
+func TestBucketWindowIsTheTimeTheBurstTakesToComeBack(t *testing.T) {
+	for _, tc := range []struct {
+		capacity, requests int64
+		period, want       time.Duration
+	}{
+		{50, 10, time.Second, 5 * time.Second},
+		{10, 10, time.Minute, time.Minute},
+		{15, 10, time.Second, 1500 * time.Millisecond},
+		{5, 0, time.Second, time.Second},
+	} {
+		if got := BucketWindow(tc.capacity, tc.requests, tc.period); got != tc.want {
+			t.Errorf("BucketWindow(%d, %d, %s) = %s, want %s", tc.capacity, tc.requests, tc.period, got, tc.want)
+		}
+	}
+}

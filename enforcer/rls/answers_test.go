@@ -230,3 +230,26 @@ descriptors:
 	g.Expect(ResponseHeaders{ERL: true, ERLReset: "bad name"}.Validate()).To(HaveOccurred())
 	g.Expect(ResponseHeaders{ERL: true, XRateLimit: true, IETF: true}.Validate()).To(Succeed())
 }
+
+// TestABucketsHeadersCountFromItsBurst decides a token bucket of 10 a
+// second with a burst of 50: every header counts from the burst, so that
+// what remains is never above the limit stated beside it, and
+// RateLimit-Policy states the burst as quota over the time the bucket takes
+// to fill again (q=50;w=5: 50 at once, 10 a second).
+func TestABucketsHeadersCountFromItsBurst(t *testing.T) {
+	g := NewWithT(t)
+	domain := domainFor(t)
+	in := serve(t, "domain: "+domain+`
+descriptors:
+  - {key: user, rate_limit: {unit: second, requests_per_unit: 10, sluice: {algorithm: TokenBucket, burst: 50, leasing: "Off"}}}
+`)
+	in.svc.SetResponseHeaders(ResponseHeaders{ERL: true, XRateLimit: true, IETF: true})
+	resp := in.call(t, domain, 0, descriptor("user", "ann"))
+	g.Expect(resp.OverallCode).To(Equal(ok))
+	h := headerMap(resp.ResponseHeadersToAdd)
+	g.Expect(h).To(HaveKeyWithValue("RateLimit-Remaining", "49"))
+	g.Expect(h).To(HaveKeyWithValue("RateLimit-Limit", "50"), "remaining counts down from the burst")
+	g.Expect(h).To(HaveKeyWithValue("X-RateLimit-Limit", "50"))
+	g.Expect(h).To(HaveKeyWithValue("RateLimit-Policy", `"`+domain+`/user";q=50;w=5`))
+	g.Expect(h["RateLimit"]).To(HavePrefix(`"` + domain + `/user";r=49;`))
+}

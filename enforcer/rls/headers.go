@@ -111,7 +111,9 @@ func (s *Service) SetResponseHeaders(h ResponseHeaders) {
 
 // report is a descriptor a limit decided, as the response describes it.
 type report struct {
-	rule     *Rule
+	rule *Rule
+	// window is the deciding window, decision its decision.
+	window   limiter.Window
 	decision limiter.Decision
 	status   *ratelimitv3.RateLimitResponse_DescriptorStatus
 	refused  bool
@@ -145,7 +147,9 @@ func (h *ResponseHeaders) render(reports []report, code ratelimitv3.RateLimitRes
 	if pick >= 0 {
 		r := &reports[pick]
 		if h.ERL {
-			add(h.ERLLimit, strconv.FormatUint(uint64(r.status.CurrentLimit.RequestsPerUnit), 10))
+			// ERL's requests_per_unit, or a bucket's burst above it: what
+			// RateLimit-Remaining counts down from
+			add(h.ERLLimit, strconv.FormatInt(max(int64(r.status.CurrentLimit.RequestsPerUnit), r.decision.Limit), 10))
 			add(h.ERLRemaining, strconv.FormatUint(uint64(r.status.LimitRemaining), 10))
 			add(h.ERLReset, strconv.FormatInt(ratelimitheaders.CeilSeconds(r.status.DurationUntilReset.AsDuration()), 10))
 		}
@@ -164,7 +168,8 @@ func (h *ResponseHeaders) render(reports []report, code ratelimitv3.RateLimitRes
 				continue
 			}
 			d, name := &r.decision, r.rule.domain.bucket.Policy
-			policy = ratelimitheaders.AppendPolicyItem(ratelimitheaders.AppendListSep(policy), name, r.rule.Name, d.Limit, d.Period)
+			w := ratelimitheaders.BucketWindow(d.Limit, r.window.Requests, d.Period)
+			policy = ratelimitheaders.AppendPolicyItem(ratelimitheaders.AppendListSep(policy), name, r.rule.Name, d.Limit, w)
 			limit = ratelimitheaders.AppendRateLimitItem(ratelimitheaders.AppendListSep(limit), name, r.rule.Name, d.Remaining, d.Reset.Sub(d.Now))
 		}
 		if len(policy) > 0 {

@@ -122,7 +122,7 @@ func (m *Metrics) hits(r *Rule, d limiter.Decision, hits int64, shadow bool) {
 	if m == nil {
 		return
 	}
-	domain, key := r.domain.name, r.Name
+	domain, key := r.domain.name, r.statKey
 	n := float64(hits)
 	m.totalHits.WithLabelValues(domain, key).Add(n)
 	if !d.Allowed {

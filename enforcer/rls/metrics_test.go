@@ -98,3 +98,21 @@ sluice_ratelimit_redis_calls_total{domain="`+domain+`"} 3
 `), "sluice_ratelimit_redis_calls_total", "sluice_ratelimit_local_decisions_total")).To(Succeed())
 	g.Expect(testutil.ToFloat64(in.metrics.overLimit.WithLabelValues(domain, "user"))).To(Equal(3.0), "refusals from the cache count as over_limit")
 }
+
+// The per-key statistics name a descriptor as envoyproxy/ratelimit's do,
+// so that its users' dashboards match: the value as the file spells it
+// (path_/v1/export, not the escaped rule name), ':' and '|' as '_', and an
+// IPv4 address with '_' for its dots.
+func TestMetricsKeyIsEnvoyRatelimits(t *testing.T) {
+	g := NewWithT(t)
+	domain := domainFor(t)
+	in := serve(t, "domain: "+domain+"\nsluice: {timeout: 1s}\ndescriptors:\n"+
+		"  - {key: path, value: /v1/export, rate_limit: {unit: hour, requests_per_unit: 10}}\n"+
+		"  - {key: remote_address, value: 10.0.0.1, rate_limit: {unit: hour, requests_per_unit: 10}}\n"+
+		"  - {key: route, value: \"a:b|c\", rate_limit: {unit: hour, requests_per_unit: 10}}\n")
+	g.Expect(in.call(t, domain, 1, descriptor("path", "/v1/export"), descriptor("remote_address", "10.0.0.1"), descriptor("route", "a:b|c")).OverallCode).To(Equal(ok))
+	for _, key := range []string{"path_/v1/export", "remote_address_10_0_0_1", "route_a_b_c"} {
+		g.Expect(testutil.ToFloat64(in.metrics.totalHits.WithLabelValues(domain, key))).To(Equal(1.0), "total_hits of %s", key)
+	}
+	g.Expect(testutil.CollectAndCount(in.metrics.totalHits)).To(Equal(3), "no other series")
+}

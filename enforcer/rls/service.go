@@ -230,7 +230,8 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *ratelimitv3.RateLimi
 			}
 		}
 		if headers.Enabled() {
-			reports = append(reports, report{rule: c.rule, decision: d, status: st, refused: st.Code == ratelimitv3.RateLimitResponse_OVER_LIMIT})
+			ws := windowsOf(c)
+			reports = append(reports, report{rule: c.rule, window: ws[min(d.Window, len(ws)-1)], decision: d, status: st, refused: st.Code == ratelimitv3.RateLimitResponse_OVER_LIMIT})
 		}
 		if d.Degraded {
 			s.metrics.degraded()
@@ -332,11 +333,20 @@ func noLimitStatus(outcome string) *ratelimitv3.RateLimitResponse_DescriptorStat
 // descriptorStatus reports a decision under windows (the rule's, its
 // tier's or its override's): the deciding window as current_limit, what
 // it has left, and how long until the descriptor is admitted again
-// (refused) or its window is whole again (admitted).
+// (refused) or its window is whole again (admitted). A decision of the
+// Open or Closed failure mode counted nothing and knows no count: it
+// reports its code alone (Closed: and when to ask again), no limit, as
+// the headers leave it out, so that Envoy's headers leave it out too.
 func descriptorStatus(r *Rule, windows []limiter.Window, d limiter.Decision) *ratelimitv3.RateLimitResponse_DescriptorStatus {
 	st := &ratelimitv3.RateLimitResponse_DescriptorStatus{Code: ratelimitv3.RateLimitResponse_OK}
 	if !d.Allowed {
 		st.Code = ratelimitv3.RateLimitResponse_OVER_LIMIT
+	}
+	if d.Degraded && r.domain.failure.Mode != config.FailLocal {
+		if !d.Allowed {
+			st.DurationUntilReset = durationpb.New(max(d.RetryAfter, 0))
+		}
+		return st
 	}
 	w := windows[min(d.Window, len(windows)-1)]
 	st.CurrentLimit = currentLimit(r.LimitName, w)

@@ -255,7 +255,7 @@ func firstPolicy(g Gomega, sh *shell, dir string, adapt func(b block) (string, b
 // onPort rewrites the document's local port 8080 to port.
 func onPort(text, port string) string {
 	text = strings.ReplaceAll(text, "8080:80", port+":80")
-	return strings.ReplaceAll(text, "localhost:8080", "localhost:"+port)
+	return strings.ReplaceAll(text, "127.0.0.1:8080", "127.0.0.1:"+port)
 }
 
 // A newcomer's path on the real node: docs/first-policy.md, every shell

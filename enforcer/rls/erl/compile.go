@@ -3,6 +3,7 @@ package erl
 import (
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 	"time"
 
@@ -198,4 +199,22 @@ func escape(s string) string {
 		return s
 	}
 	return strings.NewReplacer("%", "%25", "/", "%2F", "{", "%7B", "}", "%7D").Replace(s)
+}
+
+// unescape undoes escape.
+var unescape = strings.NewReplacer("%25", "%", "%2F", "/", "%7B", "{", "%7D", "}")
+
+// statIPv4 is an IPv4 address in a statistic's name, as
+// envoyproxy/ratelimit finds it (src/utils.SanitizeStatName).
+var statIPv4 = regexp.MustCompile(`\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}`)
+
+// StatKey is the key of a rule named name (a descriptor path, escaped) as
+// envoyproxy/ratelimit's per-key statistics write it, for dashboards
+// that match on it: the descriptor path as the file spells it, with ':'
+// and '|' written '_' and the dots of an IPv4 address '_'. A name escape
+// left alone (an operator's rule) is itself. It is valid UTF-8, as a
+// label value must be.
+func StatKey(name string) string {
+	s := strings.NewReplacer(":", "_", "|", "_").Replace(strings.ToValidUTF8(unescape.Replace(name), "\uFFFD"))
+	return statIPv4.ReplaceAllStringFunc(s, func(ip string) string { return strings.ReplaceAll(ip, ".", "_") })
 }

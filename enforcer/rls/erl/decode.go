@@ -112,6 +112,27 @@ func (d *decoder) flag(out *bool) func(string, *yaml.Node) {
 	return func(path string, n *yaml.Node) { d.scalar(path, n, out) }
 }
 
+// child is the value of key in mapping n, for an error to name the line of
+// the value it is about; n itself when key is absent.
+func child(n *yaml.Node, key string) *yaml.Node {
+	if n != nil && n.Kind == yaml.MappingNode {
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if n.Content[i].Value == key {
+				return n.Content[i+1]
+			}
+		}
+	}
+	return n
+}
+
+// nth is the i-th item of sequence n; n itself when there is none.
+func nth(n *yaml.Node, i int) *yaml.Node {
+	if n != nil && n.Kind == yaml.SequenceNode && i < len(n.Content) {
+		return n.Content[i]
+	}
+	return n
+}
+
 func isNull(n *yaml.Node) bool { return n == nil || (n.Kind == yaml.ScalarNode && n.Tag == "!!null") }
 
 func kindName(n *yaml.Node) string {

@@ -156,6 +156,46 @@ func TestBadFilesAreRefusedWithFileAndField(t *testing.T) {
 	}
 }
 
+// TestErrorsNameTheLineOfTheirKey writes a file as people do, a key a
+// line: every problem is reported at the line of the key it is about, not
+// at the line of the descriptor or mapping holding it.
+func TestErrorsNameTheLineOfTheirKey(t *testing.T) {
+	g := NewWithT(t)
+	_, err := Parse("bad.yaml", []byte(`domain: d
+sluice:
+  replicas: 2
+  timeout: 5s
+descriptors:
+  - key: user
+    rate_limt: {}
+  - key: path
+    shadow_mode: true
+    rate_limit:
+      requests_per_unit: 0
+      unit: fortnight
+      sluice:
+        burst: 1
+        algorithm: Leaky
+        limits:
+          - requests: 5
+            period: 1h
+  - value: v
+    key: ""
+    quota_mode: true
+`))
+	g.Expect(err).To(HaveOccurred())
+	for _, want := range []string{
+		"sluice.timeout (line 4): must be between 1ms and 1s",
+		"descriptors[0].rate_limt (line 7): unknown field",
+		"descriptors[1].rate_limit.unit (line 12): invalid rate limit unit",
+		`descriptors[1].rate_limit.sluice.algorithm (line 15): "Leaky" is not one of`,
+		"descriptors[2].key (line 20): must not be empty",
+		"descriptors[2].quota_mode (line 21): quota mode is not supported",
+	} {
+		g.Expect(err.Error()).To(ContainSubstring(want))
+	}
+}
+
 func TestLoadDir(t *testing.T) {
 	g := NewWithT(t)
 	dir := t.TempDir()

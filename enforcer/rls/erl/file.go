@@ -113,7 +113,7 @@ func Parse(name string, data []byte) (*File, error) {
 		"descriptors": func(path string, n *yaml.Node) { f.Descriptors = d.descriptors(path, n) },
 	})
 	if f.Domain == "" && len(d.errs) == 0 {
-		d.fail("domain", doc.Content[0], "must not be empty")
+		d.fail("domain", child(doc.Content[0], "domain"), "must not be empty")
 	}
 	if err := d.err(); err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
@@ -130,16 +130,16 @@ func (d *decoder) domainSettings(path string, n *yaml.Node, s *DomainSettings) {
 	})
 	if mode != "" {
 		s.FailureMode = config.FailureMode(mode)
-		d.oneOf(path+".failureMode", n, s.FailureMode, config.FailureModes)
+		d.oneOf(path+".failureMode", child(n, "failureMode"), s.FailureMode, config.FailureModes)
 	}
 	if timeout != "" {
-		s.Timeout = d.duration(path+".timeout", n, timeout)
+		s.Timeout = d.duration(path+".timeout", child(n, "timeout"), timeout)
 		if s.Timeout < time.Millisecond || s.Timeout > time.Second {
-			d.fail(path+".timeout", n, "must be between 1ms and 1s, got %s", timeout)
+			d.fail(path+".timeout", child(n, "timeout"), "must be between 1ms and 1s, got %s", timeout)
 		}
 	}
 	if s.Replicas < 0 {
-		d.fail(path+".replicas", n, "must not be negative, got %d", s.Replicas)
+		d.fail(path+".replicas", child(n, "replicas"), "must not be negative, got %d", s.Replicas)
 	}
 }
 
@@ -181,13 +181,13 @@ func (d *decoder) descriptor(path string, n *yaml.Node) Descriptor {
 		},
 	})
 	if desc.Key == "" {
-		d.fail(path+".key", n, "must not be empty")
+		d.fail(path+".key", child(n, "key"), "must not be empty")
 	}
 	if quota {
-		d.fail(path+".quota_mode", n, "quota mode is not supported by this service: remove it or set it to false")
+		d.fail(path+".quota_mode", child(n, "quota_mode"), "quota mode is not supported by this service: remove it or set it to false")
 	}
 	if desc.ShareThreshold && !strings.Contains(desc.Value, "*") {
-		d.fail(path+".share_threshold", n, "only a wildcard value (with '*') shares its threshold, got value %q", desc.Value)
+		d.fail(path+".share_threshold", child(n, "share_threshold"), "only a wildcard value (with '*') shares its threshold, got value %q", desc.Value)
 	}
 	return desc
 }
@@ -209,9 +209,9 @@ func (d *decoder) rateLimit(path string, n *yaml.Node) *RateLimit {
 				d.fields(at, item, map[string]func(string, *yaml.Node){"name": d.str(&name)})
 				switch {
 				case name == "":
-					d.fail(at+".name", item, "must not be empty")
+					d.fail(at+".name", child(item, "name"), "must not be empty")
 				case name == rl.Name:
-					d.fail(at+".name", item, "a rate limit cannot replace itself (%q)", name)
+					d.fail(at+".name", child(item, "name"), "a rate limit cannot replace itself (%q)", name)
 				}
 				rl.Replaces = append(rl.Replaces, name)
 			})
@@ -222,20 +222,20 @@ func (d *decoder) rateLimit(path string, n *yaml.Node) *RateLimit {
 	_, validUnit := unitPeriods[rl.Unit]
 	switch {
 	case rl.Unlimited && rl.Unit != "":
-		d.fail(path+".unit", n, "an unlimited rate limit has no unit")
+		d.fail(path+".unit", child(n, "unit"), "an unlimited rate limit has no unit")
 	case rl.Unlimited && (rl.Sluice.Period != 0 || rl.Sluice.Algorithm != ""):
-		d.fail(path+".sluice", n, "an unlimited rate limit has no algorithm or period")
+		d.fail(path+".sluice", child(n, "sluice"), "an unlimited rate limit has no algorithm or period")
 	case rl.Unlimited:
 	case rl.Unit != "" && rl.Sluice.Period != 0:
-		d.fail(path+".unit", n, "give a unit or sluice.period, not both")
+		d.fail(path+".unit", child(n, "unit"), "give a unit or sluice.period, not both")
 	case rl.Unit == "" && rl.Sluice.Period == 0:
-		d.fail(path+".unit", n, "must be one of second, minute, hour, day, week, month or year (or set sluice.period)")
+		d.fail(path+".unit", child(n, "unit"), "must be one of second, minute, hour, day, week, month or year (or set sluice.period)")
 	case rl.Unit != "" && !validUnit:
-		d.fail(path+".unit", n, "invalid rate limit unit %q: one of second, minute, hour, day, week, month or year", rl.Unit)
+		d.fail(path+".unit", child(n, "unit"), "invalid rate limit unit %q: one of second, minute, hour, day, week, month or year", rl.Unit)
 	case !haveRequests || rl.RequestsPerUnit < 1:
-		d.fail(path+".requests_per_unit", n, "must be at least 1, got %d", rl.RequestsPerUnit)
+		d.fail(path+".requests_per_unit", child(n, "requests_per_unit"), "must be at least 1, got %d", rl.RequestsPerUnit)
 	case rl.RequestsPerUnit > 1<<32-1:
-		d.fail(path+".requests_per_unit", n, "must fit 32 bits, got %d", rl.RequestsPerUnit)
+		d.fail(path+".requests_per_unit", child(n, "requests_per_unit"), "must fit 32 bits, got %d", rl.RequestsPerUnit)
 	}
 	if !rl.Unlimited {
 		d.checkPeriods(path, n, rl)
@@ -248,7 +248,7 @@ func (d *decoder) checkPeriods(path string, n *yaml.Node, rl *RateLimit) {
 	periods := map[time.Duration]bool{rl.period(): true}
 	for i, l := range rl.Sluice.Limits {
 		if periods[l.Period.Duration] {
-			d.fail(fmt.Sprintf("%s.sluice.limits[%d].period", path, i), n, "%s is the period of another window of this rate limit", l.Period.Duration)
+			d.fail(fmt.Sprintf("%s.sluice.limits[%d].period", path, i), child(nth(child(child(n, "sluice"), "limits"), i), "period"), "%s is the period of another window of this rate limit", l.Period.Duration)
 		}
 		periods[l.Period.Duration] = true
 	}
@@ -279,11 +279,11 @@ func (d *decoder) limitSettings(path string, n *yaml.Node, s *LimitSettings) {
 					"burst":    func(q string, x *yaml.Node) { d.scalar(q, x, &l.Burst) },
 				})
 				if l.Requests < 1 {
-					d.fail(at+".requests", item, "must be at least 1, got %d", l.Requests)
+					d.fail(at+".requests", child(item, "requests"), "must be at least 1, got %d", l.Requests)
 				}
-				l.Period.Duration = d.period(at+".period", item, lp)
+				l.Period.Duration = d.period(at+".period", child(item, "period"), lp)
 				if l.Burst < 0 {
-					d.fail(at+".burst", item, "must not be negative, got %d", l.Burst)
+					d.fail(at+".burst", child(item, "burst"), "must not be negative, got %d", l.Burst)
 				}
 				s.Limits = append(s.Limits, l)
 			})
@@ -291,20 +291,20 @@ func (d *decoder) limitSettings(path string, n *yaml.Node, s *LimitSettings) {
 	})
 	if algorithm != "" {
 		s.Algorithm = config.Algorithm(algorithm)
-		d.oneOf(path+".algorithm", n, s.Algorithm, config.Algorithms)
+		d.oneOf(path+".algorithm", child(n, "algorithm"), s.Algorithm, config.Algorithms)
 	}
 	if period != "" {
-		s.Period = d.period(path+".period", n, period)
+		s.Period = d.period(path+".period", child(n, "period"), period)
 	}
 	if s.Burst < 0 {
-		d.fail(path+".burst", n, "must not be negative, got %d", s.Burst)
+		d.fail(path+".burst", child(n, "burst"), "must not be negative, got %d", s.Burst)
 	}
 	if leasing != "" {
 		s.Leasing = config.Leasing(leasing)
-		d.oneOf(path+".leasing", n, s.Leasing, config.Leasings)
+		d.oneOf(path+".leasing", child(n, "leasing"), s.Leasing, config.Leasings)
 	}
 	if len(s.Limits)+1 > config.MaxWindows {
-		d.fail(path+".limits", n, "a rate limit has at most %d windows, got %d", config.MaxWindows, len(s.Limits)+1)
+		d.fail(path+".limits", child(n, "limits"), "a rate limit has at most %d windows, got %d", config.MaxWindows, len(s.Limits)+1)
 	}
 }
 
