@@ -65,7 +65,12 @@ func writeLimitHeaders(h http.Header, checks []route.Check, outs []limiter.Outco
 			if c.Request.Algorithm == limiter.Concurrency {
 				b = ratelimitheaders.AppendConcurrencyPolicyItem(b, c.Policy.Name, c.Rule.Name, o.Decision.Limit)
 			} else {
-				b = ratelimitheaders.AppendPolicyItem(b, c.Policy.Name, c.Rule.Name, o.Decision.Limit, o.Decision.Period)
+				// a bucket's quota is its burst, over the time it takes to refill
+				w := o.Decision.Period
+				if ws := c.Request.Windows; len(ws) > 0 {
+					w = ratelimitheaders.BucketWindow(o.Decision.Limit, ws[min(o.Decision.Window, len(ws)-1)].Requests, w)
+				}
+				b = ratelimitheaders.AppendPolicyItem(b, c.Policy.Name, c.Rule.Name, o.Decision.Limit, w)
 			}
 		}
 	}
