@@ -8,6 +8,7 @@ import (
 	"net/textproto"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -50,15 +51,37 @@ type SimulateReport struct {
 	Errors []string `json:"errors,omitempty"`
 }
 
-// SimulatedWindow is one window of a rule.
+// SimulatedWindow is one window of a rule: Requests per PeriodSeconds or
+// per Calendar window, or, for a Concurrency rule, Concurrent alone.
 type SimulatedWindow struct {
-	Requests int64 `json:"requests"`
-	// PeriodSeconds is a period window's length; 0 for a calendar window.
-	PeriodSeconds float64 `json:"periodSeconds"`
+	Requests int64 `json:"requests,omitempty"`
+	// PeriodSeconds is a period window's length; absent for a calendar
+	// window.
+	PeriodSeconds float64 `json:"periodSeconds,omitempty"`
 	// Calendar is a calendar window's unit and zone, "month (Europe/Berlin)".
 	Calendar string `json:"calendar,omitempty"`
 	Burst    int64  `json:"burst,omitempty"`
+	// Concurrent is a Concurrency rule's limit: the requests (times the
+	// rule's cost) a tenant may have in flight at once.
+	Concurrent int64 `json:"concurrent,omitempty"`
 }
+
+// SimulatedOverLimit is what a request over the rule's limit meets.
+type SimulatedOverLimit struct {
+	// Action is Refuse (429 at once) or Wait (onLimit.delay).
+	Action string `json:"action"`
+	// WaitSeconds is the longest a request waits before it is refused,
+	// and MaxQueued how many of one tenant's requests may wait at once in
+	// each enforcer; further ones are refused at once.
+	WaitSeconds float64 `json:"waitSeconds,omitempty"`
+	MaxQueued   int     `json:"maxQueued,omitempty"`
+}
+
+// The actions of SimulatedOverLimit.
+const (
+	OverLimitRefuse = "Refuse"
+	OverLimitWait   = "Wait"
+)
 
 // SimulatedRule is one check of the request.
 type SimulatedRule struct {
@@ -84,6 +107,8 @@ type SimulatedRule struct {
 	// --from-cluster, Keys are those keys in the cluster.
 	TenantHash string   `json:"tenantHash"`
 	Keys       []string `json:"keys,omitempty"`
+	// OverLimit is what a request over the limit meets.
+	OverLimit SimulatedOverLimit `json:"overLimit"`
 }
 
 func newSimulateCommand(o *Options) *cobra.Command {
@@ -216,7 +241,17 @@ func simulatedRule(m *route.TenantMatch, req SimulateRequest) SimulatedRule {
 	if out.Identity == "" {
 		out.Identity = "(anonymous)"
 	}
+	out.OverLimit = overLimit(m)
+	if r.Algorithm == config.Concurrency {
+		for _, w := range r.Windows {
+			out.Limits = append(out.Limits, fmt.Sprintf("%d in flight at once", w.Requests))
+			out.Windows = append(out.Windows, SimulatedWindow{Concurrent: w.Requests})
+		}
+	}
 	for _, w := range r.Windows {
+		if r.Algorithm == config.Concurrency {
+			break
+		}
 		sw := SimulatedWindow{Requests: w.Requests, PeriodSeconds: w.Period.Seconds(), Burst: w.Burst}
 		per := config.FormatPeriod(w.Period)
 		if w.Calendar != nil {
@@ -240,6 +275,38 @@ func simulatedRule(m *route.TenantMatch, req SimulateRequest) SimulatedRule {
 		out.Keys = r.Keys()
 	}
 	return out
+}
+
+// overLimit is what the rule does with a request over its limit.
+func overLimit(m *route.TenantMatch) SimulatedOverLimit {
+	r := m.Request
+	switch {
+	case r.SlotWait > 0:
+		return SimulatedOverLimit{Action: OverLimitWait, WaitSeconds: r.SlotWait.Seconds(), MaxQueued: r.SlotQueue}
+	case r.Delay > 0:
+		return SimulatedOverLimit{Action: OverLimitWait, WaitSeconds: r.Delay.Seconds(), MaxQueued: m.Rule.DelayMaxQueued}
+	}
+	return SimulatedOverLimit{Action: OverLimitRefuse}
+}
+
+// overLimitText says in words what a request over rule's limit meets.
+func overLimitText(rule *SimulatedRule) string {
+	o := rule.OverLimit
+	next := "a request over the limit"
+	if len(rule.Windows) == 1 && rule.Windows[0].Concurrent > 0 {
+		n := rule.Windows[0].Concurrent / max(rule.Cost, 1)
+		next = fmt.Sprintf("with %d in flight, the next request", n)
+	}
+	if o.Action != OverLimitWait {
+		return next + " gets 429 at once"
+	}
+	wait := config.FormatPeriod(time.Duration(o.WaitSeconds * float64(time.Second)))
+	what := "capacity booked for it in Redis"
+	if rule.Algorithm == string(config.Concurrency) {
+		what = "a slot that one of the tenant's requests on the same enforcer gives back"
+	}
+	return fmt.Sprintf("%s waits up to %s for %s, then gets 429 (at most %d of the tenant's requests wait at once in each enforcer; further ones get 429 at once)",
+		next, wait, what, o.MaxQueued)
 }
 
 // tierChoice says how the tier was found, as /debug/tenant says it.
@@ -296,6 +363,7 @@ func (r *SimulateReport) write(w io.Writer) error {
 			limits += " (the tenant's override)"
 		}
 		fmt.Fprintf(w, "    Limit:    %s, %s, cost %d\n", limits, rule.Algorithm, rule.Cost)
+		fmt.Fprintf(w, "    Over it:  %s\n", overLimitText(&rule))
 		if rule.Tier != "" {
 			fmt.Fprintf(w, "    Tier:     %s (%s)\n", rule.Tier, rule.TierReason)
 		}
