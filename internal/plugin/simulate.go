@@ -109,6 +109,30 @@ type SimulatedRule struct {
 	Keys       []string `json:"keys,omitempty"`
 	// OverLimit is what a request over the limit meets.
 	OverLimit SimulatedOverLimit `json:"overLimit"`
+	// ResponseCost is what the rule charges when the answer ends;
+	// CountResponses which answers keep their count.
+	ResponseCost   *SimulatedResponseCost   `json:"responseCost,omitempty"`
+	CountResponses *SimulatedCountResponses `json:"countResponses,omitempty"`
+}
+
+// SimulatedResponseCost is a rule that charges what the answer reports:
+// UpFront (the rule's cost) when the request is admitted, the reported
+// cost minus UpFront when the answer ends (into debt if need be), and
+// Unfinished instead when the report cannot be read.
+type SimulatedResponseCost struct {
+	// Header is the response header holding the cost; JSONUsage the field
+	// of usage in a JSON answer. One of the two.
+	Header     string `json:"header,omitempty"`
+	JSONUsage  string `json:"jsonUsage,omitempty"`
+	UpFront    int64  `json:"upFront"`
+	Unfinished int64  `json:"unfinishedCost"`
+}
+
+// SimulatedCountResponses is a rule that counts only the answers of these
+// statuses: the others are given back when they end.
+type SimulatedCountResponses struct {
+	Statuses     []string `json:"statuses,omitempty"`
+	GRPCStatuses []string `json:"grpcStatuses,omitempty"`
 }
 
 func newSimulateCommand(o *Options) *cobra.Command {
@@ -265,6 +289,15 @@ func simulatedRule(m *route.TenantMatch, req SimulateRequest) SimulatedRule {
 		out.Limits = append(out.Limits, l)
 		out.Windows = append(out.Windows, sw)
 	}
+	if rc := m.Rule.ResponseCost; rc != nil {
+		out.ResponseCost = &SimulatedResponseCost{Header: rc.Header, JSONUsage: rc.JSONUsage, UpFront: r.Cost, Unfinished: rc.Unfinished(r.Cost)}
+	}
+	if c := m.Rule.CountResponses; c != nil {
+		out.CountResponses = &SimulatedCountResponses{Statuses: c.Statuses}
+		for _, g := range c.GRPCStatuses {
+			out.CountResponses.GRPCStatuses = append(out.CountResponses.GRPCStatuses, config.GRPCCodes[g])
+		}
+	}
 	for _, s := range m.Rule.Identity.Sources {
 		out.Sources = append(out.Sources, describeSource(s))
 	}
@@ -297,6 +330,13 @@ func overLimitText(rule *SimulatedRule) string {
 		n := rule.Windows[0].Concurrent / max(rule.Cost, 1)
 		next = fmt.Sprintf("with %d in flight, the next request", n)
 	}
+	if rule.ResponseCost != nil {
+		units := "units"
+		if rule.ResponseCost.UpFront == 1 {
+			units = "unit"
+		}
+		next = fmt.Sprintf("a request with less than %d %s left, or while the tenant owes a debt,", rule.ResponseCost.UpFront, units)
+	}
 	if o.Action != OverLimitWait {
 		return next + " gets 429 at once"
 	}
@@ -307,6 +347,28 @@ func overLimitText(rule *SimulatedRule) string {
 	}
 	return fmt.Sprintf("%s waits up to %s for %s, then gets 429 (at most %d of the tenant's requests wait at once in each enforcer; further ones get 429 at once)",
 		next, wait, what, o.MaxQueued)
+}
+
+// chargedText says in words what a responseCost rule charges.
+func chargedText(rc *SimulatedResponseCost) string {
+	from := "response header " + rc.Header + " (removed before the client sees it)"
+	if rc.JSONUsage != "" {
+		from = "usage." + rc.JSONUsage + " of the JSON answer"
+	}
+	return fmt.Sprintf("%d up front; when the answer ends, what %s reports, less the %d (given back if less, into debt if more); %d when the report cannot be read (unfinishedCost)",
+		rc.UpFront, from, rc.UpFront, rc.Unfinished)
+}
+
+// countsText says in words which answers a countResponses rule counts.
+func countsText(c *SimulatedCountResponses) string {
+	var which []string
+	if len(c.Statuses) > 0 {
+		which = append(which, "HTTP status "+strings.Join(c.Statuses, ", "))
+	}
+	if len(c.GRPCStatuses) > 0 {
+		which = append(which, "gRPC status "+strings.Join(c.GRPCStatuses, ", "))
+	}
+	return "only answers of " + strings.Join(which, " or ") + "; the others are given back when they end"
 }
 
 // tierChoice says how the tier was found, as /debug/tenant says it.
@@ -362,7 +424,15 @@ func (r *SimulateReport) write(w io.Writer) error {
 		if rule.Override {
 			limits += " (the tenant's override)"
 		}
-		fmt.Fprintf(w, "    Limit:    %s, %s, cost %d\n", limits, rule.Algorithm, rule.Cost)
+		if rc := rule.ResponseCost; rc != nil {
+			fmt.Fprintf(w, "    Limit:    %s, %s, in units the answers report\n", limits, rule.Algorithm)
+			fmt.Fprintf(w, "    Charged:  %s\n", chargedText(rc))
+		} else {
+			fmt.Fprintf(w, "    Limit:    %s, %s, cost %d\n", limits, rule.Algorithm, rule.Cost)
+		}
+		if c := rule.CountResponses; c != nil {
+			fmt.Fprintf(w, "    Counts:   %s\n", countsText(c))
+		}
 		fmt.Fprintf(w, "    Over it:  %s\n", overLimitText(&rule))
 		if rule.Tier != "" {
 			fmt.Fprintf(w, "    Tier:     %s (%s)\n", rule.Tier, rule.TierReason)

@@ -64,3 +64,15 @@ func TestSimulateGoldenConcurrency(t *testing.T) {
 	runs = append(runs, simulateRuns("-f", f, "--tenant", "acme", "--path", "/v1/renders/7")...)
 	expectGolden(t, "concurrency", simulateTranscript(t, runs...))
 }
+
+func TestSimulateGoldenTokenBudget(t *testing.T) {
+	f := "testdata/simulate/token-budget.yaml"
+	runs := simulateRuns("-f", f, "--tenant", "acme", "--method", "POST", "--path", "/v1/chat/completions")
+	runs = append(runs, simulateRuns("-f", f, "--tenant", "acme", "--path", "/v1/exports/7")...)
+	expectGolden(t, "token-budget", simulateTranscript(t, runs...))
+}
+
+func TestSimulateGoldenLogin(t *testing.T) {
+	runs := simulateRuns("-f", "testdata/simulate/login.yaml", "--tenant", "203.0.113.7", "--method", "POST", "--path", "/login")
+	expectGolden(t, "login", simulateTranscript(t, runs...))
+}
