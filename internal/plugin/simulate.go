@@ -166,7 +166,7 @@ func newSimulateCommand(o *Options) *cobra.Command {
 			return o.print("SimulateReport", report, report.write)
 		},
 	}
-	cmd.Flags().StringSliceVarP(&req.Files, "filename", "f", nil, "policy files (YAML, several documents each)")
+	cmd.Flags().StringSliceVarP(&req.Files, "filename", "f", nil, "policy files (YAML, several documents each), or folders of them (their .yaml, .yml and .json files, as kubectl apply -f reads a folder)")
 	cmd.Flags().StringVar(&req.Tenant, "tenant", "", "the tenant as the policy's identity yields it (header or claim value, client IP, sha256:<hex> of an API key); empty: anonymous")
 	cmd.Flags().StringVar(&req.Method, "method", http.MethodGet, "the request's method")
 	cmd.Flags().StringVar(&req.Path, "path", "/", "the request's path")

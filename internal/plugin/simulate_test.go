@@ -42,3 +42,10 @@ func TestSimulateNeedsNoCluster(t *testing.T) {
 	_, err = Simulate(context.Background(), nil, "shop", SimulateRequest{Files: files, FromCluster: true})
 	g.Expect(err).To(MatchError("--from-cluster needs a cluster"))
 }
+
+func TestSimulateReadsAFolder(t *testing.T) {
+	g := NewWithT(t)
+	out := simulateTranscript(t, []string{"simulate", "-f", "../../config/samples/", "--tenant", "acme", "--path", "/v1/items"})
+	g.Expect(out).NotTo(ContainSubstring("error:"))
+	g.Expect(out).To(ContainSubstring("Policy public-api, rule api"), "the folder's policies are read, as kubectl apply -f reads them")
+}
