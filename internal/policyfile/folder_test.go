@@ -1,7 +1,6 @@
 package policyfile
 
 import (
-	"errors"
 	"os"
 	"path/filepath"
 	"testing"
@@ -34,29 +33,4 @@ func TestLoadReadsAFolderAsKubectlApplyDoes(t *testing.T) {
 
 	_, _, err = Load("demo", filepath.Join(dir, "sub", ".."), t.TempDir())
 	g.Expect(err).To(MatchError(ContainSubstring("has no .yaml, .yml or .json file")))
-}
-
-func TestUnquotedStatusesAreRefusedWithTheFixAndTheRestChecked(t *testing.T) {
-	g := NewWithT(t)
-	_, err := Parse([]byte(policy("auth", `{`+selector+`, rules: [{name: login, limits: [{requests: 5, period: 1d}], countResponses: {statuses: [401, 403]}}]}`)))
-	var invalid *InvalidError
-	g.Expect(errors.As(err, &invalid)).To(BeTrue(), "%v", err)
-	var got []string
-	for _, e := range invalid.Errs {
-		got = append(got, e.Error())
-	}
-	g.Expect(got).To(ConsistOf(
-		`spec.rules[0].countResponses.statuses[0]: Invalid value: 401: write HTTP statuses as quoted strings, such as "401" or "5xx"`,
-		`spec.rules[0].countResponses.statuses[1]: Invalid value: 403: write HTTP statuses as quoted strings, such as "401" or "5xx"`,
-		`spec.rules[0].limits[0].period: Invalid value: "1d": period must be a duration such as 30s, 1m, 1h or 24h; there is no day unit: write 24h for a day`,
-	), "the CEL rules still run: every problem of the file in one pass")
-}
-
-func TestRulesNotCheckedAreSaidInWords(t *testing.T) {
-	g := NewWithT(t)
-	_, err := Parse([]byte(policy("p", `{`+selector+`, mode: Sometimes, rules: [`+apiRule+`]}`)))
-	g.Expect(err).To(MatchError(And(
-		ContainSubstring(`spec.mode: Unsupported value: "Sometimes"`),
-		ContainSubstring("\n  some validation rules were not checked because of the problems above: correct them and check again"),
-		Not(ContainSubstring("<nil>")))))
 }

@@ -39,7 +39,7 @@ var _ = Describe("RateLimitPolicy responseCost and countResponses validation", f
 			"responseCost.header"),
 		Entry("a jsonUsage that is a path",
 			`{rules: [{name: llm, limits: [{requests: 1000, period: 1m}], responseCost: {jsonUsage: usage.total_tokens}}]}`,
-			"responseCost.jsonUsage"),
+			`spec.rules[0].responseCost.jsonUsage: Invalid value: "usage.total_tokens": jsonUsage names the field inside usage, such as total_tokens (not a path such as usage.total_tokens)`),
 		Entry("responseCost with onLimit.delay",
 			`{rules: [{name: llm, limits: [{requests: 1000, period: 1m}], responseCost: {header: X-Sluice-Cost}, onLimit: {delay: {max: 1s}}}]}`,
 			"rule llm sets responseCost and onLimit.delay"),
