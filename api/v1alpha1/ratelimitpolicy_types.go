@@ -361,6 +361,11 @@ type RateLimitPolicyStatus struct {
 	// +optional
 	Algorithms string `json:"algorithms,omitempty"`
 
+	// FailureMode is the failure mode in effect: spec.failureMode, or,
+	// when the spec sets none, sluice-manager's --default-failure-mode.
+	// +optional
+	FailureMode FailureMode `json:"failureMode,omitempty"`
+
 	// Enforcers counts the selected pods by the state of their enforcer.
 	// +optional
 	Enforcers EnforcerCounts `json:"enforcers,omitempty"`
@@ -444,7 +449,7 @@ type DecisionCounts struct {
 // +kubebuilder:printcolumn:name="Enforcers",type=string,JSONPath=`.status.enforcers.summary`,description="Ready enforcers / selected pods"
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=1
-// +kubebuilder:printcolumn:name="Failure Mode",type=string,JSONPath=`.spec.failureMode`,priority=1
+// +kubebuilder:printcolumn:name="Failure Mode",type=string,JSONPath=`.status.failureMode`,priority=1,description="The failure mode in effect: spec.failureMode, or the manager's default"
 // +kubebuilder:printcolumn:name="Protocol",type=string,JSONPath=`.spec.upstreamProtocol`,priority=1,description="How the enforcer forwards to the application: HTTP1 or H2C"
 // +kubebuilder:printcolumn:name="Bans",type=integer,JSONPath=`.status.bans.active`,priority=1,description="Tenants banned now"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`

@@ -45,7 +45,7 @@ type ResponseCost struct {
 	// client, which it never delays.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=64
-	// +kubebuilder:validation:Pattern=`^[A-Za-z_][A-Za-z0-9_]*$`
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[A-Za-z_][A-Za-z0-9_]*$')",message="jsonUsage names the field inside usage, such as total_tokens (not a path such as usage.total_tokens): letters, digits and _, not starting with a digit"
 	// +optional
 	JSONUsage string `json:"jsonUsage,omitempty"`
 

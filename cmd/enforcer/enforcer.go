@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	"golang.org/x/net/netutil"
@@ -53,6 +54,8 @@ type enforcer struct {
 	adminLn  net.Listener
 	// debugLn is nil when --debug-listen is empty or cannot be bound.
 	debugLn net.Listener
+	// upstreamNoted makes noteUpstreamPorts speak once.
+	upstreamNoted sync.Once
 }
 
 func newEnforcer(o *options, lookupEnv func(string) (string, bool), log *slog.Logger) (*enforcer, error) {
@@ -134,6 +137,7 @@ func (e *enforcer) apply(l *reload.Loaded) error {
 	}
 	// Leases were taken under the old limits: give them back.
 	e.backends.Release(context.Background())
+	e.noteUpstreamPorts(cfg)
 	return nil
 }
 

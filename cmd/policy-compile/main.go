@@ -124,7 +124,10 @@ runs it, found beside sluice-enforcer or on PATH (the enforcer's image holds
 both).
 
 Usage:
-  sluice-policy-compile [--namespace NS] FILE... > config.json
+  sluice-policy-compile [--namespace NS] FILE|FOLDER... > config.json
+
+A FOLDER is its .yaml, .yml and .json files (not its subfolders), as
+kubectl apply -f reads one; a kustomization.yaml in it is skipped.
 
 Flags:
 ` + fs.FlagUsages() + `

@@ -92,3 +92,30 @@ func TestRefusesMissingFiles(t *testing.T) {
 	g.Expect(run(nil, &stdout, &stderr)).To(Equal(exitUsage))
 	g.Expect(stderr.String()).To(ContainSubstring("no policy file given"))
 }
+
+// Unquoted HTTP statuses, as most people write them, are refused with how to
+// write them, and the rest of the file is checked in the same pass.
+func TestUnquotedStatusesSayHowToQuoteThem(t *testing.T) {
+	g := NewWithT(t)
+	path := filepath.Join(t.TempDir(), "login.yaml")
+	g.Expect(os.WriteFile(path, []byte(`apiVersion: sluice.dev/v1alpha1
+kind: RateLimitPolicy
+metadata: {name: auth}
+spec:
+  selector: {matchLabels: {app: auth}}
+  upstreamPort: 8080
+  rules:
+    - name: login
+      limits: [{requests: 5, period: 1d}]
+      countResponses: {statuses: [401, "5xx", 403]}
+`), 0o644)).To(Succeed())
+	var stdout, stderr bytes.Buffer
+	g.Expect(run([]string{path}, &stdout, &stderr)).To(Equal(exitRefused), stderr.String())
+	g.Expect(stderr.String()).To(And(
+		ContainSubstring(`spec.rules[0].countResponses.statuses[0]: Invalid value: 401: write HTTP statuses as quoted strings, such as "401" or "5xx"`),
+		ContainSubstring(`spec.rules[0].countResponses.statuses[2]: Invalid value: 403: write HTTP statuses`),
+		ContainSubstring(`spec.rules[0].limits[0].period: Invalid value: "1d": period must be a duration such as 30s`),
+		Not(ContainSubstring("must be of type string")),
+		Not(ContainSubstring("<nil>")),
+	))
+}

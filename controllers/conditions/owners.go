@@ -51,6 +51,7 @@ var Policy = Owner{
 	CopyStatus: func(dst, src *v1alpha1.RateLimitPolicyStatus) {
 		dst.ObservedGeneration = src.ObservedGeneration
 		dst.Algorithms = src.Algorithms
+		dst.FailureMode = src.FailureMode
 	},
 }
 

@@ -283,6 +283,7 @@ func (r *Reconciler) reconcileStatus(patch *conditions.Patch, outcomes map[strin
 	for _, p := range patch.Policies() {
 		o := outcomes[p.Name]
 		o.PublishErr = publishErr
+		o.DefaultFailureMode = r.DefaultFailureMode
 		if compile.IsRateLimitService(*p) {
 			o.PublishErr = servicePublishErr
 		}

@@ -17,6 +17,7 @@ limitations under the License.
 package policy
 
 import (
+	"cmp"
 	"fmt"
 	"strings"
 
@@ -40,6 +41,8 @@ type compileOutcome struct {
 	KeptGeneration int64
 	// PublishErr is a transient failure to write the ConfigMap.
 	PublishErr error
+	// DefaultFailureMode is the manager's, for a spec that sets none.
+	DefaultFailureMode v1alpha1.FailureMode
 }
 
 // setPolicyStatus computes the whole status the policy controller owns
@@ -60,6 +63,8 @@ func setPolicyStatus(p *v1alpha1.RateLimitPolicy, o compileOutcome, now metav1.T
 	setStalledCondition(p, o.Err, now)
 	setReconcilingCondition(p, nil, now)
 	p.Status.Algorithms = p.Spec.Algorithms()
+	// as the compiler chooses it (compile.Options.DefaultFailureMode)
+	p.Status.FailureMode = cmp.Or(p.Spec.FailureMode, o.DefaultFailureMode, v1alpha1.DefaultFailureMode)
 	p.Status.ObservedGeneration = p.Generation
 	return acceptedEvent(before, apimeta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionAccepted))
 }

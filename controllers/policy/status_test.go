@@ -218,3 +218,19 @@ func TestSetPolicyStatusWarnsOfUnverifiedTokens(t *testing.T) {
 	g.Expect(conditionsOf(p)[v1alpha1.ConditionAccepted]).To(Equal(wantCondition{metav1.ConditionTrue, v1alpha1.ReasonCompiled}))
 	g.Expect(event).To(HaveField("Type", corev1.EventTypeNormal))
 }
+
+// The failure mode in effect is in status, where kubectl get -o wide reads
+// it: the spec's, else the manager's --default-failure-mode, else Open.
+func TestSetPolicyStatusFailureMode(t *testing.T) {
+	g := NewWithT(t)
+	p := newPolicy(1)
+	setPolicyStatus(p, compileOutcome{}, t0)
+	g.Expect(p.Status.FailureMode).To(Equal(v1alpha1.FailureModeOpen), "the default of a manager started without --default-failure-mode")
+
+	setPolicyStatus(p, compileOutcome{DefaultFailureMode: v1alpha1.FailureModeClosed}, t0)
+	g.Expect(p.Status.FailureMode).To(Equal(v1alpha1.FailureModeClosed), "the manager's --default-failure-mode")
+
+	p.Spec.FailureMode = v1alpha1.FailureModeLocalFallback
+	setPolicyStatus(p, compileOutcome{DefaultFailureMode: v1alpha1.FailureModeClosed}, t0)
+	g.Expect(p.Status.FailureMode).To(Equal(v1alpha1.FailureModeLocalFallback), "the spec's own")
+}

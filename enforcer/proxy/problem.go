@@ -47,6 +47,9 @@ type Problem struct {
 	Rule   string `json:"rule,omitempty"`
 	// RetryAfter repeats the Retry-After header, in seconds.
 	RetryAfter int64 `json:"retryAfter,omitempty"`
+	// Debt is what the tenant owes a rule whose answers report their
+	// cost, as X-RateLimit-Debt says it.
+	Debt int64 `json:"debt,omitempty"`
 	// Ban describes the ban of a ProblemBanned answer.
 	Ban *BanProblem `json:"ban,omitempty"`
 }

@@ -37,10 +37,27 @@ func refusal(c *route.Check, d *limiter.Decision) *Problem {
 	}
 	p.Detail = fmt.Sprintf("Rule %s of policy %s allows %d requests per %s. Retry in %d s.",
 		c.Rule.Name, c.Policy.Name, d.Limit, per, retry)
+	if c.Rule.ResponseCost != nil {
+		p.Detail = budgetDetail(c, d, per, retry)
+		p.Debt = d.Debt
+	}
 	if f := c.Scaling.Factor(); f < config.Full {
 		p.Detail += adaptiveNote(f)
 	}
 	return p
+}
+
+// budgetDetail is the refusal of a rule whose answers report their cost:
+// its limit is in the units they report, and a tenant refused while it owes
+// is told what it owes.
+func budgetDetail(c *route.Check, d *limiter.Decision, per string, retry int64) string {
+	detail := fmt.Sprintf("Rule %s of policy %s allows %d units per %s, as the application's answers report them.",
+		c.Rule.Name, c.Policy.Name, d.Limit, per)
+	if d.Debt > 0 {
+		return detail + fmt.Sprintf(" The tenant owes %d units, charged for answers that cost more than the room they were admitted on, and is refused until they are paid back. Retry in %d s.",
+			d.Debt, retry)
+	}
+	return detail + fmt.Sprintf(" A request needs %d units of room up front, and fewer are left. Retry in %d s.", c.Request.Cost, retry)
 }
 
 // adaptiveNote tells a refused client that the limit is scaled down.

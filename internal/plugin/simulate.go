@@ -3,7 +3,6 @@ package plugin
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"net/textproto"
 	"sort"
@@ -50,15 +49,37 @@ type SimulateReport struct {
 	Errors []string `json:"errors,omitempty"`
 }
 
-// SimulatedWindow is one window of a rule.
+// SimulatedWindow is one window of a rule: Requests per PeriodSeconds or
+// per Calendar window, or, for a Concurrency rule, Concurrent alone.
 type SimulatedWindow struct {
-	Requests int64 `json:"requests"`
-	// PeriodSeconds is a period window's length; 0 for a calendar window.
-	PeriodSeconds float64 `json:"periodSeconds"`
+	Requests int64 `json:"requests,omitempty"`
+	// PeriodSeconds is a period window's length; absent for a calendar
+	// window.
+	PeriodSeconds float64 `json:"periodSeconds,omitempty"`
 	// Calendar is a calendar window's unit and zone, "month (Europe/Berlin)".
 	Calendar string `json:"calendar,omitempty"`
 	Burst    int64  `json:"burst,omitempty"`
+	// Concurrent is a Concurrency rule's limit: the requests (times the
+	// rule's cost) a tenant may have in flight at once.
+	Concurrent int64 `json:"concurrent,omitempty"`
 }
+
+// SimulatedOverLimit is what a request over the rule's limit meets.
+type SimulatedOverLimit struct {
+	// Action is Refuse (429 at once) or Wait (onLimit.delay).
+	Action string `json:"action"`
+	// WaitSeconds is the longest a request waits before it is refused,
+	// and MaxQueued how many of one tenant's requests may wait at once in
+	// each enforcer; further ones are refused at once.
+	WaitSeconds float64 `json:"waitSeconds,omitempty"`
+	MaxQueued   int     `json:"maxQueued,omitempty"`
+}
+
+// The actions of SimulatedOverLimit.
+const (
+	OverLimitRefuse = "Refuse"
+	OverLimitWait   = "Wait"
+)
 
 // SimulatedRule is one check of the request.
 type SimulatedRule struct {
@@ -84,6 +105,32 @@ type SimulatedRule struct {
 	// --from-cluster, Keys are those keys in the cluster.
 	TenantHash string   `json:"tenantHash"`
 	Keys       []string `json:"keys,omitempty"`
+	// OverLimit is what a request over the limit meets.
+	OverLimit SimulatedOverLimit `json:"overLimit"`
+	// ResponseCost is what the rule charges when the answer ends;
+	// CountResponses which answers keep their count.
+	ResponseCost   *SimulatedResponseCost   `json:"responseCost,omitempty"`
+	CountResponses *SimulatedCountResponses `json:"countResponses,omitempty"`
+}
+
+// SimulatedResponseCost is a rule that charges what the answer reports:
+// UpFront (the rule's cost) when the request is admitted, the reported
+// cost minus UpFront when the answer ends (into debt if need be), and
+// Unfinished instead when the report cannot be read.
+type SimulatedResponseCost struct {
+	// Header is the response header holding the cost; JSONUsage the field
+	// of usage in a JSON answer. One of the two.
+	Header     string `json:"header,omitempty"`
+	JSONUsage  string `json:"jsonUsage,omitempty"`
+	UpFront    int64  `json:"upFront"`
+	Unfinished int64  `json:"unfinishedCost"`
+}
+
+// SimulatedCountResponses is a rule that counts only the answers of these
+// statuses: the others are given back when they end.
+type SimulatedCountResponses struct {
+	Statuses     []string `json:"statuses,omitempty"`
+	GRPCStatuses []string `json:"grpcStatuses,omitempty"`
 }
 
 func newSimulateCommand(o *Options) *cobra.Command {
@@ -117,7 +164,7 @@ func newSimulateCommand(o *Options) *cobra.Command {
 			return o.print("SimulateReport", report, report.write)
 		},
 	}
-	cmd.Flags().StringSliceVarP(&req.Files, "filename", "f", nil, "policy files (YAML, several documents each)")
+	cmd.Flags().StringSliceVarP(&req.Files, "filename", "f", nil, "policy files (YAML, several documents each), or folders of them (their .yaml, .yml and .json files, as kubectl apply -f reads a folder)")
 	cmd.Flags().StringVar(&req.Tenant, "tenant", "", "the tenant as the policy's identity yields it (header or claim value, client IP, sha256:<hex> of an API key); empty: anonymous")
 	cmd.Flags().StringVar(&req.Method, "method", http.MethodGet, "the request's method")
 	cmd.Flags().StringVar(&req.Path, "path", "/", "the request's path")
@@ -216,7 +263,14 @@ func simulatedRule(m *route.TenantMatch, req SimulateRequest) SimulatedRule {
 	if out.Identity == "" {
 		out.Identity = "(anonymous)"
 	}
+	out.OverLimit = overLimit(m)
 	for _, w := range r.Windows {
+		if r.Algorithm == config.Concurrency {
+			// the limiter's window of slots: its period is their expiry
+			out.Limits = append(out.Limits, fmt.Sprintf("%d in flight at once", w.Requests))
+			out.Windows = append(out.Windows, SimulatedWindow{Concurrent: w.Requests})
+			continue
+		}
 		sw := SimulatedWindow{Requests: w.Requests, PeriodSeconds: w.Period.Seconds(), Burst: w.Burst}
 		per := config.FormatPeriod(w.Period)
 		if w.Calendar != nil {
@@ -230,6 +284,15 @@ func simulatedRule(m *route.TenantMatch, req SimulateRequest) SimulatedRule {
 		out.Limits = append(out.Limits, l)
 		out.Windows = append(out.Windows, sw)
 	}
+	if rc := m.Rule.ResponseCost; rc != nil {
+		out.ResponseCost = &SimulatedResponseCost{Header: rc.Header, JSONUsage: rc.JSONUsage, UpFront: r.Cost, Unfinished: rc.Unfinished(r.Cost)}
+	}
+	if c := m.Rule.CountResponses; c != nil {
+		out.CountResponses = &SimulatedCountResponses{Statuses: c.Statuses}
+		for _, g := range c.GRPCStatuses {
+			out.CountResponses.GRPCStatuses = append(out.CountResponses.GRPCStatuses, config.GRPCCodes[g])
+		}
+	}
 	for _, s := range m.Rule.Identity.Sources {
 		out.Sources = append(out.Sources, describeSource(s))
 	}
@@ -240,6 +303,18 @@ func simulatedRule(m *route.TenantMatch, req SimulateRequest) SimulatedRule {
 		out.Keys = r.Keys()
 	}
 	return out
+}
+
+// overLimit is what the rule does with a request over its limit.
+func overLimit(m *route.TenantMatch) SimulatedOverLimit {
+	r := m.Request
+	switch {
+	case r.SlotWait > 0:
+		return SimulatedOverLimit{Action: OverLimitWait, WaitSeconds: r.SlotWait.Seconds(), MaxQueued: r.SlotQueue}
+	case r.Delay > 0:
+		return SimulatedOverLimit{Action: OverLimitWait, WaitSeconds: r.Delay.Seconds(), MaxQueued: m.Rule.DelayMaxQueued}
+	}
+	return SimulatedOverLimit{Action: OverLimitRefuse}
 }
 
 // tierChoice says how the tier was found, as /debug/tenant says it.
@@ -275,37 +350,4 @@ func describeSource(s config.Source) string {
 		return "descriptor " + s.Descriptor.Key
 	}
 	return "?"
-}
-
-func (r *SimulateReport) write(w io.Writer) error {
-	fmt.Fprintf(w, "%s %s for tenant %q in namespace %s\n", r.Request.Method, r.Request.Path, r.Request.Tenant, r.Namespace)
-	for _, e := range r.Errors {
-		fmt.Fprintf(w, "  ! does not compile: %s\n", e)
-	}
-	for _, e := range r.ExemptBy {
-		fmt.Fprintf(w, "  Exempt by %s: not limited by that policy\n", e)
-	}
-	if len(r.Rules) == 0 {
-		fmt.Fprintln(w, "  No limited rule applies: the request is not limited.")
-		return nil
-	}
-	for _, rule := range r.Rules {
-		fmt.Fprintf(w, "  Policy %s, rule %s (%s, failure mode %s)\n", rule.Policy, rule.Rule, rule.Mode, rule.FailureMode)
-		limits := strings.Join(rule.Limits, ", ")
-		if rule.Override {
-			limits += " (the tenant's override)"
-		}
-		fmt.Fprintf(w, "    Limit:    %s, %s, cost %d\n", limits, rule.Algorithm, rule.Cost)
-		if rule.Tier != "" {
-			fmt.Fprintf(w, "    Tier:     %s (%s)\n", rule.Tier, rule.TierReason)
-		}
-		fmt.Fprintf(w, "    Identity: %s, from %s; tenant hash %s\n", rule.Identity, strings.Join(rule.Sources, ", "), rule.TenantHash)
-		for _, k := range rule.Keys {
-			fmt.Fprintf(w, "    Key:      %s\n", k)
-		}
-	}
-	if len(r.Rules) > 0 && !r.Request.FromCluster {
-		fmt.Fprintln(w, "  (Redis keys are salted with each policy's UID in a cluster: --from-cluster shows them)")
-	}
-	return nil
 }

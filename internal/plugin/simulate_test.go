@@ -2,6 +2,8 @@ package plugin
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -41,4 +43,32 @@ func TestSimulateNeedsNoCluster(t *testing.T) {
 	g.Expect(err).To(MatchError(ContainSubstring("missing.yaml")))
 	_, err = Simulate(context.Background(), nil, "shop", SimulateRequest{Files: files, FromCluster: true})
 	g.Expect(err).To(MatchError("--from-cluster needs a cluster"))
+}
+
+func TestSimulateReadsAFolder(t *testing.T) {
+	g := NewWithT(t)
+	out := simulateTranscript(t, []string{"simulate", "-f", "../../config/samples/", "--tenant", "acme", "--path", "/v1/items"})
+	g.Expect(out).NotTo(ContainSubstring("error:"))
+	g.Expect(out).To(ContainSubstring("Policy public-api, rule api"), "the folder's policies are read, as kubectl apply -f reads them")
+}
+
+func TestSimulateSaysToQuoteStatuses(t *testing.T) {
+	g := NewWithT(t)
+	path := filepath.Join(t.TempDir(), "login.yaml")
+	g.Expect(os.WriteFile(path, []byte(`apiVersion: sluice.dev/v1alpha1
+kind: RateLimitPolicy
+metadata: {name: auth}
+spec:
+  selector: {matchLabels: {app: auth}}
+  upstreamPort: 8080
+  rules:
+    - name: login
+      limits: [{requests: 5, period: 1d}]
+      countResponses: {statuses: [401, 403]}
+`), 0o644)).To(Succeed())
+	out := simulateTranscript(t, []string{"simulate", "-f", path, "--path", "/login"})
+	g.Expect(out).To(And(
+		ContainSubstring(`spec.rules[0].countResponses.statuses[0]: Invalid value: 401: write HTTP statuses as quoted strings, such as "401" or "5xx"`),
+		ContainSubstring(`spec.rules[0].limits[0].period: Invalid value: "1d"`),
+		Not(ContainSubstring("must be of type string"))))
 }

@@ -108,7 +108,8 @@ func policyStatus(p *v1alpha1.RateLimitPolicy) PolicyStatus {
 		st.Mode = string(v1alpha1.DefaultMode)
 	}
 	if st.FailureMode == "" {
-		st.FailureMode = "(the manager's default)"
+		// the policy controller writes the default in effect into status
+		st.FailureMode = strings.TrimSpace(string(p.Status.FailureMode) + " (the manager's default)")
 	}
 	if p.Status.Bans != nil {
 		n := p.Status.Bans.Active

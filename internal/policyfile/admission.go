@@ -128,6 +128,11 @@ func (e *InvalidError) Error() string {
 	fmt.Fprintf(&b, "RateLimitPolicy %q is invalid:", e.Name)
 	for _, err := range e.Errs {
 		b.WriteString("\n  ")
+		if err.Field == notChecked.String() {
+			// the API server's line for it reads "<nil>: Invalid value: null: ..."
+			b.WriteString("some validation rules were not checked because of the problems above: correct them and check again")
+			continue
+		}
 		b.WriteString(err.Error())
 	}
 	return b.String()
@@ -175,7 +180,8 @@ func (a *admission) admit(u *unstructured.Unstructured) error {
 	// What the API server does to every new object before validating it.
 	delete(u.Object, "status")
 	u.SetGeneration(1)
-	if errs := a.validate(u); len(errs) > 0 {
+	errs := quoteStatuses(u.Object)
+	if errs = append(errs, a.validate(u)...); len(errs) > 0 {
 		return &InvalidError{Name: u.GetName(), Errs: errs}
 	}
 	return nil
@@ -200,12 +206,16 @@ func (a *admission) validate(u *unstructured.Unstructured) field.ErrorList {
 	errs = append(errs, schemaobjectmeta.Validate(ctx, nil, u.Object, a.structural, false)...)
 	errs = append(errs, structurallisttype.ValidateListSetsAndMaps(nil, a.structural, u.Object)...)
 	if blocking(errs) {
-		return append(errs, field.Invalid(nil, nil,
+		return append(errs, field.Invalid(notChecked, nil,
 			"some validation rules were not checked because the object was invalid; correct the existing errors to complete validation"))
 	}
 	celErrs, _ := a.cel.Validate(ctx, nil, a.structural, u.Object, nil, celconfig.RuntimeCELCostBudget)
 	return append(errs, celErrs...)
 }
+
+// notChecked is the path of the API server's error saying that the CEL
+// rules were not evaluated.
+var notChecked *field.Path
 
 // blocking reports errors after which the API server does not evaluate the
 // CEL rules: a value of the wrong type or size, or one that is missing.

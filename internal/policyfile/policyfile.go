@@ -26,6 +26,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured/unstructuredscheme"
@@ -44,7 +46,8 @@ type document struct {
 }
 
 // Load reads RateLimitPolicy YAML documents from paths (several documents per
-// file, separated by "---") and admits each as the API server would: unknown
+// file, separated by "---"; a folder is its .yaml, .yml and .json files, as
+// kubectl apply -f reads one) and admits each as the API server would: unknown
 // fields refused, the CRD's defaults applied, its schema and CEL rules
 // checked. The policies must all belong to one namespace: the namespace of
 // the first policy that names one, else defaultNamespace, else "default".
@@ -52,6 +55,10 @@ type document struct {
 func Load(defaultNamespace string, paths ...string) (string, []v1alpha1.RateLimitPolicy, error) {
 	var docs []document
 	var errs []error
+	paths, err := expand(paths)
+	if err != nil {
+		return "", nil, fmt.Errorf("load policies: %w", err)
+	}
 	for _, path := range paths {
 		data, err := os.ReadFile(path)
 		if err != nil {
@@ -97,6 +104,37 @@ func Load(defaultNamespace string, paths ...string) (string, []v1alpha1.RateLimi
 		return "", nil, fmt.Errorf("load policies: %w", err)
 	}
 	return namespace, policies, nil
+}
+
+// expand replaces each folder of paths by its manifest files in name
+// order, without descending into subfolders (kubectl's -f without -R).
+// kustomize's own file is no resource and is skipped.
+func expand(paths []string) ([]string, error) {
+	var out []string
+	for _, path := range paths {
+		info, err := os.Stat(path)
+		if err != nil || !info.IsDir() {
+			out = append(out, path) // ReadFile reports what is wrong
+			continue
+		}
+		entries, err := os.ReadDir(path)
+		if err != nil {
+			return nil, err
+		}
+		n := len(out)
+		for _, e := range entries {
+			ext := strings.ToLower(filepath.Ext(e.Name()))
+			if e.IsDir() || (ext != ".yaml" && ext != ".yml" && ext != ".json") ||
+				strings.TrimSuffix(e.Name(), filepath.Ext(e.Name())) == "kustomization" {
+				continue
+			}
+			out = append(out, filepath.Join(path, e.Name()))
+		}
+		if len(out) == n {
+			return nil, fmt.Errorf("folder %s has no .yaml, .yml or .json file", path)
+		}
+	}
+	return out, nil
 }
 
 // Parse decodes and admits every YAML document of data as a RateLimitPolicy

@@ -182,6 +182,14 @@ func TestDebtHeaderThroughTheEnforcer(t *testing.T) {
 	g.Expect(r.status).To(Equal(http.StatusTooManyRequests))
 	g.Expect(r.header.Get("X-RateLimit-Remaining")).To(Equal("0"))
 	g.Expect(r.header.Get("X-RateLimit-Debt")).To(Equal("5"), "15 charged of 10")
+	var problem struct {
+		Detail string `json:"detail"`
+		Debt   int64  `json:"debt"`
+	}
+	g.Expect(json.Unmarshal([]byte(r.body), &problem)).To(Succeed(), r.body)
+	g.Expect(problem.Debt).To(BeNumerically("==", 5), r.body)
+	g.Expect(problem.Detail).To(MatchRegexp(`^Rule llm of policy llm allows 10 units per 20s, as the application's answers report them\. ` +
+		`The tenant owes 5 units, charged for answers that cost more than the room they were admitted on, and is refused until they are paid back\. Retry in \d+ s\.$`))
 
 	last := int64(5)
 	g.Eventually(func(g Gomega) {
@@ -207,4 +215,31 @@ func TestDebtHeaderThroughTheEnforcer(t *testing.T) {
 		last = debt
 		g.Expect(r.status).To(Equal(http.StatusOK), "still refused, owing %d", debt)
 	}).WithTimeout(40 * time.Second).WithPolling(250 * time.Millisecond).Should(Succeed())
+}
+
+// TestBudgetRefusalSaysTheRoomARequestNeeds: a tenant of a rule charged by
+// its answers, with less room left than the rule's cost and no debt, is
+// told the limit in units and the room a request needs.
+func TestBudgetRefusalSaysTheRoomARequestNeeds(t *testing.T) {
+	g := NewWithT(t)
+	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Sluice-Cost", "6")
+		_, _ = io.WriteString(w, "answer")
+	}))
+	t.Cleanup(app.Close)
+	e := start(t, setup{upstream: app.URL, policies: policy("llm", `  identity: {sources: [{header: {name: X-Tenant-ID}}]}
+  rules:
+    - name: llm
+      algorithm: FixedWindow
+      cost: 6
+      limits: [{requests: 10, period: 1h}]
+      responseCost: {header: X-Sluice-Cost}`)})
+	tenant := uniqueTenant(t)
+	g.Expect(get(t, e.url+"/v1/chat", tenant).status).To(Equal(http.StatusOK))
+	r := get(t, e.url+"/v1/chat", tenant)
+	g.Expect(r.status).To(Equal(http.StatusTooManyRequests))
+	g.Expect(r.header).NotTo(HaveKey("X-Ratelimit-Debt"))
+	g.Expect(r.body).To(MatchRegexp(`"detail":"Rule llm of policy llm allows 10 units per 1h, as the application's answers report them\. ` +
+		`A request needs 6 units of room up front, and fewer are left\. Retry in \d+ s\."`))
+	g.Expect(r.body).NotTo(ContainSubstring(`"debt"`))
 }

@@ -39,7 +39,7 @@ var _ = Describe("RateLimitPolicy responseCost and countResponses validation", f
 			"responseCost.header"),
 		Entry("a jsonUsage that is a path",
 			`{rules: [{name: llm, limits: [{requests: 1000, period: 1m}], responseCost: {jsonUsage: usage.total_tokens}}]}`,
-			"responseCost.jsonUsage"),
+			`spec.rules[0].responseCost.jsonUsage: Invalid value: "usage.total_tokens": jsonUsage names the field inside usage, such as total_tokens (not a path such as usage.total_tokens)`),
 		Entry("responseCost with onLimit.delay",
 			`{rules: [{name: llm, limits: [{requests: 1000, period: 1m}], responseCost: {header: X-Sluice-Cost}, onLimit: {delay: {max: 1s}}}]}`,
 			"rule llm sets responseCost and onLimit.delay"),
@@ -59,6 +59,22 @@ var _ = Describe("RateLimitPolicy responseCost and countResponses validation", f
 			`{rules: [{name: login, limits: [{requests: 5, period: 1m}], countResponses: {grpcStatuses: [DENIED]}}]}`,
 			"grpcStatuses"),
 	)
+
+	It("refuses unquoted statuses: the API server as a type error, --policy-file with the fix", func() {
+		// The API server checks a value's type before any rule of the CRD
+		// (CEL or pattern), and a string list cannot take an int without
+		// x-kubernetes-int-or-string, which the Go type could not hold:
+		// its message cannot say more than the type.
+		spec := `{rules: [{name: login, limits: [{requests: 5, period: 1d}], countResponses: {statuses: [401, 403]}}]}`
+		err := createSpec(spec)
+		GinkgoWriter.Printf("API server: %v\n", err)
+		Expect(apierrors.IsInvalid(err)).To(BeTrue(), "want an Invalid error, got %v", err)
+		Expect(err.Error()).To(ContainSubstring(`spec.rules[0].countResponses.statuses[0]: Invalid value: "integer": spec.rules[0].countResponses.statuses[0] in body must be of type string`))
+		Expect(parseSpec(spec)).To(MatchError(And(
+			ContainSubstring(`spec.rules[0].countResponses.statuses[0]: Invalid value: 401: write HTTP statuses as quoted strings, such as "401" or "5xx"`),
+			ContainSubstring(`spec.rules[0].limits[0].period: Invalid value: "1d"`))),
+			"--policy-file says the fix and checks the rest of the policy in the same pass")
+	})
 
 	It("rejects responseCost and countResponses in a rateLimitService policy, whose service sees no answers", func() {
 		spec := `{` + service + `rules: [{name: checkout, match: {descriptors: [{key: generic_key, value: checkout}]}, limits: [{requests: 10, period: 1s}], countResponses: {statuses: ["401"]}}]}`

@@ -71,6 +71,7 @@ var _ = Describe("Status", func() {
 
 		policy.Status.ObservedGeneration = policy.Generation
 		policy.Status.Algorithms = policy.Spec.Algorithms()
+		policy.Status.FailureMode = sluicev1alpha1.FailureModeOpen // the manager's default, as the policy controller writes it
 		policy.Status.Enforcers = sluicev1alpha1.EnforcerCounts{Selected: 3, Injected: 3, Ready: 2, UpToDate: 2}
 		policy.Status.Enforcers.Summary = policy.Status.Enforcers.ReadySummary()
 		policy.Status.Decisions = sluicev1alpha1.DecisionCounts{Allowed: 100, WouldDeny: 7}
@@ -94,8 +95,9 @@ var _ = Describe("Status", func() {
 		}
 		Expect(columns).To(Equal([]string{"Name", "Mode", "Algorithms", "Enforcers", "Ready", "Reason", "Failure Mode", "Protocol", "Bans", "Age"}))
 		Expect(table.Rows).To(HaveLen(1))
-		Expect(table.Rows[0].Cells[:8]).To(Equal([]any{"with-status", "DryRun", "SlidingWindowCounter", "2/3", "False", "EnforcersNotReady", nil, "HTTP1"}),
-			"an unset failureMode is the operator's default, not written into the object; upstreamProtocol is defaulted")
+		Expect(table.Rows[0].Cells[:8]).To(Equal([]any{"with-status", "DryRun", "SlidingWindowCounter", "2/3", "False", "EnforcersNotReady", "Open", "HTTP1"}),
+			"an unset failureMode is the operator's default, not written into the spec: the column shows the one in effect, from status; upstreamProtocol is defaulted")
+		Expect(policy.Spec.FailureMode).To(BeEmpty())
 	})
 
 	It("is not changed by a spec update", func() {

@@ -344,6 +344,9 @@ rules:
 		Eventually(func() kstatus.Status { return kstatusOf(ctx, policy) }).Should(Equal(kstatus.CurrentStatus))
 		Expect(k8sClient.Get(ctx, key(policy), policy)).To(Succeed())
 		Expect(policy.Status.Algorithms).To(Equal("SlidingWindowCounter"))
+		Expect(policy.Status.FailureMode).To(Equal(v1alpha1.FailureModeOpen), "the manager's default, which the spec does not set")
+		Expect(kubectl("get", "ratelimitpolicy", "plans", "-n", ns, "-o", "wide")).To(MatchRegexp(`NoPodsSelected\s+Open\s+HTTP1`),
+			"kubectl get -o wide shows the failure mode in effect")
 		// Settled: no pass of the controller is pending.
 		Consistently(func() string {
 			Expect(k8sClient.Get(ctx, key(policy), policy)).To(Succeed())
