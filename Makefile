@@ -10,7 +10,7 @@ BIN            := $(CURDIR)/bin
 ENVTEST_ASSETS := $(BIN)/k8s
 CONTROLLER_GEN := $(BIN)/controller-gen
 GOLANGCI_LINT  := $(BIN)/golangci-lint
-GO_TEST_FLAGS  ?= -count=1
+GO_TEST_FLAGS  ?= -count=1 -timeout 20m
 FUZZTIME       ?= 10s
 
 export KUBEBUILDER_ASSETS := $(ENVTEST_ASSETS)
