@@ -52,7 +52,6 @@ func (m *Metrics) WatchAdaptive(reports func() []adaptive.Report) {
 	m.Registry.MustRegister(adaptiveCollector(reports))
 }
 
-
 // WindowLabel names a window in metrics and status: its period ("1m0s"),
 // or its calendar ("month@Europe/Berlin").
 func WindowLabel(w limiter.Window) string {
