@@ -35,7 +35,7 @@ import (
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/enforcer/config"
 	"github.com/sluice-dev/sluice/enforcer/reload"
-	"github.com/sluice-dev/sluice/enforcer/route"
+	"github.com/sluice-dev/sluice/enforcer/rules"
 	"github.com/sluice-dev/sluice/internal/compile"
 	"github.com/sluice-dev/sluice/internal/testing/bulkpolicy"
 	"github.com/sluice-dev/sluice/internal/wellknown"
@@ -56,10 +56,10 @@ func mountConfigMap(cm *corev1.ConfigMap) string {
 
 // enforcerTable loads the mounted ConfigMap as an enforcer does and
 // compiles its rule table.
-func enforcerTable(cm *corev1.ConfigMap) *route.Table {
+func enforcerTable(cm *corev1.ConfigMap) *rules.Table {
 	loaded, err := (&reload.Source{ConfigPath: mountConfigMap(cm)}).Read()
 	Expect(err).NotTo(HaveOccurred())
-	table, err := route.New(loaded.ForPod())
+	table, err := rules.New(loaded.ForPod())
 	Expect(err).NotTo(HaveOccurred())
 	return table
 }
@@ -119,7 +119,7 @@ var _ = Describe("Large configurations", func() {
 		Expect(cm.BinaryData).To(HaveKey(wellknown.CompressedConfigKey))
 		GinkgoWriter.Printf("10,000 overrides: %d bytes compressed\n", len(cm.BinaryData[wellknown.CompressedConfigKey]))
 
-		check, override, ok := enforcerTable(cm).TenantCheck(route.TenantQuery{
+		check, override, ok := enforcerTable(cm).TenantCheck(rules.TenantQuery{
 			Policy: p.Name, Rule: bulkpolicy.Rule, Tenant: bulkpolicy.Tenant(9999), Method: "GET", Path: "/"})
 		Expect(ok).To(BeTrue())
 		Expect(override).To(BeTrue(), "the tenant's own limits")
