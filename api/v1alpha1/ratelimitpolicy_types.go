@@ -222,10 +222,11 @@ type RateLimitPolicySpec struct {
 	Rules []Rule `json:"rules"`
 
 	// Overrides replace a rule's limits for one tenant, for example a customer
-	// with a bigger contract.
-	// +listType=map
-	// +listMapKey=tenant
-	// +listMapKey=rule
+	// with a bigger contract; one per tenant and rule (the operator checks).
+	// Atomic, not a map keyed by tenant and rule: server-side apply would
+	// record each key in managedFields, which doubles a policy of 10,000
+	// overrides past what etcd stores in one object.
+	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=10000
 	// +optional
 	Overrides []Override `json:"overrides,omitempty"`

@@ -33,19 +33,26 @@ const maxOverrideProblems = 5
 const maxLogRequests = 100000
 
 // checkOverrides relates every override of a defaulted spec to the rule it
-// names. The CRD checks each override alone; relating 10,000 overrides to
-// 64 rules is beyond the cost budget of the API server's validation rules,
-// so this runs here, in one pass over a map of the rules.
+// names and to the others. The CRD checks each override alone; relating
+// 10,000 overrides to 64 rules, or to each other, is beyond the cost budget
+// of the API server's validation rules, so this runs here, in one pass.
 func checkOverrides(p *v1alpha1.RateLimitPolicy, spec *v1alpha1.RateLimitPolicySpec) error {
 	rules := make(map[string]*v1alpha1.Rule, len(spec.Rules))
 	for i := range spec.Rules {
 		rules[spec.Rules[i].Name] = &spec.Rules[i]
 	}
+	type key struct{ tenant, rule string }
+	seen := make(map[key]int, len(spec.Overrides))
 	var problems []string
 	count := 0
 	for i := range spec.Overrides {
 		o := &spec.Overrides[i]
 		msg := overrideProblem(o, rules[o.Rule])
+		if first, dup := seen[key{o.Tenant, o.Rule}]; dup {
+			msg = fmt.Sprintf("spec.overrides[%d] is also for tenant %s and rule %s: keep one override per tenant and rule", first, o.Tenant, o.Rule)
+		} else {
+			seen[key{o.Tenant, o.Rule}] = i
+		}
 		if msg == "" {
 			continue
 		}

@@ -160,6 +160,12 @@ func TestOverrideProblems(t *testing.T) {
 	g.Expect(err).To(MatchError(ContainSubstring("spec.overrides[9999](" + bulkpolicy.Tenant(9999) + "): an override names rule exprts, which does not exist")))
 
 	p = tenThousandOverrides()[0]
+	p.Spec.Overrides[9999].Tenant = bulkpolicy.Tenant(17)
+	_, err = Policy(&p, Options{})
+	g.Expect(err).To(MatchError(ContainSubstring("spec.overrides[9999](" + bulkpolicy.Tenant(17) + "): spec.overrides[17] is also for tenant " +
+		bulkpolicy.Tenant(17) + " and rule api: keep one override per tenant and rule")))
+
+	p = tenThousandOverrides()[0]
 	p.Spec.Rules[0].Algorithm = v1alpha1.AlgorithmSlidingWindowLog
 	p.Spec.Overrides[0].Limits[0].Requests = 1000000
 	for i := range p.Spec.Overrides {

@@ -269,9 +269,6 @@ var _ = Describe("RateLimitPolicy validation", func() {
 
 		// Structure the schema enforces without CEL.
 		Entry("two rules with the same name", `{rules: [`+apiRule+`, `+apiRule+`]}`, "Duplicate value"),
-		Entry("two overrides for the same tenant and rule",
-			`{rules: [`+apiRule+`], overrides: [{tenant: acme, rule: api, limits: [{requests: 1, period: 1m}]}, {tenant: acme, rule: api, limits: [{requests: 2, period: 1m}]}]}`,
-			"Duplicate value"),
 		Entry("unknown algorithm", `{rules: [{name: api, algorithm: LeakyBucket, limits: [{requests: 1, period: 1s}]}]}`, "Unsupported value"),
 	)
 
@@ -302,6 +299,9 @@ var _ = Describe("RateLimitPolicy validation", func() {
 			`{rules: [{name: export, cost: 10, limits: [{requests: 100, period: 1m}]}],
 			  overrides: [{tenant: acme, rule: export, limits: [{requests: 1000, period: 1m, burst: 5}]}]}`,
 			"an override of rule export has a limit that allows fewer requests per period (burst, or requests when burst is unset) than the cost of the rule"),
+		Entry("two overrides for the same tenant and rule",
+			`{rules: [`+apiRule+`], overrides: [{tenant: acme, rule: api, limits: [{requests: 1, period: 1m}]}, {tenant: acme, rule: api, limits: [{requests: 2, period: 1m}]}]}`,
+			"spec.overrides[1](acme): spec.overrides[0] is also for tenant acme and rule api: keep one override per tenant and rule"),
 		Entry("a calendar override of a TokenBucket rule",
 			`{rules: [`+apiRule+`], overrides: [{tenant: acme, rule: api, limits: [{requests: 10, calendar: {unit: Day}}]}]}`,
 			"an override has a calendar limit, but its rule does not use FixedWindow"),
