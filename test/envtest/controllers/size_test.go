@@ -32,6 +32,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/enforcer/config"
 	"github.com/sluice-dev/sluice/enforcer/reload"
@@ -83,9 +85,26 @@ func createAll(ctx context.Context, policies []v1alpha1.RateLimitPolicy) {
 	wg.Wait()
 }
 
+// settle deletes the namespace's policies and waits until the manager has
+// deleted its ConfigMap: the work a large namespace makes must not spill
+// into the specs after it. The API server is slow with large objects on a
+// busy machine, hence the long waits of these specs.
+func settle(ctx context.Context, namespace string) {
+	Expect(k8sClient.DeleteAllOf(ctx, &v1alpha1.RateLimitPolicy{}, client.InNamespace(namespace))).To(Succeed())
+	Eventually(func() *corev1.ConfigMap {
+		_, cm := publishedConfig(ctx, namespace)
+		return cm
+	}, largeTimeout).Should(BeNil())
+}
+
+const largeTimeout = 3 * time.Minute
+
 var _ = Describe("Large configurations", func() {
 	var ns string
-	BeforeEach(func(ctx SpecContext) { ns = newNamespace(ctx) })
+	BeforeEach(func(ctx SpecContext) {
+		ns = newNamespace(ctx)
+		DeferCleanup(func(ctx SpecContext) { settle(ctx, ns) })
+	})
 
 	It("publishes a namespace of 1,000 policies compressed, and enforcers read it", func(ctx SpecContext) {
 		policies := bulkpolicy.Namespace(ns, 1000)
@@ -99,11 +118,11 @@ var _ = Describe("Large configurations", func() {
 				return 0
 			}
 			return len(cfg.Policies)
-		}, 2*time.Minute).Should(Equal(1000))
+		}, largeTimeout).Should(Equal(1000))
 		Expect(cm.Data).NotTo(HaveKey(wellknown.ConfigKey))
 		Expect(cm.BinaryData).To(HaveKey(wellknown.CompressedConfigKey))
 		GinkgoWriter.Printf("1,000 policies: %d bytes compressed\n", len(cm.BinaryData[wellknown.CompressedConfigKey]))
-		Eventually(func() *metav1.Condition { return condition(ctx, &policies[999], v1alpha1.ConditionAccepted) }, time.Minute).
+		Eventually(func() *metav1.Condition { return condition(ctx, &policies[999], v1alpha1.ConditionAccepted) }, largeTimeout).
 			Should(haveCondition(metav1.ConditionTrue, v1alpha1.ReasonCompiled, 1))
 
 		table := enforcerTable(cm)
@@ -113,7 +132,7 @@ var _ = Describe("Large configurations", func() {
 	It("publishes a policy of 10,000 overrides compressed, and an enforcer applies the last of them", func(ctx SpecContext) {
 		p := bulkpolicy.Overrides(ns, "many-overrides", 10000)
 		Expect(k8sClient.Create(ctx, p)).To(Succeed())
-		Eventually(func() *metav1.Condition { return condition(ctx, p, v1alpha1.ConditionAccepted) }, time.Minute).
+		Eventually(func() *metav1.Condition { return condition(ctx, p, v1alpha1.ConditionAccepted) }, largeTimeout).
 			Should(haveCondition(metav1.ConditionTrue, v1alpha1.ReasonCompiled, 1))
 		_, cm := publishedConfig(ctx, ns)
 		Expect(cm.BinaryData).To(HaveKey(wellknown.CompressedConfigKey))
@@ -132,13 +151,13 @@ var _ = Describe("Large configurations", func() {
 		// 4,000 of them fit, 8,000 do not.
 		first := randomOverrides(ns, "first", 4000)
 		Expect(k8sClient.Create(ctx, first)).To(Succeed())
-		Eventually(func() *metav1.Condition { return condition(ctx, first, v1alpha1.ConditionAccepted) }, time.Minute).
+		Eventually(func() *metav1.Condition { return condition(ctx, first, v1alpha1.ConditionAccepted) }, largeTimeout).
 			Should(haveCondition(metav1.ConditionTrue, v1alpha1.ReasonCompiled, 1))
 		_, published := publishedConfig(ctx, ns)
 
 		second := randomOverrides(ns, "second", 4000)
 		Expect(k8sClient.Create(ctx, second)).To(Succeed())
-		Eventually(func() *metav1.Condition { return condition(ctx, second, v1alpha1.ConditionAccepted) }, time.Minute).
+		Eventually(func() *metav1.Condition { return condition(ctx, second, v1alpha1.ConditionAccepted) }, largeTimeout).
 			Should(haveCondition(metav1.ConditionFalse, v1alpha1.ReasonConfigTooLarge, 1))
 		message := condition(ctx, second, v1alpha1.ConditionAccepted).Message
 		Expect(message).To(MatchRegexp(`is \d+ bytes compressed \(\d+ of JSON\), more than the %d a ConfigMap holds`, compile.MaxConfigBytes))
