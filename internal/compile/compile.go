@@ -31,12 +31,15 @@ import (
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/enforcer/config"
-	"github.com/sluice-dev/sluice/internal/wellknown"
 )
 
 // MaxConfigBytes is the most one ConfigMap holds, its keys and values
 // together: the API server refuses a larger one.
 const MaxConfigBytes = 1 << 20
+
+// keyAllowance is room left in MaxConfigBytes for the key the
+// configuration is stored under (config.json.gz).
+const keyAllowance = 64
 
 // CompressAbove is the size of JSON above which the configuration is
 // stored gzip-compressed (Result.Compressed): past a quarter of the
@@ -191,7 +194,7 @@ func encode(namespace string, res *Result) error {
 		return &TooLargeError{Namespace: namespace, Size: len(res.JSON)}
 	}
 	res.Compressed = config.Compress(res.JSON)
-	if len(wellknown.CompressedConfigKey)+len(res.Compressed) > MaxConfigBytes {
+	if len(res.Compressed) > MaxConfigBytes-keyAllowance {
 		return &TooLargeError{Namespace: namespace, Size: len(res.JSON), Compressed: len(res.Compressed)}
 	}
 	return nil
