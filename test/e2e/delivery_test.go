@@ -77,7 +77,7 @@ var _ = Describe("Delivery while the manager is away", Ordered, func() {
 		sluice.Manager.Stop()
 		before := enforcerPids(ns)[eps[0].Pod]
 		Expect(syscall.Kill(before, syscall.SIGKILL)).To(Succeed())
-		Eventually(func() int { return enforcerPids(ns)[eps[0].Pod] }).WithTimeout(20*time.Second).ShouldNot(Or(Equal(before), BeZero()))
+		Eventually(func() int { return enforcerPids(ns)[eps[0].Pod] }).WithTimeout(20 * time.Second).ShouldNot(Or(Equal(before), BeZero()))
 		Eventually(limitOn).WithArguments(eps[0]).WithTimeout(20*time.Second).Should(Equal("9"), "the restarted enforcer reads its file")
 		replies := spread(eps[:1], 11, http.MethodGet, "/", "X-Tenant-ID", "after-restart")
 		Expect(codes(replies)).To(Equal(map[int]int{http.StatusOK: 9, http.StatusTooManyRequests: 2}))

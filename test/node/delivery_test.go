@@ -205,4 +205,3 @@ func report(what string, took time.Duration) {
 	AddReportEntry(what, took.Round(time.Millisecond).String())
 	GinkgoWriter.Printf("%s: %s\n", what, took.Round(time.Millisecond))
 }
-
