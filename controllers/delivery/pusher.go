@@ -241,7 +241,7 @@ func (p *Pusher) push(ctx context.Context, key types.NamespacedName) (retry bool
 	}
 	ctx, cancel := context.WithTimeout(ctx, configpush.DefaultTimeout)
 	defer cancel()
-	answer, err := p.Client.Push(ctx, addr, token, want.document, pod.Labels)
+	answer, err := p.Client.Push(ctx, addr, token, want.document, want.revision, pod.Labels)
 	if err != nil && !errors.Is(err, configpush.ErrNotServed) {
 		return true, err
 	}

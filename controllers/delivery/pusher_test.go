@@ -48,14 +48,14 @@ import (
 	"github.com/sluice-dev/sluice/internal/wellknown"
 )
 
-// document is namespace shop's configuration at revision: one policy
-// limiting pods labelled tier=gold to requests a minute.
-func document(revision int64, requests int) []byte {
-	return fmt.Appendf(nil, `{"schema":"sluice.dev/enforcer-config/v1","namespace":"shop","revision":%d,"policies":[{
+// document is namespace shop's configuration: one policy limiting pods
+// labelled tier=gold to requests a minute.
+func document(requests int) []byte {
+	return fmt.Appendf(nil, `{"schema":"sluice.dev/enforcer-config/v1","namespace":"shop","policies":[{
 "name":"gold","uid":"u-1","generation":1,"selector":{"matchLabels":{"tier":"gold"}},"replicas":1,"upstreamPort":8080,
 "mode":"Enforce","failureMode":"Open","timeout":"50ms","responseHeaders":"Both","salt":"s",
 "rules":[{"name":"all","match":{},"algorithm":"FixedWindow","cost":1,"identity":{"sources":[{"shared":{}}]},
-"limits":[{"requests":%d,"period":"1m"}]}]}]}`, revision, requests)
+"limits":[{"requests":%d,"period":"1m"}]}]}]}`, requests)
 }
 
 type noSnapshot struct{}
@@ -73,7 +73,8 @@ func startEnforcer(t *testing.T, writeToken string) *enforcer {
 	t.Helper()
 	dir := t.TempDir()
 	path, labels := filepath.Join(dir, "config.json"), filepath.Join(dir, "labels")
-	for file, data := range map[string][]byte{path: document(1, 10), labels: []byte("tier=\"silver\"\n")} {
+	for file, data := range map[string][]byte{path: document(10), labels: []byte("tier=\"silver\"\n"),
+		filepath.Join(dir, reload.RevisionFile): []byte("1")} {
 		if err := os.WriteFile(file, data, 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -139,12 +140,12 @@ func TestPusherDeliversInOrder(t *testing.T) {
 	a, b := startEnforcer(t, "w"), startEnforcer(t, "w")
 	p, _, answers := startPusher(t, injectedPod("a", a.port), injectedPod("b", b.port), writeSecret("w"))
 
-	g.Expect(p.Publish(context.Background(), "shop", document(5, 20), 5)).To(Succeed())
+	g.Expect(p.Publish(context.Background(), "shop", document(20), 5)).To(Succeed())
 	for name, e := range map[string]*enforcer{"a": a, "b": b} {
 		g.Eventually(func() int64 { return e.reloader.State().Revision }).Should(Equal(int64(5)), "pod %s", name)
 		g.Eventually(func() any { v, _ := answers.Load(name); return v }).Should(Equal(int64(5)), "pod %s's answer", name)
 	}
-	g.Expect(p.Publish(context.Background(), "shop", document(4, 99), 4)).To(Succeed())
+	g.Expect(p.Publish(context.Background(), "shop", document(99), 4)).To(Succeed())
 	g.Consistently(func() int64 { return a.reloader.State().Revision }).WithTimeout(500 * time.Millisecond).Should(Equal(int64(5)))
 	g.Expect(a.reloader.State().Pushes).To(Equal(int64(1)))
 }
@@ -157,7 +158,7 @@ func TestPusherBringsLabelsAndRetries(t *testing.T) {
 	e := startEnforcer(t, "right")
 	p, c, _ := startPusher(t, injectedPod("a", e.port), writeSecret("wrong"))
 	ctx := context.Background()
-	g.Expect(p.Publish(ctx, "shop", document(5, 20), 5)).To(Succeed())
+	g.Expect(p.Publish(ctx, "shop", document(20), 5)).To(Succeed())
 	g.Consistently(func() int64 { return e.reloader.State().Revision }).WithTimeout(500 * time.Millisecond).Should(Equal(int64(1)))
 
 	g.Expect(c.Update(ctx, writeSecret("right"))).To(Succeed())
@@ -168,6 +169,6 @@ func TestPusherBringsLabelsAndRetries(t *testing.T) {
 	g.Expect(c.Get(ctx, client.ObjectKey{Namespace: "shop", Name: "a"}, pod)).To(Succeed())
 	pod.Labels["tier"] = "gold"
 	g.Expect(c.Update(ctx, pod)).To(Succeed())
-	g.Expect(p.Publish(ctx, "shop", document(5, 20), 5)).To(Succeed())
+	g.Expect(p.Publish(ctx, "shop", document(20), 5)).To(Succeed())
 	g.Eventually(func() int { return len(e.reloader.State().Config.Policies) }).Should(Equal(1), "the pushed labels select gold")
 }

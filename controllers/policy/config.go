@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -57,9 +58,7 @@ func (r *Reconciler) reconcileConfig(ctx context.Context, namespace string, poli
 	if err != nil {
 		return err
 	}
-	if compiled, err = revise(compiled, published, r.now()); err != nil {
-		return err
-	}
+	compiled = revise(compiled, published, r.now())
 	op, err := r.writeConfigMap(ctx, namespace, wellknown.ConfigMapName, compiled)
 	if op == controllerutil.OperationResultCreated {
 		r.announceRecreated(policies)
@@ -192,6 +191,9 @@ func setConfigMap(cm *corev1.ConfigMap, compiled *compile.Result) {
 	}
 	cm.Annotations[wellknown.ConfigHashAnnotation] = compiled.Hash
 	cm.Data = map[string]string{wellknown.ConfigKey: string(compiled.JSON)}
+	if compiled.Config.Revision > 0 {
+		cm.Data[wellknown.RevisionKey] = strconv.FormatInt(compiled.Config.Revision, 10)
+	}
 	cm.BinaryData = nil
 	// Owned by no one (reconcileConfig); earlier releases made every
 	// policy an owner, which an upgrade takes off here.
@@ -302,6 +304,8 @@ func (r *Reconciler) publishedConfig(ctx context.Context, namespace, name string
 	if err != nil {
 		return nil, nil //nolint:nilerr // an unreadable ConfigMap is replaced, not an error of this pass
 	}
+	// An unreadable revision counts as none: the next starts from the clock.
+	published.Revision, _ = strconv.ParseInt(cm.Data[wellknown.RevisionKey], 10, 64)
 	return published, nil
 }
 

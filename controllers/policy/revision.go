@@ -18,8 +18,6 @@ package policy
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"time"
 
 	"github.com/sluice-dev/sluice/enforcer/config"
@@ -40,12 +38,10 @@ type Publisher interface {
 // managers that read the same revision write one of them only. The next
 // revision is at least the clock's milliseconds, so that a ConfigMap
 // deleted and written again continues above the revision enforcers hold.
-func revise(compiled *compile.Result, published *config.Config, now time.Time) (*compile.Result, error) {
+func revise(compiled *compile.Result, published *config.Config, now time.Time) *compile.Result {
 	next := now.UnixMilli()
 	if published != nil {
-		same := *compiled.Config
-		same.Revision = published.Revision
-		if same.Hash() == published.Hash() {
+		if compiled.Hash == published.Hash() && published.Revision > 0 {
 			next = published.Revision
 		} else {
 			next = max(next, published.Revision+1)
@@ -54,10 +50,6 @@ func revise(compiled *compile.Result, published *config.Config, now time.Time) (
 	out := *compiled
 	c := *compiled.Config
 	c.Revision = next
-	data, err := json.Marshal(&c)
-	if err != nil {
-		return nil, fmt.Errorf("encode the configuration of namespace %s: %w", c.Namespace, err)
-	}
-	out.Config, out.JSON, out.Hash = &c, data, config.HashJSON(data)
-	return &out, nil
+	out.Config = &c
+	return &out
 }

@@ -18,6 +18,7 @@ package policy
 
 import (
 	"context"
+	"strconv"
 	"testing"
 	"time"
 
@@ -55,7 +56,13 @@ func TestRevisionOrdersThePublishedConfigurations(t *testing.T) {
 	r := statusReconciler(p)
 	pub := &publications{}
 	r.Delivery, r.Now = pub, func() time.Time { return now }
-	revision := func() int64 { return readConfigMap(g, r, wellknown.ConfigMapName).Revision }
+	revision := func() int64 {
+		cm := &corev1.ConfigMap{}
+		g.Expect(r.Get(context.Background(), types.NamespacedName{Namespace: "shop", Name: wellknown.ConfigMapName}, cm)).To(Succeed())
+		n, err := strconv.ParseInt(cm.Data[wellknown.RevisionKey], 10, 64)
+		g.Expect(err).NotTo(HaveOccurred())
+		return n
+	}
 	configMapData := func() string {
 		cm := &corev1.ConfigMap{}
 		g.Expect(r.Get(context.Background(), types.NamespacedName{Namespace: "shop", Name: wellknown.ConfigMapName}, cm)).To(Succeed())

@@ -51,7 +51,12 @@ func (s *Server) pushConfig(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "read the pushed configuration: " + err.Error()})
 		return
 	}
-	pushed := reload.Pushed{Document: body}
+	revision, err := reload.ParseRevision(r.Header.Get(status.RevisionHeader))
+	if err != nil {
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": status.RevisionHeader + ": " + err.Error()})
+		return
+	}
+	pushed := reload.Pushed{Document: body, Revision: revision}
 	if h := r.Header.Get(status.LabelsHeader); h != "" {
 		if err := json.Unmarshal([]byte(h), &pushed.Labels); err != nil || pushed.Labels == nil {
 			writeJSON(w, http.StatusBadRequest, map[string]string{"error": status.LabelsHeader + " is not a JSON object of labels"})

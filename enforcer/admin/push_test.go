@@ -18,10 +18,10 @@ import (
 	"github.com/sluice-dev/sluice/enforcer/status"
 )
 
-// pushDoc is a compiled configuration of namespace shop at revision,
-// whose one policy admits requests per minute.
-func pushDoc(revision string, requests string) string {
-	return `{"schema": "sluice.dev/enforcer-config/v1", "namespace": "shop", "revision": ` + revision + `, "policies": [{
+// pushDoc is a compiled configuration of namespace shop whose one policy
+// admits requests per minute; revision goes in the header.
+func pushDoc(revision string, requests string) (string, string) {
+	return revision, `{"schema": "sluice.dev/enforcer-config/v1", "namespace": "shop", "policies": [{
   "name": "api", "uid": "u-1", "generation": 1, "selector": {}, "replicas": 1, "upstreamPort": 8080, "mode": "Enforce",
   "failureMode": "Open", "timeout": "50ms", "responseHeaders": "Both", "salt": "s",
   "rules": [{"name": "all", "match": {}, "algorithm": "FixedWindow", "cost": 1,
@@ -34,7 +34,11 @@ func pushDoc(revision string, requests string) string {
 func pushServer(t *testing.T, access func(*Options)) (*Server, *int64) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "config.json")
-	if err := os.WriteFile(path, []byte(pushDoc("5", "10")), 0o600); err != nil {
+	_, doc := pushDoc("5", "10")
+	if err := os.WriteFile(path, []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(filepath.Dir(path), reload.RevisionFile), []byte("5"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	var applied int64
@@ -50,8 +54,9 @@ func pushServer(t *testing.T, access func(*Options)) (*Server, *int64) {
 	return New(opts), &applied
 }
 
-func push(h http.Handler, remote, authorization, body string) *httptest.ResponseRecorder {
+func push(h http.Handler, remote, authorization, revision, body string) *httptest.ResponseRecorder {
 	req := httptest.NewRequest(http.MethodPut, status.ConfigPath, strings.NewReader(body))
+	req.Header.Set(status.RevisionHeader, revision)
 	req.RemoteAddr = remote
 	if authorization != "" {
 		req.Header.Set("Authorization", authorization)
@@ -85,7 +90,8 @@ func TestPushNeedsTheWriteToken(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
 			srv, applied := pushServer(t, tc.access)
-			w := push(srv, "127.0.0.1:40000", tc.authorization, pushDoc("6", "1000000"))
+			rev, doc := pushDoc("6", "1000000")
+			w := push(srv, "127.0.0.1:40000", tc.authorization, rev, doc)
 			g.Expect(w.Code).To(Equal(tc.code), w.Body.String())
 			if tc.code != http.StatusOK {
 				g.Expect(*applied).To(Equal(int64(10)), "a refused push changed the limit")
@@ -106,7 +112,8 @@ func TestPushNeedsTheWriteToken(t *testing.T) {
 func TestPushOlderIsAnsweredAsSuch(t *testing.T) {
 	g := NewWithT(t)
 	srv, applied := pushServer(t, func(o *Options) { o.WriteToken = staticToken("w") })
-	w := push(srv, "10.0.0.9:1", "Bearer w", pushDoc("4", "99"))
+	rev, doc := pushDoc("4", "99")
+	w := push(srv, "10.0.0.9:1", "Bearer w", rev, doc)
 	g.Expect(w.Code).To(Equal(http.StatusConflict), w.Body.String())
 	var answer status.PushAnswer
 	g.Expect(json.Unmarshal(w.Body.Bytes(), &answer)).To(Succeed())
@@ -114,11 +121,18 @@ func TestPushOlderIsAnsweredAsSuch(t *testing.T) {
 	g.Expect(answer.Revision).To(Equal(int64(5)))
 	g.Expect(*applied).To(Equal(int64(10)))
 
-	w = push(srv, "10.0.0.9:1", "Bearer w", `{"schema": "sluice.dev/enforcer-config/v1"}`)
+	w = push(srv, "10.0.0.9:1", "Bearer w", "8", `{"schema": "sluice.dev/enforcer-config/v1"}`)
 	g.Expect(w.Code).To(Equal(http.StatusUnprocessableEntity), w.Body.String())
 	g.Expect(*applied).To(Equal(int64(10)))
 
-	req := httptest.NewRequest(http.MethodPut, status.ConfigPath, strings.NewReader(pushDoc("7", "99")))
+	_, doc = pushDoc("", "99")
+	w = push(srv, "10.0.0.9:1", "Bearer w", "", doc)
+	g.Expect(w.Code).To(Equal(http.StatusBadRequest), w.Body.String())
+	g.Expect(*applied).To(Equal(int64(10)))
+
+	_, doc = pushDoc("7", "99")
+	req := httptest.NewRequest(http.MethodPut, status.ConfigPath, strings.NewReader(doc))
+	req.Header.Set(status.RevisionHeader, "7")
 	req.Header.Set("Authorization", "Bearer w")
 	req.Header.Set(status.LabelsHeader, `["app"]`)
 	rec := httptest.NewRecorder()

@@ -19,14 +19,16 @@ const Schema = "sluice.dev/enforcer-config/v1"
 
 // Config is every policy of one namespace, compiled.
 type Config struct {
-	Schema    string `json:"schema"`
-	Namespace string `json:"namespace"`
+	Schema    string   `json:"schema"`
+	Namespace string   `json:"namespace"`
+	Policies  []Policy `json:"policies"`
 	// Revision orders the configurations of a namespace: the manager
 	// raises it at every change and an enforcer applies only a newer one,
-	// whether its file or a push brings it first. 0 (a configuration
-	// written by hand or by sluice-policy-compile) is unordered.
-	Revision int64    `json:"revision,omitempty"`
-	Policies []Policy `json:"policies"`
+	// whether its file or a push brings it first. It travels beside the
+	// document (the ConfigMap's key revision, a push's header), not in it,
+	// so that enforcers that predate it read the document still; 0 (a
+	// file written by hand or by sluice-policy-compile) is unordered.
+	Revision int64 `json:"-"`
 }
 
 // Policy is one compiled RateLimitPolicy.

@@ -26,6 +26,8 @@ const (
 // kubelet refreshes the downward API file.
 type Pushed struct {
 	Document []byte
+	// Revision is the document's (the ConfigMap's key revision).
+	Revision int64
 	Labels   map[string]string
 }
 
@@ -43,8 +45,11 @@ func (r *Reloader) Offer(p Pushed) (Outcome, error) {
 		return "", errors.New("this enforcer reads its policies from files (--policy-file), not from the manager: a push is refused")
 	}
 	c, err := config.Parse(p.Document)
-	if err == nil && c.Revision == 0 {
+	if err == nil && p.Revision <= 0 {
 		err = errors.New("the pushed configuration has no revision")
+	}
+	if err == nil {
+		c.Revision = p.Revision
 	}
 	if err == nil && r.current != nil && c.Namespace != r.current.Config.Namespace {
 		err = fmt.Errorf("the pushed configuration is namespace %s's, this enforcer serves namespace %s", c.Namespace, r.current.Config.Namespace)

@@ -12,10 +12,17 @@ import (
 	"github.com/sluice-dev/sluice/enforcer/config"
 )
 
-// revisionJSON is configJSON at a revision.
-func revisionJSON(revision int64, requests int) string {
-	return strings.Replace(configJSON("api", requests), `"namespace": "shop",`,
-		fmt.Sprintf(`"namespace": "shop", "revision": %d,`, revision), 1)
+// push is configJSON pushed at revision.
+func push(revision int64, requests int) Pushed {
+	return Pushed{Document: []byte(configJSON("api", requests)), Revision: revision}
+}
+
+// writeRevised writes configJSON to path and its revision beside it, as
+// a ConfigMap volume holds them.
+func writeRevised(t *testing.T, path string, revision int64, requests int) {
+	t.Helper()
+	writeFile(t, path, configJSON("api", requests))
+	writeFile(t, filepath.Join(filepath.Dir(path), RevisionFile), fmt.Sprint(revision))
 }
 
 // pushFixture is an enforcer's reloader reading dir/config.json and
@@ -24,7 +31,7 @@ func pushFixture(t *testing.T, fileRevision int64, requests int) (*Reloader, *re
 	t.Helper()
 	dir := t.TempDir()
 	path, labels := filepath.Join(dir, "config.json"), filepath.Join(dir, "labels")
-	writeFile(t, path, revisionJSON(fileRevision, requests))
+	writeRevised(t, path, fileRevision, requests)
 	writeFile(t, labels, "app=\"api\"\n")
 	rec := &recorder{}
 	r := NewReloader(&Source{ConfigPath: path, LabelsPath: labels}, rec.apply, rec, quietLog())
@@ -41,7 +48,7 @@ func TestPushedConfigurationIsOrdered(t *testing.T) {
 	g := NewWithT(t)
 	r, rec, path, _ := pushFixture(t, 5, 10)
 
-	g.Expect(r.Offer(Pushed{Document: []byte(revisionJSON(6, 20))})).To(Equal(Applied))
+	g.Expect(r.Offer(push(6, 20))).To(Equal(Applied))
 	g.Expect(rec.limit()).To(Equal(int64(20)))
 	g.Expect(r.State().Revision).To(Equal(int64(6)))
 	g.Expect(r.State().Pushes).To(Equal(int64(1)))
@@ -51,19 +58,19 @@ func TestPushedConfigurationIsOrdered(t *testing.T) {
 	g.Expect(rec.limit()).To(Equal(int64(20)))
 
 	// A late push of 5 (a deposed leader's) is older.
-	g.Expect(r.Offer(Pushed{Document: []byte(revisionJSON(5, 10))})).To(Equal(Older))
+	g.Expect(r.Offer(push(5, 10))).To(Equal(Older))
 	g.Expect(rec.limit()).To(Equal(int64(20)))
 
 	// The same push again is unchanged.
-	g.Expect(r.Offer(Pushed{Document: []byte(revisionJSON(6, 20))})).To(Equal(Unchanged))
+	g.Expect(r.Offer(push(6, 20))).To(Equal(Unchanged))
 
 	// The file catches up with 6: nothing to apply; then it brings 7 first.
-	writeFile(t, path, revisionJSON(6, 20))
+	writeRevised(t, path, 6, 20)
 	g.Expect(r.Reload()).To(Succeed())
-	writeFile(t, path, revisionJSON(7, 30))
+	writeRevised(t, path, 7, 30)
 	g.Expect(r.Reload()).To(Succeed())
 	g.Expect(rec.limit()).To(Equal(int64(30)))
-	g.Expect(r.Offer(Pushed{Document: []byte(revisionJSON(6, 20))})).To(Equal(Older))
+	g.Expect(r.Offer(push(6, 20))).To(Equal(Older))
 	g.Expect(rec.limit()).To(Equal(int64(30)))
 	g.Expect(rec.applied).To(HaveLen(3))
 	g.Expect(r.State().LastError).To(BeEmpty())
@@ -80,13 +87,13 @@ func TestFileAndPushRace(t *testing.T) {
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		for rev := int64(2); rev <= last; rev++ {
-			_, _ = r.Offer(Pushed{Document: []byte(revisionJSON(rev, int(rev)))})
+			_, _ = r.Offer(push(rev, int(rev)))
 		}
 	})
 	wg.Go(func() {
 		// The file path lags and goes backwards, as a slow kubelet's would.
 		for rev := int64(last); rev >= 2; rev -= 3 {
-			writeFile(t, path, revisionJSON(rev, int(rev)))
+			writeRevised(t, path, rev, int(rev))
 			_ = r.Reload()
 		}
 	})
@@ -105,17 +112,17 @@ func TestFileAndPushRace(t *testing.T) {
 // another namespace, or that does not load is refused; the configuration
 // in service stays.
 func TestPushRefusesWhatCannotBeOrdered(t *testing.T) {
-	cases := map[string]string{
-		"no revision":     configJSON("api", 99),
-		"other namespace": strings.Replace(revisionJSON(9, 99), `"shop"`, `"other"`, 1),
-		"invalid":         `{"schema": "sluice.dev/enforcer-config/v1", "namespace": "shop", "revision": 9, "policies": [{"name": "api"}]}`,
-		"negative":        revisionJSON(-1, 99),
+	cases := map[string]Pushed{
+		"no revision":     {Document: []byte(configJSON("api", 99))},
+		"other namespace": {Document: []byte(strings.Replace(configJSON("api", 99), `"shop"`, `"other"`, 1)), Revision: 9},
+		"invalid":         {Document: []byte(`{"schema": "sluice.dev/enforcer-config/v1", "namespace": "shop", "policies": [{"name": "api"}]}`), Revision: 9},
+		"negative":        push(-1, 99),
 	}
-	for name, doc := range cases {
+	for name, pushed := range cases {
 		t.Run(name, func(t *testing.T) {
 			g := NewWithT(t)
 			r, rec, _, _ := pushFixture(t, 5, 10)
-			_, err := r.Offer(Pushed{Document: []byte(doc)})
+			_, err := r.Offer(pushed)
 			g.Expect(err).To(HaveOccurred())
 			g.Expect(rec.limit()).To(Equal(int64(10)))
 			g.Expect(r.State().Revision).To(Equal(int64(5)))
@@ -134,7 +141,9 @@ func TestPushedLabelsStandUntilTheFileChanges(t *testing.T) {
 	g.Expect(r.Reload()).To(Succeed())
 	g.Expect(r.State().Config.Policies).To(BeEmpty())
 
-	g.Expect(r.Offer(Pushed{Document: []byte(revisionJSON(6, 10)), Labels: map[string]string{"app": "api"}})).To(Equal(Applied))
+	relabel := push(6, 10)
+	relabel.Labels = map[string]string{"app": "api"}
+	g.Expect(r.Offer(relabel)).To(Equal(Applied))
 	g.Expect(r.State().Config.Policies).To(HaveLen(1))
 	g.Expect(r.Reload()).To(Succeed()) // the file still says web
 	g.Expect(r.State().Config.Policies).To(HaveLen(1))
@@ -151,6 +160,6 @@ func TestPushRefusedForPolicyFiles(t *testing.T) {
 	r := NewReloader(&Source{Load: func() (*config.Config, error) { return config.Parse([]byte(configJSON("api", 10))) }},
 		(&recorder{}).apply, nil, quietLog())
 	g.Expect(r.Start()).To(Succeed())
-	_, err := r.Offer(Pushed{Document: []byte(revisionJSON(9, 99))})
+	_, err := r.Offer(push(9, 99))
 	g.Expect(err).To(MatchError(ContainSubstring("--policy-file")))
 }

@@ -2,8 +2,13 @@ package status
 
 // ConfigPath is where the enforcer's admin listener takes a pushed
 // configuration: PUT, the body the document of the namespace's ConfigMap,
-// with the write token.
+// its revision in RevisionHeader, with the write token.
 const ConfigPath = "/config"
+
+// RevisionHeader carries, on a push, the document's revision (the
+// ConfigMap's key revision), a positive decimal number: it travels beside
+// the document, as in the ConfigMap.
+const RevisionHeader = "Sluice-Config-Revision"
 
 // LabelsHeader carries, on a push, the pod's labels as the manager sees
 // them, a JSON object: they reach the enforcer before the kubelet

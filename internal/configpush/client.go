@@ -27,6 +27,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"time"
 
 	statusdoc "github.com/sluice-dev/sluice/enforcer/status"
@@ -55,18 +56,19 @@ type Client struct {
 	HTTP *http.Client
 }
 
-// Push sends document, the namespace's ConfigMap content, to the admin
-// listener at addr (host:port) with token, the write token, and the
+// Push sends document, the namespace's ConfigMap content at revision, to
+// the admin listener at addr (host:port) with token, the write token, and the
 // pod's labels (nil: the enforcer keeps its labels file's). An enforcer
 // that serves a newer revision answers Older: that is an answer, not an
 // error.
-func (c *Client) Push(ctx context.Context, addr, token string, document []byte, labels map[string]string) (*statusdoc.PushAnswer, error) {
+func (c *Client) Push(ctx context.Context, addr, token string, document []byte, revision int64, labels map[string]string) (*statusdoc.PushAnswer, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPut, "http://"+addr+statusdoc.ConfigPath, bytes.NewReader(document))
 	if err != nil {
 		return nil, err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set(statusdoc.RevisionHeader, strconv.FormatInt(revision, 10))
 	if labels != nil {
 		encoded, err := json.Marshal(labels)
 		if err != nil {

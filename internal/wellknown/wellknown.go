@@ -52,6 +52,9 @@ const (
 	// ConfigKey is the key of ConfigMapName's and ServiceConfigMapName's
 	// data holding the JSON.
 	ConfigKey = "config.json"
+	// RevisionKey is the key of ConfigMapName's data holding the revision
+	// of its configuration (config.Config.Revision), a decimal number.
+	RevisionKey = "revision"
 	// ConfigHashAnnotation carries config.Config.Hash() of the published
 	// configuration, which enforcers report on /status once they load it.
 	ConfigHashAnnotation = "sluice.dev/config-hash"
