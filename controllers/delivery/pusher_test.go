@@ -33,8 +33,8 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	k8stypes "k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/runtime"
+	k8stypes "k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -106,7 +106,6 @@ func injectedPod(name string, port int32) *corev1.Pod {
 		Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "127.0.0.1"},
 	}
 }
-
 
 func writeSecret(token string) *corev1.Secret {
 	return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: wellknown.AdminWriteSecretName},
