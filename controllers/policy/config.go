@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -31,6 +32,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/controllers/conditions"
@@ -52,11 +54,24 @@ func (r *Reconciler) reconcileConfig(ctx context.Context, namespace string, poli
 	if compiled == nil {
 		return nil
 	}
+	published, err := r.publishedConfig(ctx, namespace, wellknown.ConfigMapName)
+	if err != nil {
+		return err
+	}
+	compiled = revise(compiled, published, r.now())
 	op, err := r.writeConfigMap(ctx, namespace, wellknown.ConfigMapName, compiled)
 	if op == controllerutil.OperationResultCreated {
 		r.announceRecreated(policies)
 	}
-	return err
+	if err != nil || r.Delivery == nil {
+		return err
+	}
+	// Pushed once stored: a revision pushed is one no other can take. A
+	// push that cannot start leaves the enforcers to their file.
+	if err := r.Delivery.Publish(ctx, namespace, compiled.JSON, compiled.Config.Revision); err != nil {
+		logf.FromContext(ctx).Error(err, "push the configuration; the enforcers take it from their file", "namespace", namespace)
+	}
+	return nil
 }
 
 // writeConfigMap writes compiled to the namespace's ConfigMap name, taking
@@ -175,13 +190,17 @@ func setConfigMap(cm *corev1.ConfigMap, compiled *compile.Result) {
 		cm.Annotations = map[string]string{}
 	}
 	cm.Annotations[wellknown.ConfigHashAnnotation] = compiled.Hash
-	// One of the two keys, so that a reader never sees two versions.
+	// One of the two keys of the document, so that a reader never sees two
+	// versions; the revision beside either.
 	if compiled.Compressed != nil {
-		cm.Data = nil
+		cm.Data = map[string]string{}
 		cm.BinaryData = map[string][]byte{wellknown.CompressedConfigKey: compiled.Compressed}
 	} else {
 		cm.Data = map[string]string{wellknown.ConfigKey: string(compiled.JSON)}
 		cm.BinaryData = nil
+	}
+	if compiled.Config.Revision > 0 {
+		cm.Data[wellknown.RevisionKey] = strconv.FormatInt(compiled.Config.Revision, 10)
 	}
 	// Owned by no one (reconcileConfig); earlier releases made every
 	// policy an owner, which an upgrade takes off here.
@@ -230,6 +249,9 @@ func (r *Reconciler) reconcileWithoutPolicies(ctx context.Context, namespace str
 		return err
 	}
 	if injected == 0 {
+		if r.Delivery != nil {
+			r.Delivery.Forget(namespace)
+		}
 		return errors.Join(r.deleteConfigMap(ctx, namespace, wellknown.ConfigMapName), r.deleteAdminSecrets(ctx, namespace))
 	}
 	empty, err := compile.Namespace(namespace, nil, compile.Options{})
@@ -293,6 +315,8 @@ func (r *Reconciler) publishedConfig(ctx context.Context, namespace, name string
 	if err != nil {
 		return nil, nil //nolint:nilerr // an unreadable ConfigMap is replaced, not an error of this pass
 	}
+	// An unreadable revision counts as none: the next starts from the clock.
+	published.Revision, _ = strconv.ParseInt(cm.Data[wellknown.RevisionKey], 10, 64)
 	return published, nil
 }
 

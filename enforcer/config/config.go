@@ -22,6 +22,13 @@ type Config struct {
 	Schema    string   `json:"schema"`
 	Namespace string   `json:"namespace"`
 	Policies  []Policy `json:"policies"`
+	// Revision orders the configurations of a namespace: the manager
+	// raises it at every change and an enforcer applies only a newer one,
+	// whether its file or a push brings it first. It travels beside the
+	// document (the ConfigMap's key revision, a push's header), not in it,
+	// so that enforcers that predate it read the document still; 0 (a
+	// file written by hand or by sluice-policy-compile) is unordered.
+	Revision int64 `json:"-"`
 }
 
 // Policy is one compiled RateLimitPolicy.
@@ -253,11 +260,21 @@ func (c *Config) Entry(name, uid string) (*Policy, bool) {
 
 // ForPod is c reduced to the policies that select a pod with these labels.
 func (c *Config) ForPod(podLabels map[string]string) *Config {
-	out := &Config{Schema: c.Schema, Namespace: c.Namespace}
+	out := &Config{Schema: c.Schema, Namespace: c.Namespace, Revision: c.Revision}
 	for _, p := range c.Policies {
 		if p.Selects(podLabels) {
 			out.Policies = append(out.Policies, p)
 		}
 	}
 	return out
+}
+
+// Newer reports whether c is to replace in, the configuration in service:
+// when either has no revision they are unordered and c replaces it, as a
+// file written by hand always has.
+func (c *Config) Newer(in *Config) bool {
+	if in == nil || c.Revision == 0 || in.Revision == 0 {
+		return true
+	}
+	return c.Revision > in.Revision
 }

@@ -6,7 +6,12 @@ package reload
 
 import (
 	"errors"
+	"fmt"
 	"maps"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 
 	"github.com/sluice-dev/sluice/enforcer/config"
 )
@@ -52,7 +57,7 @@ func (l *Loaded) ForPod() *config.Config {
 
 // Same reports whether l and other would configure the enforcer alike.
 func (l *Loaded) Same(other *Loaded) bool {
-	return other != nil && l.Config.Hash() == other.Config.Hash() &&
+	return other != nil && l.Config.Hash() == other.Config.Hash() && l.Config.Revision == other.Config.Revision &&
 		(l.Labels == nil) == (other.Labels == nil) && maps.Equal(l.Labels, other.Labels)
 }
 
@@ -88,7 +93,7 @@ func (s *Source) Read() (*Loaded, error) {
 	var l Loaded
 	var err error
 	if s.ConfigPath != "" {
-		l.Config, err = config.Load(s.ConfigPath)
+		l.Config, err = loadRevised(s.ConfigPath)
 	} else {
 		l.Config, err = s.Load()
 	}
@@ -101,4 +106,43 @@ func (s *Source) Read() (*Loaded, error) {
 		}
 	}
 	return &l, nil
+}
+
+// RevisionFile is the file beside the compiled configuration that holds
+// its revision: the key revision of the ConfigMap, mounted with it.
+const RevisionFile = "revision"
+
+// loadRevised loads the compiled configuration at path with its revision,
+// from the same directory as the file resolves to: a ConfigMap volume
+// swaps both at once behind its ..data link, so the pair read is one
+// version of the ConfigMap. Without a revision file it is unordered (0).
+func loadRevised(path string) (*config.Config, error) {
+	resolved, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return nil, fmt.Errorf("load config: %w", err)
+	}
+	c, err := config.Load(resolved)
+	if err != nil {
+		return nil, err
+	}
+	data, err := os.ReadFile(filepath.Join(filepath.Dir(resolved), RevisionFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return c, nil
+	}
+	if err == nil {
+		c.Revision, err = ParseRevision(strings.TrimSpace(string(data)))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("load config %s: revision: %w", path, err)
+	}
+	return c, nil
+}
+
+// ParseRevision reads a revision: a positive decimal number.
+func ParseRevision(s string) (int64, error) {
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("%q is not a positive number", s)
+	}
+	return n, nil
 }

@@ -68,9 +68,13 @@ var layers = []layer{
 	{"compiler", []string{"internal/compile"}, []string{"api/v1alpha1", "enforcer/config"}},
 	{"policy files", []string{"internal/policyfile"}, []string{"api/v1alpha1", "config/crd"}},
 	{"injection", []string{"internal/inject"}, []string{"api/v1alpha1", "internal/compile", "internal/wellknown"}},
+	// The client of an enforcer's PUT /config: the pusher's, and a fleet's in tests.
+	{"push client", []string{"internal/configpush"}, []string{"enforcer/status"}},
 	{"controllers", []string{"controllers/..."}, []string{"api/v1alpha1", "controllers/conditions", "controllers/watch",
-		"enforcer/config", "enforcer/status", "enforcer/topk", "internal/compile", "internal/inject", "internal/wellknown"}},
-	{"controllers' wiring", []string{"controllers"}, []string{"api/v1alpha1", "controllers/...", "internal/inject", "internal/wellknown"}},
+		"enforcer/config", "enforcer/status", "enforcer/topk", "internal/compile", "internal/configpush", "internal/inject",
+		"internal/wellknown"}},
+	{"controllers' wiring", []string{"controllers"}, []string{"api/v1alpha1", "controllers/...", "internal/configpush",
+		"internal/inject", "internal/wellknown"}},
 	// kubectl-sluice reads the API, compiles to simulate, matches rules and
 	// asks enforcers over their admin port: no proxy, no Redis client.
 	{"kubectl plugin", []string{"internal/kubectlplugin", "cmd/kubectl-sluice"}, []string{"api/v1alpha1", "enforcer/config",
