@@ -7,6 +7,7 @@ import (
 	"github.com/sluice-dev/sluice/enforcer/limiter"
 	"github.com/sluice-dev/sluice/enforcer/ratelimitheaders"
 	"github.com/sluice-dev/sluice/enforcer/route"
+	"github.com/sluice-dev/sluice/enforcer/runtime"
 )
 
 // Response header names, in canonical form; the rate limit ones are
@@ -23,11 +24,11 @@ const (
 	headerRetryAfter = ratelimitheaders.RetryAfter
 )
 
-// reported says whether an outcome may be described in headers: only a
+// reportable says whether an outcome may be described in headers: only a
 // decision Redis made. A failure mode's decision (Degraded) does not know
 // the count shared by every replica, so the headers leave that rule out
 // rather than guess; an invalid request has no decision at all.
-func reported(o *limiter.Outcome) bool { return o.Err == nil }
+func reportable(o *limiter.Outcome) bool { return o.Err == nil }
 
 // writeLimitHeaders describes the checks' decisions in h, as each check's
 // policy asks:
@@ -46,13 +47,13 @@ func writeLimitHeaders(h http.Header, checks []route.Check, outs []limiter.Outco
 	var fields fieldSet
 	b := buf[:0]
 	pick := -1
-	if refusing >= 0 && checks[refusing].Policy.XRateLimitHeaders && reported(&outs[refusing]) {
+	if refusing >= 0 && checks[refusing].Policy.XRateLimitHeaders && reportable(&outs[refusing]) {
 		pick = refusing
 	}
 	start := len(b)
 	for i := range checks {
 		c, o := &checks[i], &outs[i]
-		if !reported(o) {
+		if !reportable(o) {
 			continue
 		}
 		if refusing < 0 && c.Policy.XRateLimitHeaders && (pick < 0 || o.Decision.Remaining < outs[pick].Decision.Remaining) {
@@ -79,7 +80,7 @@ func writeLimitHeaders(h http.Header, checks []route.Check, outs []limiter.Outco
 		start = len(b)
 		for i := range checks {
 			c, o := &checks[i], &outs[i]
-			if reported(o) && c.Policy.IETFHeaders {
+			if reportable(o) && c.Policy.IETFHeaders {
 				if len(b) > start {
 					b = append(b, ',', ' ')
 				}
@@ -139,7 +140,7 @@ func (f *fieldSet) set(h http.Header, b []byte) {
 func writeWouldDeny(h http.Header, checks []route.Check, outs []limiter.Outcome, buf []byte) []byte {
 	b := buf[:0]
 	for i := range checks {
-		if checks[i].Policy.DryRun && refuses(&outs[i]) {
+		if checks[i].Policy.DryRun && runtime.Refuses(&outs[i]) {
 			b = ratelimitheaders.AppendListSep(b)
 			b = append(b, checks[i].Policy.Name...)
 			b = append(b, '/')

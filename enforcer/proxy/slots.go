@@ -1,149 +1,84 @@
 package proxy
 
 import (
-	"context"
-	"slices"
-	"time"
-
 	"github.com/sluice-dev/sluice/enforcer/limiter"
+	"github.com/sluice-dev/sluice/enforcer/runtime"
 )
 
 // Concurrency rules on the request path: a request admitted by one holds
-// its slots (limiter.Guard.Hold) from its decision until the handler
-// returns: when its response has ended, the client has hung up, the
-// application failed or the request timed out. A stream (HTTP/2, gRPC, a
-// websocket, a long download) holds them for its whole life, the handler
-// returning only then.
+// its slots from its decision until the handler returns (runtime.Batch's
+// Admit and Release): when its response has ended, the client has hung
+// up, the application failed or the request timed out. A stream (HTTP/2,
+// gRPC, a websocket, a long download) holds them for its whole life, the
+// handler returning only then.
 
-// heldSlots are the slots one request holds, with the guard of each and
-// the index of its check.
-type heldSlots struct {
-	guards []*limiter.Guard
-	slots  []limiter.Slot
-	checks []int
-}
-
-func (s *heldSlots) add(g *limiter.Guard, slot limiter.Slot, check int) *heldSlots {
-	if s == nil {
-		s = &heldSlots{}
+// awaitSlots completes the decisions of the Concurrency checks: a
+// refusal's Retry-After is the rule's recent holding time (the scripts
+// cannot know when a slot will free); a request that only Concurrency
+// rules with onLimit.delay refuse waits for their slots (handSlots); the
+// refusals that stand are counted.
+func (h *Handler) awaitSlots(x *exchange) bool {
+	b := &x.batch
+	if len(b.SlotChecks()) == 0 {
+		return true
 	}
-	s.guards, s.slots, s.checks = append(s.guards, g), append(s.slots, slot), append(s.checks, check)
-	return s
-}
-
-// has says whether s holds the slots of check i.
-func (s *heldSlots) has(i int) bool {
-	return s != nil && slices.Contains(s.checks, i)
-}
-
-// concurrencyAnswers completes the decisions of st's Concurrency checks:
-// a refusal's Retry-After is the rule's recent holding time (the scripts
-// cannot know when a slot will free).
-func (h *Handler) concurrencyAnswers(snap *inService, st *requestState) {
-	for i := range st.checks {
-		c := &st.checks[i]
-		if c.Request.Algorithm != limiter.Concurrency {
-			continue
-		}
-		o := &st.outs[i]
-		if !refuses(o) {
-			continue
-		}
-		g := snap.BackendOf(c.Policy).Guard
-		if o.Decision.Degraded || o.Decision.Ban.Active() {
-			continue
-		}
-		wait := g.SlotWait(&c.Request)
-		o.Decision.RetryAfter = wait
-		o.Decision.Reset = o.Decision.Now.Add(wait)
-	}
-}
-
-// holdSlots makes the slots of st's admitted Concurrency checks held by
-// the request, nil when it holds none. Call it once the request goes on.
-// held already holds the slots handed to the request as it waited.
-func (h *Handler) holdSlots(snap *inService, st *requestState, held *heldSlots) *heldSlots {
-	for i := range st.checks {
-		c := &st.checks[i]
-		if c.Request.Algorithm != limiter.Concurrency || held.has(i) {
-			continue
-		}
-		g := snap.BackendOf(c.Policy).Guard
-		if s := g.Hold(&c.Request, &st.outs[i].Decision); s.Holds() {
-			held = held.add(g, s, i)
+	for _, i := range b.SlotChecks() {
+		o := &b.Outcomes[i]
+		if runtime.Refuses(o) && !o.Decision.Degraded && !o.Decision.Ban.Active() {
+			wait := b.Guards[i].SlotWait(&b.Requests[i])
+			o.Decision.RetryAfter = wait
+			o.Decision.Reset = o.Decision.Now.Add(wait)
 		}
 	}
-	return held
+	h.handSlots(x)
+	for _, i := range b.SlotChecks() {
+		if runtime.Refuses(&b.Outcomes[i]) {
+			b.Guards[i].CountRefused(&b.Requests[i])
+		}
+	}
+	return true
 }
 
-// awaitSlots lets a request that only Concurrency rules with
-// onLimit.delay refuse wait for their slots, each handed over by a request
-// of this enforcer as it ends, in arrival order, up to the rule's
-// delay.max; ctx is the client's, whose hang-up ends the wait. It returns
-// the slots handed over, or nil when the request is refused after all
-// (the refusals stand as decided).
-func (h *Handler) awaitSlots(ctx context.Context, snap *inService, st *requestState) *heldSlots {
-	for i := range st.checks {
-		c, o := &st.checks[i], &st.outs[i]
-		if !refuses(o) || c.Policy.DryRun {
+// handSlots lets a request that only Concurrency rules with onLimit.delay
+// refuse wait for their slots, each handed over by a request of this
+// enforcer as it ends, in arrival order, up to the rule's delay.max; the
+// client's hang-up ends the wait. The slots handed over admit the request;
+// when one is not, the refusals stand as decided.
+func (h *Handler) handSlots(x *exchange) {
+	b := &x.batch
+	for i := range x.checks {
+		o := &b.Outcomes[i]
+		if !runtime.Refuses(o) || x.checks[i].Policy.DryRun {
 			continue
 		}
-		if c.Request.Algorithm != limiter.Concurrency || c.Request.SlotWait <= 0 || o.Err != nil ||
+		req := &b.Requests[i]
+		if req.Algorithm != limiter.Concurrency || req.SlotWait <= 0 || o.Err != nil ||
 			o.Decision.Degraded || o.Decision.Ban.Active() {
-			return nil
+			return
 		}
 	}
-	var handed *heldSlots
-	for i := range st.checks {
-		c, o := &st.checks[i], &st.outs[i]
-		if !refuses(o) || c.Policy.DryRun {
+	var buf [2]handedSlot
+	handed := buf[:0]
+	for i := range x.checks {
+		if !runtime.Refuses(&b.Outcomes[i]) || x.checks[i].Policy.DryRun {
 			continue
 		}
-		g := snap.BackendOf(c.Policy).Guard
-		s, ok, _ := g.AwaitSlot(ctx, &c.Request)
+		s, ok, _ := b.Guards[i].AwaitSlot(x.r.Context(), &b.Requests[i])
 		if !ok {
-			handed.free()
-			return nil
+			for k := range handed {
+				b.Guards[handed[k].check].Free(&handed[k].slot)
+			}
+			return
 		}
-		handed = handed.add(g, s, i)
+		handed = append(handed, handedSlot{slot: s, check: i})
 	}
-	for _, i := range handed.checks {
-		d := &st.outs[i].Decision
-		d.Allowed, d.Remaining, d.RetryAfter, d.Reset = true, 0, 0, time.Now()
-	}
-	return handed
-}
-
-// free gives back what the request holds.
-func (s *heldSlots) free() {
-	if s == nil {
-		return
-	}
-	for i := range s.slots {
-		s.guards[i].Free(&s.slots[i])
+	for _, s := range handed {
+		b.Hand(s.check, s.slot)
 	}
 }
 
-// freeRefusedLocal gives back the LocalFallback slots of a refused
-// request's Concurrency checks: Redis took nothing for them, so the
-// refund does not cover them.
-func (h *Handler) freeRefusedLocal(snap *inService, st *requestState) {
-	for i := range st.checks {
-		c := &st.checks[i]
-		if o := &st.outs[i]; c.Request.Algorithm == limiter.Concurrency && o.Decision.Degraded && o.Decision.Allowed {
-			g := snap.BackendOf(c.Policy).Guard
-			s := g.Hold(&c.Request, &o.Decision)
-			g.Free(&s)
-		}
-	}
-}
-
-// countSlotRefusals counts the refusals of st's Concurrency checks that
-// stand, once waiting for a slot is over.
-func (h *Handler) countSlotRefusals(snap *inService, st *requestState) {
-	for i := range st.checks {
-		if c := &st.checks[i]; c.Request.Algorithm == limiter.Concurrency && refuses(&st.outs[i]) {
-			snap.BackendOf(c.Policy).Guard.CountRefused(&c.Request)
-		}
-	}
+// handedSlot is a slot handed over to check.
+type handedSlot struct {
+	slot  limiter.Slot
+	check int
 }

@@ -32,7 +32,7 @@ func (s *Service) giveBack(ctx context.Context, reqs []limiter.Request, on []*Ba
 			sub[k], units[k] = reqs[i], reqs[i].Cost
 		}
 		if err := g.backend.Guard.GiveBack(ctx, sub, units); err != nil {
-			s.metrics.refundFailed()
+			s.metrics.countRefundFailure()
 		}
 	}
 }

@@ -91,7 +91,7 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *ratelimitv3.RateLimi
 		domainLabel = req.Domain
 	}
 	if bound, err := s.bounds.Load().overBounds(req); err != nil {
-		s.metrics.oversized(domainLabel, bound)
+		s.metrics.countOversized(domainLabel, bound)
 		return nil, err
 	}
 	calls := make([]descriptorCall, len(req.Descriptors))
@@ -155,7 +155,7 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *ratelimitv3.RateLimi
 	}
 	release, err := s.shareOf(ctx, len(gives)+checks.Len()+len(peeks))
 	if err != nil {
-		s.metrics.oversized(domainLabel, boundInFlight)
+		s.metrics.countOversized(domainLabel, boundInFlight)
 		return nil, err
 	}
 	defer release()
@@ -203,7 +203,7 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *ratelimitv3.RateLimi
 		// a refused call counts nowhere: the outcomes given back then
 		// report what is left after the refund
 		for range checks.Refuse(ctx) {
-			s.metrics.refundFailed()
+			s.metrics.countRefundFailure()
 		}
 	}
 	headers := s.headers.Load()
@@ -235,7 +235,7 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *ratelimitv3.RateLimi
 			reports = append(reports, report{rule: c.rule, window: ws[min(d.Window, len(ws)-1)], decision: d, status: st, refused: st.Code == ratelimitv3.RateLimitResponse_OVER_LIMIT})
 		}
 		if d.Degraded {
-			s.metrics.degraded()
+			s.metrics.countDegraded()
 		}
 		s.metrics.descriptor(domainLabel, c.rule, outcome)
 		tally.add(outcome, d.Degraded)
@@ -268,7 +268,7 @@ func (s *Service) peek(ctx context.Context, domain string, reqs []limiter.Reques
 		for k, i := range g.index {
 			sub[k] = reqs[i]
 		}
-		s.metrics.peeked(domain, len(sub))
+		s.metrics.countPeeks(domain, len(sub))
 		ds, errs := g.backend.Redis.PeekAll(ctx, sub)
 		for k, i := range g.index {
 			out[i] = ds[k]

@@ -1,0 +1,159 @@
+package proxy
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sluice-dev/sluice/enforcer/config"
+	"github.com/sluice-dev/sluice/enforcer/limiter"
+	"github.com/sluice-dev/sluice/enforcer/runtime"
+)
+
+// settle charges what each responseCost check's answer reported beyond
+// its cost (or gives back what it did not use), and gives back the
+// countResponses checks whose answer does not count: one batch per Redis.
+func (w *answerWriter) settle(grpcCode int) {
+	rr, _ := w.h.rec.(runtime.ResponseRecorder)
+	if w.usage != nil {
+		w.usage.finish()
+	}
+	type batch struct {
+		charge, refund        []limiter.Request
+		units                 []int64
+		chargedAt, refundedAt []time.Time
+	}
+	batches := make(map[*limiter.Guard]*batch, 1)
+	of := func(g *limiter.Guard) *batch {
+		b := batches[g]
+		if b == nil {
+			b = &batch{}
+			batches[g] = b
+		}
+		return b
+	}
+	// what was charged is recorded once Redis has it
+	var recorded []func()
+	for i := range w.checks {
+		c := &w.checks[i]
+		if rc := c.rule.ResponseCost; rc != nil {
+			units, reason := w.readReport(rc.Header, rc.JSONUsage)
+			if reason != "" {
+				if rr != nil {
+					rr.ResponseReportInvalid(c.policy, c.rule, reason)
+				}
+				if !unreadable(reason) {
+					continue // the application's own report: the cost charged up front stands
+				}
+				units = rc.Unfinished(c.req.Cost)
+			}
+			if rr != nil {
+				recorded = append(recorded, func() { rr.ResponseCharged(c.policy, c.rule, units) })
+			}
+			if d := units - c.req.Cost; d != 0 {
+				b := of(c.guard)
+				b.charge, b.units, b.chargedAt = append(b.charge, c.req), append(b.units, d), append(b.chargedAt, c.counted)
+			}
+			continue
+		}
+		if cr := c.rule.CountResponses; cr != nil {
+			if !w.answerKnown(cr, grpcCode) || cr.MatchesHTTP(w.status) || grpcCode >= 0 && cr.MatchesGRPC(grpcCode) {
+				continue // counted, as is a request whose answer is not known
+			}
+			if rr != nil {
+				recorded = append(recorded, func() { rr.ResponseUncounted(c.policy, c.rule) })
+			}
+			b := of(c.guard)
+			b.refund, b.refundedAt = append(b.refund, c.req), append(b.refundedAt, c.counted)
+		}
+	}
+	ctx := context.Background()
+	for g, b := range batches {
+		if len(b.charge) > 0 {
+			_, _ = g.Charge(ctx, b.charge, b.units, b.chargedAt) // the guard counts Redis failures
+		}
+		if len(b.refund) > 0 {
+			_ = g.Refund(ctx, b.refund, b.refundedAt)
+		}
+	}
+	for _, record := range recorded {
+		record()
+	}
+}
+
+// readReport reads the cost an answer reported in header, or in usage.<field>
+// of its body, or why it cannot be taken.
+func (w *answerWriter) readReport(header, field string) (int64, string) {
+	units, reason := w.report(header, field)
+	if reason != "" && !w.complete {
+		// the report may have been in what never came
+		return 0, runtime.ReportUnfinished
+	}
+	return units, reason
+}
+
+// unreadable reports whether a report that could not be taken is charged
+// as an unfinished answer: it was not the application's to give.
+func unreadable(reason string) bool {
+	switch reason {
+	case runtime.ReportUnfinished, runtime.ReportEncoding, runtime.ReportTooLarge:
+		return true
+	}
+	return false
+}
+
+// answerKnown reports whether what the application answered is known well
+// enough to tell whether it counts under cr: its status, and for a rule
+// counting gRPC statuses, the call's grpc-status unless the answer ended
+// without one. CANCELLED and DEADLINE_EXCEEDED are the client's doing
+// (a reset, a grpc-timeout), not what the application found: unknown.
+func (w *answerWriter) answerKnown(cr *config.CountResponses, grpcCode int) bool {
+	switch {
+	case w.status <= 0, grpcCode == grpcCancelled, grpcCode == grpcDeadlineExceeded:
+		return false
+	}
+	return len(cr.GRPCStatuses) == 0 || grpcCode >= 0 || w.complete
+}
+
+const grpcCancelled, grpcDeadlineExceeded = 1, 4
+
+func (w *answerWriter) report(header, field string) (int64, string) {
+	if header == "" {
+		if w.usage == nil {
+			return 0, runtime.ReportMissing // no answer was written
+		}
+		return w.usage.units(field)
+	}
+	for i, name := range w.costHeaders {
+		if name != header {
+			continue
+		}
+		switch v := w.values[i]; len(v) {
+		case 0:
+			return 0, runtime.ReportMissing
+		case 1:
+			return headerUnits(v[0])
+		default:
+			return 0, runtime.ReportMalformed
+		}
+	}
+	return 0, runtime.ReportMissing
+}
+
+// headerUnits reads a cost reported in a header: decimal digits, '-'
+// before a negative one; no sign, exponent, fraction or base beyond.
+func headerUnits(v string) (int64, string) {
+	s := strings.Trim(v, " \t")
+	if s == "" || s[0] == '+' {
+		return 0, runtime.ReportMalformed
+	}
+	n, err := strconv.ParseInt(s, 10, 64) // [-]digits: no '_' in base 10
+	switch {
+	case err != nil:
+		return 0, runtime.ReportMalformed
+	case n < 0:
+		return 0, runtime.ReportNegative
+	}
+	return n, ""
+}
