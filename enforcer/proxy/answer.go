@@ -199,4 +199,3 @@ func (w *answerWriter) end() {
 		go w.settle(grpcCode)
 	}
 }
-

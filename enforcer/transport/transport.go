@@ -81,7 +81,7 @@ type route interface {
 // it. It is safe for concurrent use.
 type Upstream struct {
 	forwarder *forwarder // plain requests; nil when a Transport was given
-	upstream  route // the others: upgrades, streamed or large bodies
+	upstream  route      // the others: upgrades, streamed or large bodies
 	transport http.RoundTripper
 	// h2c forwards as cleartext HTTP/2; h2cCalls forwards gRPC calls
 	// (grpcForwarder), which no response header timeout bounds: a server
