@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/enforcer/limiter"
-	"github.com/sluice-dev/sluice/enforcer/route"
+	"github.com/sluice-dev/sluice/enforcer/rules"
 	"github.com/sluice-dev/sluice/enforcer/transport"
 )
 
@@ -21,8 +21,8 @@ import (
 
 // answerCheck is an admitted check whose rule acts on the answer.
 type answerCheck struct {
-	policy  *route.Policy
-	rule    *route.Rule
+	policy  *rules.Policy
+	rule    *rules.Rule
 	req     limiter.Request
 	guard   *limiter.Guard
 	counted time.Time

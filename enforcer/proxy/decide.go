@@ -5,11 +5,11 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/enforcer/limiter"
-	"github.com/sluice-dev/sluice/enforcer/runtime"
+	"github.com/sluice-dev/sluice/enforcer/engine"
 )
 
 // decide asks each Redis about the checks of its policies, in one round
-// trip per Redis (runtime.Batch); a Redis that fails leaves each of its
+// trip per Redis (engine.Batch); a Redis that fails leaves each of its
 // checks to its policy's failure mode.
 func (h *Handler) decide(x *exchange) bool {
 	if len(x.checks) == 0 {
@@ -80,7 +80,7 @@ func (h *Handler) evaluate(x *exchange) (refusing int, wouldDeny bool) {
 			h.rec.CheckError(x.checks[i].Policy, o.Err)
 			continue
 		}
-		if !runtime.Refuses(o) {
+		if !engine.Refuses(o) {
 			continue
 		}
 		if x.checks[i].Policy.DryRun {
@@ -94,31 +94,31 @@ func (h *Handler) evaluate(x *exchange) (refusing int, wouldDeny bool) {
 
 // record reports each rule's and each policy's verdict.
 func (h *Handler) record(x *exchange) {
-	policyVerdict := runtime.Allowed
+	policyVerdict := engine.Allowed
 	for i := range x.checks {
 		c, o := &x.checks[i], &x.batch.Outcomes[i]
-		v := runtime.Allowed
-		if runtime.Refuses(o) {
-			v = runtime.Denied
+		v := engine.Allowed
+		if engine.Refuses(o) {
+			v = engine.Denied
 			if o.Decision.Ban.Active() {
-				v = runtime.Banned
+				v = engine.Banned
 			}
 			if c.Policy.DryRun {
-				v = runtime.WouldDeny
+				v = engine.WouldDeny
 			}
 		}
 		if o.Decision.Degraded {
 			h.rec.Degraded(c.Policy)
 		}
 		h.rec.Check(c.Policy, c.Rule, c.Tier, v)
-		if tr, ok := h.rec.(runtime.TenantRecorder); ok {
+		if tr, ok := h.rec.(engine.TenantRecorder); ok {
 			tr.Tenant(c.Policy, c.Rule, c.Tenant, v)
 		}
 		policyVerdict = max(policyVerdict, v)
 		// Checks come grouped by policy: close the group at its last check.
 		if i == len(x.checks)-1 || x.checks[i+1].Policy != c.Policy {
 			h.rec.Policy(c.Policy, policyVerdict)
-			policyVerdict = runtime.Allowed
+			policyVerdict = engine.Allowed
 		}
 	}
 }

@@ -1,7 +1,7 @@
 // Package proxy is the enforcer's request path: an http.Handler that runs
 // each request through a list of stages (pipeline.go): it makes the
 // request canonical (package request), decides it against its policies'
-// rules in one round trip per Redis (runtime.Batch), answers 429 (or 503
+// rules in one round trip per Redis (engine.Batch), answers 429 (or 503
 // when a fail-closed policy cannot decide) with rate limit headers and an
 // RFC 9457 problem, and otherwise hands the canonical request to the
 // application (package transport), adding the headers to its response
@@ -18,7 +18,7 @@ import (
 
 	"github.com/sluice-dev/sluice/enforcer/config"
 	"github.com/sluice-dev/sluice/enforcer/overload"
-	"github.com/sluice-dev/sluice/enforcer/runtime"
+	"github.com/sluice-dev/sluice/enforcer/engine"
 	"github.com/sluice-dev/sluice/enforcer/transport"
 )
 
@@ -28,7 +28,7 @@ type Handler struct {
 	upstream upstream
 	// protocol is the upstream protocol when no policy names one.
 	protocol config.UpstreamProtocol
-	rec      runtime.Recorder
+	rec      engine.Recorder
 	limits   transport.RequestLimits
 	maxBody  int64
 	// delays are the requests waiting for their reservations (delay.go).
@@ -47,7 +47,7 @@ type upstream interface {
 // inService is the configuration in service and what the proxy alone
 // derives from it.
 type inService struct {
-	*runtime.Snapshot
+	*engine.Snapshot
 	// protocol is how the policies forward to the application; empty when
 	// no policy selects the pod (the Handler's default applies).
 	protocol config.UpstreamProtocol
@@ -62,7 +62,7 @@ type Options struct {
 	// forwarder for plain ones. A Transport given here takes them all.
 	Transport http.RoundTripper
 	// Recorder is told every decision; nil records nothing.
-	Recorder runtime.Recorder
+	Recorder engine.Recorder
 	// ErrorLog receives the reverse proxy's own errors (a client gone in
 	// the middle of a body); nil discards them.
 	ErrorLog *log.Logger
@@ -98,7 +98,7 @@ func New(opts Options) *Handler {
 	h := &Handler{rec: opts.Recorder, limits: opts.Limits, maxBody: opts.MaxRequestBody, protocol: opts.UpstreamProtocol.OrDefault(),
 		overload: opts.Overload}
 	if h.rec == nil {
-		h.rec = runtime.NopRecorder{}
+		h.rec = engine.NopRecorder{}
 	}
 	h.delays.max = opts.MaxDelayed
 	if h.delays.max <= 0 {
@@ -118,7 +118,7 @@ func (h *Handler) CloseIdleConnections() { h.upstream.CloseIdleConnections() }
 // service over; requests already being decided finish with the snapshot
 // they started with. A configuration whose policies forward with two
 // protocols is refused, and the one in service stays.
-func (h *Handler) Swap(s *runtime.Snapshot) error {
+func (h *Handler) Swap(s *engine.Snapshot) error {
 	protocol, err := UpstreamProtocol(s.Config)
 	if err != nil {
 		return err
@@ -129,7 +129,7 @@ func (h *Handler) Swap(s *runtime.Snapshot) error {
 }
 
 // Snapshot is the configuration in service, nil before the first Swap.
-func (h *Handler) Snapshot() *runtime.Snapshot {
+func (h *Handler) Snapshot() *engine.Snapshot {
 	if live := h.live.Load(); live != nil {
 		return live.Snapshot
 	}

@@ -6,8 +6,8 @@ import (
 
 	"github.com/sluice-dev/sluice/enforcer/limiter"
 	"github.com/sluice-dev/sluice/enforcer/ratelimitheaders"
-	"github.com/sluice-dev/sluice/enforcer/route"
-	"github.com/sluice-dev/sluice/enforcer/runtime"
+	"github.com/sluice-dev/sluice/enforcer/rules"
+	"github.com/sluice-dev/sluice/enforcer/engine"
 )
 
 // Response header names, in canonical form; the rate limit ones are
@@ -43,7 +43,7 @@ func reportable(o *limiter.Outcome) bool { return o.Err == nil }
 // buf is scratch space, returned for reuse. All values are built in it and
 // then share one string and one []string backing array: two allocations
 // whatever the number of headers.
-func writeLimitHeaders(h http.Header, checks []route.Check, outs []limiter.Outcome, refusing int, buf []byte) []byte {
+func writeLimitHeaders(h http.Header, checks []rules.Check, outs []limiter.Outcome, refusing int, buf []byte) []byte {
 	var fields fieldSet
 	b := buf[:0]
 	pick := -1
@@ -137,10 +137,10 @@ func (f *fieldSet) set(h http.Header, b []byte) {
 
 // writeWouldDeny names, in X-Sluice-Would-Deny, the DryRun rules that would
 // have refused the request.
-func writeWouldDeny(h http.Header, checks []route.Check, outs []limiter.Outcome, buf []byte) []byte {
+func writeWouldDeny(h http.Header, checks []rules.Check, outs []limiter.Outcome, buf []byte) []byte {
 	b := buf[:0]
 	for i := range checks {
-		if checks[i].Policy.DryRun && runtime.Refuses(&outs[i]) {
+		if checks[i].Policy.DryRun && engine.Refuses(&outs[i]) {
 			b = ratelimitheaders.AppendListSep(b)
 			b = append(b, checks[i].Policy.Name...)
 			b = append(b, '/')

@@ -8,8 +8,8 @@ import (
 	"github.com/sluice-dev/sluice/enforcer/limiter"
 	"github.com/sluice-dev/sluice/enforcer/overload"
 	"github.com/sluice-dev/sluice/enforcer/request"
-	"github.com/sluice-dev/sluice/enforcer/route"
-	"github.com/sluice-dev/sluice/enforcer/runtime"
+	"github.com/sluice-dev/sluice/enforcer/rules"
+	"github.com/sluice-dev/sluice/enforcer/engine"
 )
 
 // A request's path through the enforcer, read top to bottom. Each stage
@@ -65,9 +65,9 @@ type exchange struct {
 	ctx context.Context
 
 	req    request.Request
-	checks []route.Check
+	checks []rules.Check
 	// batch holds the checks' requests, guards and outcomes (decide).
-	batch runtime.Batch
+	batch engine.Batch
 	// refusing is the check that refuses the request, -1 when none;
 	// wouldDeny, that a DryRun check would have (judge).
 	refusing  int
@@ -93,7 +93,7 @@ type exchange struct {
 // is one exchange per request in flight.
 var exchangePool = sync.Pool{New: func() any {
 	x := &exchange{
-		checks: make([]route.Check, 0, 2),
+		checks: make([]rules.Check, 0, 2),
 		buf:    make([]byte, 0, 256),
 	}
 	x.batch.Requests = make([]limiter.Request, 0, 2)

@@ -2,11 +2,11 @@ package proxy
 
 import (
 	"github.com/sluice-dev/sluice/enforcer/limiter"
-	"github.com/sluice-dev/sluice/enforcer/runtime"
+	"github.com/sluice-dev/sluice/enforcer/engine"
 )
 
 // Concurrency rules on the request path: a request admitted by one holds
-// its slots from its decision until the handler returns (runtime.Batch's
+// its slots from its decision until the handler returns (engine.Batch's
 // Admit and Release): when its response has ended, the client has hung
 // up, the application failed or the request timed out. A stream (HTTP/2,
 // gRPC, a websocket, a long download) holds them for its whole life, the
@@ -24,7 +24,7 @@ func (h *Handler) awaitSlots(x *exchange) bool {
 	}
 	for _, i := range b.SlotChecks() {
 		o := &b.Outcomes[i]
-		if runtime.Refuses(o) && !o.Decision.Degraded && !o.Decision.Ban.Active() {
+		if engine.Refuses(o) && !o.Decision.Degraded && !o.Decision.Ban.Active() {
 			wait := b.Guards[i].SlotWait(&b.Requests[i])
 			o.Decision.RetryAfter = wait
 			o.Decision.Reset = o.Decision.Now.Add(wait)
@@ -32,7 +32,7 @@ func (h *Handler) awaitSlots(x *exchange) bool {
 	}
 	h.handSlots(x)
 	for _, i := range b.SlotChecks() {
-		if runtime.Refuses(&b.Outcomes[i]) {
+		if engine.Refuses(&b.Outcomes[i]) {
 			b.Guards[i].CountRefused(&b.Requests[i])
 		}
 	}
@@ -48,7 +48,7 @@ func (h *Handler) handSlots(x *exchange) {
 	b := &x.batch
 	for i := range x.checks {
 		o := &b.Outcomes[i]
-		if !runtime.Refuses(o) || x.checks[i].Policy.DryRun {
+		if !engine.Refuses(o) || x.checks[i].Policy.DryRun {
 			continue
 		}
 		req := &b.Requests[i]
@@ -60,7 +60,7 @@ func (h *Handler) handSlots(x *exchange) {
 	var buf [2]handedSlot
 	handed := buf[:0]
 	for i := range x.checks {
-		if !runtime.Refuses(&b.Outcomes[i]) || x.checks[i].Policy.DryRun {
+		if !engine.Refuses(&b.Outcomes[i]) || x.checks[i].Policy.DryRun {
 			continue
 		}
 		s, ok, _ := b.Guards[i].AwaitSlot(x.r.Context(), &b.Requests[i])

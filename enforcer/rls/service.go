@@ -12,7 +12,7 @@ import (
 
 	"github.com/sluice-dev/sluice/enforcer/config"
 	"github.com/sluice-dev/sluice/enforcer/limiter"
-	"github.com/sluice-dev/sluice/enforcer/runtime"
+	"github.com/sluice-dev/sluice/enforcer/engine"
 )
 
 // maxHits bounds what one descriptor may count: far above any limit, and
@@ -119,7 +119,7 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *ratelimitv3.RateLimi
 	// checks are the descriptors that count, each on its backend's guard;
 	// peeks and gives count nothing (peekOn and giveOn are their backends,
 	// one for one).
-	var checks runtime.Batch
+	var checks engine.Batch
 	var peeks, gives []limiter.Request
 	var peekOn, giveOn []*Backend
 	var zeros []limiter.Decision
