@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/enforcer/config"
-	"github.com/sluice-dev/sluice/enforcer/limiter"
 	"github.com/sluice-dev/sluice/enforcer/engine"
+	"github.com/sluice-dev/sluice/enforcer/limiter"
 )
 
 // settle charges what each responseCost check's answer reported beyond

@@ -4,8 +4,8 @@ import (
 	"context"
 	"time"
 
-	"github.com/sluice-dev/sluice/enforcer/limiter"
 	"github.com/sluice-dev/sluice/enforcer/engine"
+	"github.com/sluice-dev/sluice/enforcer/limiter"
 )
 
 // decide asks each Redis about the checks of its policies, in one round

@@ -4,10 +4,10 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/sluice-dev/sluice/enforcer/engine"
 	"github.com/sluice-dev/sluice/enforcer/limiter"
 	"github.com/sluice-dev/sluice/enforcer/ratelimitheaders"
 	"github.com/sluice-dev/sluice/enforcer/rules"
-	"github.com/sluice-dev/sluice/enforcer/engine"
 )
 
 // Response header names, in canonical form; the rate limit ones are

@@ -5,11 +5,11 @@ import (
 	"net/http"
 	"sync"
 
+	"github.com/sluice-dev/sluice/enforcer/engine"
 	"github.com/sluice-dev/sluice/enforcer/limiter"
 	"github.com/sluice-dev/sluice/enforcer/overload"
 	"github.com/sluice-dev/sluice/enforcer/request"
 	"github.com/sluice-dev/sluice/enforcer/rules"
-	"github.com/sluice-dev/sluice/enforcer/engine"
 )
 
 // A request's path through the enforcer, read top to bottom. Each stage

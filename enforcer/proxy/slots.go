@@ -1,8 +1,8 @@
 package proxy
 
 import (
-	"github.com/sluice-dev/sluice/enforcer/limiter"
 	"github.com/sluice-dev/sluice/enforcer/engine"
+	"github.com/sluice-dev/sluice/enforcer/limiter"
 )
 
 // Concurrency rules on the request path: a request admitted by one holds

@@ -9,9 +9,9 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/sluice-dev/sluice/enforcer/config"
+	"github.com/sluice-dev/sluice/enforcer/engine"
 	"github.com/sluice-dev/sluice/enforcer/limiter"
 	"github.com/sluice-dev/sluice/enforcer/rls/erlconfig"
-	"github.com/sluice-dev/sluice/enforcer/engine"
 	"github.com/sluice-dev/sluice/internal/testing/redistest"
 )
 
