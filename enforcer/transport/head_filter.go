@@ -32,6 +32,10 @@ type privateFields struct {
 // Unwrap lets http.ResponseController reach the server's writer.
 func (w *privateFields) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
+// Flush flushes the writer below, as the writer it stands for would: the
+// copy of a streamed answer flushes what it finds a Flusher.
+func (w *privateFields) Flush() { _ = http.NewResponseController(w.ResponseWriter).Flush() }
+
 // take removes the private fields from h, a head of status code about to
 // go to the client that the transport writes itself; a 101 is the final
 // head, whose private fields are kept for the caller and whose Trailer
