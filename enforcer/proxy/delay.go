@@ -117,7 +117,7 @@ func (h *Handler) delayRecorder() runtime.DelayRecorder {
 func (h *Handler) enqueue(st *requestState) {
 	for i := range st.checks {
 		c := &st.checks[i]
-		if c.Request.Delay == 0 {
+		if c.Request.MaxDelay() == 0 {
 			continue
 		}
 		if len(st.delays) == 0 {
@@ -126,7 +126,7 @@ func (h *Handler) enqueue(st *requestState) {
 		if c.Policy.DryRun {
 			// A DryRun policy never holds a request: its rule decides as
 			// one without a delay, every request alike, leases included.
-			c.Request.Delay = 0
+			c.Request = c.Request.Undelayed()
 			continue
 		}
 		n, scope := h.delays.enter(c.Request.Bucket, c.Rule.DelayMaxQueued)

@@ -183,8 +183,8 @@ type requestState struct {
 	req    request.Request
 	checks []route.Check
 	reqs   []limiter.Request
-	outs   []limiter.Outcome
-	sub    []limiter.Outcome
+	outs   []limiter.Admission
+	sub    []limiter.Admission
 	index  []int
 	// counted are the refunded decisions' CountedAt, beside reqs.
 	counted []time.Time
@@ -202,7 +202,7 @@ var statePool = sync.Pool{New: func() any {
 	return &requestState{
 		checks: make([]route.Check, 0, 2),
 		reqs:   make([]limiter.Request, 0, 2),
-		outs:   make([]limiter.Outcome, 0, 2),
+		outs:   make([]limiter.Admission, 0, 2),
 		buf:    make([]byte, 0, 256),
 	}
 }}
@@ -355,12 +355,12 @@ func (h *Handler) decide(ctx context.Context, snap *inService, st *requestState)
 			st.reqs = append(st.reqs, st.checks[i].Request)
 		}
 		start := time.Now()
-		st.outs = single.Guard.AllowAll(ctx, st.reqs, st.outs)
+		st.outs = single.Guard.Decide(ctx, st.reqs, st.outs)
 		h.observe(single, start, st.outs)
 		return
 	}
 	// Policies on several Redis servers: one batch per server, in turn.
-	st.outs = append(st.outs[:0], make([]limiter.Outcome, len(st.checks))...)
+	st.outs = append(st.outs[:0], make([]limiter.Admission, len(st.checks))...)
 	for _, be := range snap.Backends() {
 		st.reqs, st.index = st.reqs[:0], st.index[:0]
 		for i := range st.checks {
@@ -373,7 +373,7 @@ func (h *Handler) decide(ctx context.Context, snap *inService, st *requestState)
 			continue
 		}
 		start := time.Now()
-		st.sub = be.Guard.AllowAll(ctx, st.reqs, st.sub)
+		st.sub = be.Guard.Decide(ctx, st.reqs, st.sub)
 		h.observe(be, start, st.sub)
 		for k, i := range st.index {
 			st.outs[i] = st.sub[k]
@@ -384,7 +384,7 @@ func (h *Handler) decide(ctx context.Context, snap *inService, st *requestState)
 // observe records a round trip's latency, unless no request went to Redis
 // (the guard skips Redis while it is known to be down, and decides from
 // leases and cached refusals without it).
-func (h *Handler) observe(be *runtime.Backend, start time.Time, outs []limiter.Outcome) {
+func (h *Handler) observe(be *runtime.Backend, start time.Time, outs []limiter.Admission) {
 	for i := range outs {
 		if !outs[i].Decision.Local && !errors.Is(outs[i].Err, limiter.ErrRedisUnavailable) {
 			h.rec.RedisRoundTrip(be, time.Since(start))
@@ -396,7 +396,7 @@ func (h *Handler) observe(be *runtime.Backend, start time.Time, outs []limiter.O
 // refuses reports whether an outcome refuses its request. An outcome with
 // no decision at all (an invalid request, which the route table should
 // never produce) does not: a bug must not take the application down.
-func refuses(o *limiter.Outcome) bool {
+func refuses(o *limiter.Admission) bool {
 	return !o.Decision.Allowed && (o.Err == nil || o.Decision.Degraded)
 }
 
@@ -427,23 +427,16 @@ func (h *Handler) evaluate(st *requestState) (refusing int, wouldDeny bool) {
 // refunded checks' outcomes then report what is left after the refund, so
 // the refusal's headers tell what the next request finds.
 func (h *Handler) refund(ctx context.Context, snap *inService, st *requestState) {
-	for _, be := range snap.Backends() {
-		st.reqs, st.index, st.counted = st.reqs[:0], st.index[:0], st.counted[:0]
-		for i := range st.checks {
-			if o := &st.outs[i]; o.Err == nil && o.Decision.Allowed && snap.BackendOf(st.checks[i].Policy) == be {
-				st.reqs = append(st.reqs, st.checks[i].Request)
-				st.index = append(st.index, i)
-				st.counted = append(st.counted, o.Decision.CountedAt)
-			}
+	for i := range st.checks {
+		if o := &st.outs[i]; o.Err == nil && o.Decision.Allowed {
+			o.GiveBack()
 		}
-		if len(st.reqs) == 0 {
-			continue
-		}
-		if be.Guard.Refund(ctx, st.reqs, st.counted) != nil {
-			continue // best effort: at worst the refused request counts
-		}
-		for _, i := range st.index {
-			st.outs[i].Decision.Remaining += st.checks[i].Request.Cost
+	}
+	// best effort, one batch per Redis: at worst the refused request counts
+	_ = limiter.Settle(ctx, st.outs)
+	for i := range st.checks {
+		if o := &st.outs[i]; o.Err == nil && o.Decision.Allowed && o.Settled() {
+			o.Decision.Remaining += st.checks[i].Request.Cost
 		}
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/sluice-dev/sluice/enforcer/config"
 	"github.com/sluice-dev/sluice/enforcer/limiter"
@@ -26,8 +25,7 @@ type answerCheck struct {
 	policy  *route.Policy
 	rule    *route.Rule
 	req     limiter.Request
-	guard   *limiter.Guard
-	counted time.Time
+	adm     limiter.Admission
 }
 
 // answerWriter reads the answer of a request with answerChecks.
@@ -75,7 +73,7 @@ func (h *Handler) answered(w http.ResponseWriter, snap *inService, st *requestSt
 		if o.Err != nil || !o.Decision.Allowed || o.Decision.Degraded || be == nil {
 			continue // nothing was taken in Redis
 		}
-		aw.checks = append(aw.checks, answerCheck{policy: c.Policy, rule: rule, req: c.Request, guard: be.Guard, counted: o.Decision.CountedAt})
+		aw.checks = append(aw.checks, answerCheck{policy: c.Policy, rule: rule, req: c.Request, adm: *o})
 		if rc := rule.ResponseCost; rc != nil {
 			aw.wantsUsage = aw.wantsUsage || rc.JSONUsage != ""
 		}
@@ -234,20 +232,7 @@ func (w *answerWriter) settle(grpcCode int) {
 	if w.usage != nil {
 		w.usage.finish()
 	}
-	type batch struct {
-		charge, refund        []limiter.Request
-		units                 []int64
-		chargedAt, refundedAt []time.Time
-	}
-	batches := make(map[*limiter.Guard]*batch, 1)
-	of := func(g *limiter.Guard) *batch {
-		b := batches[g]
-		if b == nil {
-			b = &batch{}
-			batches[g] = b
-		}
-		return b
-	}
+	var adms []limiter.Admission
 	// what was charged is recorded once Redis has it
 	var recorded []func()
 	for i := range w.checks {
@@ -266,9 +251,9 @@ func (w *answerWriter) settle(grpcCode int) {
 			if rr != nil {
 				recorded = append(recorded, func() { rr.ResponseCharged(c.policy, c.rule, units) })
 			}
-			if d := units - c.req.Cost; d != 0 {
-				b := of(c.guard)
-				b.charge, b.units, b.chargedAt = append(b.charge, c.req), append(b.units, d), append(b.chargedAt, c.counted)
+			if units != c.req.Cost {
+				c.adm.Charge(units)
+				adms = append(adms, c.adm)
 			}
 			continue
 		}
@@ -279,19 +264,11 @@ func (w *answerWriter) settle(grpcCode int) {
 			if rr != nil {
 				recorded = append(recorded, func() { rr.ResponseUncounted(c.policy, c.rule) })
 			}
-			b := of(c.guard)
-			b.refund, b.refundedAt = append(b.refund, c.req), append(b.refundedAt, c.counted)
+			c.adm.GiveBack()
+			adms = append(adms, c.adm)
 		}
 	}
-	ctx := context.Background()
-	for g, b := range batches {
-		if len(b.charge) > 0 {
-			_, _ = g.Charge(ctx, b.charge, b.units, b.chargedAt) // the guard counts Redis failures
-		}
-		if len(b.refund) > 0 {
-			_ = g.Refund(ctx, b.refund, b.refundedAt)
-		}
-	}
+	_ = limiter.Settle(context.Background(), adms) // the guard counts Redis failures
 	for _, record := range recorded {
 		record()
 	}

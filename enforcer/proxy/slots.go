@@ -3,31 +3,29 @@ package proxy
 import (
 	"context"
 	"slices"
-	"time"
 
 	"github.com/sluice-dev/sluice/enforcer/limiter"
 )
 
 // Concurrency rules on the request path: a request admitted by one holds
-// its slots (limiter.Guard.Hold) from its decision until the handler
+// its slots (limiter.Admission.Hold) from its decision until the handler
 // returns: when its response has ended, the client has hung up, the
 // application failed or the request timed out. A stream (HTTP/2, gRPC, a
 // websocket, a long download) holds them for its whole life, the handler
 // returning only then.
 
-// heldSlots are the slots one request holds, with the guard of each and
-// the index of its check.
+// heldSlots are the admissions holding slots of one request, with the
+// index of each one's check.
 type heldSlots struct {
-	guards []*limiter.Guard
-	slots  []limiter.Slot
+	slots  []limiter.Admission
 	checks []int
 }
 
-func (s *heldSlots) add(g *limiter.Guard, slot limiter.Slot, check int) *heldSlots {
+func (s *heldSlots) add(a *limiter.Admission, check int) *heldSlots {
 	if s == nil {
 		s = &heldSlots{}
 	}
-	s.guards, s.slots, s.checks = append(s.guards, g), append(s.slots, slot), append(s.checks, check)
+	s.slots, s.checks = append(s.slots, *a), append(s.checks, check)
 	return s
 }
 
@@ -68,9 +66,8 @@ func (h *Handler) holdSlots(snap *inService, st *requestState, held *heldSlots) 
 		if c.Request.Algorithm != limiter.Concurrency || held.has(i) {
 			continue
 		}
-		g := snap.BackendOf(c.Policy).Guard
-		if s := g.Hold(&c.Request, &st.outs[i].Decision); s.Holds() {
-			held = held.add(g, s, i)
+		if o := &st.outs[i]; o.Hold() {
+			held = held.add(o, i)
 		}
 	}
 	return held
@@ -88,7 +85,7 @@ func (h *Handler) awaitSlots(ctx context.Context, snap *inService, st *requestSt
 		if !refuses(o) || c.Policy.DryRun {
 			continue
 		}
-		if c.Request.Algorithm != limiter.Concurrency || c.Request.SlotWait <= 0 || o.Err != nil ||
+		if c.Request.Algorithm != limiter.Concurrency || c.Request.SlotWait() <= 0 || o.Err != nil ||
 			o.Decision.Degraded || o.Decision.Ban.Active() {
 			return nil
 		}
@@ -99,17 +96,11 @@ func (h *Handler) awaitSlots(ctx context.Context, snap *inService, st *requestSt
 		if !refuses(o) || c.Policy.DryRun {
 			continue
 		}
-		g := snap.BackendOf(c.Policy).Guard
-		s, ok, _ := g.AwaitSlot(ctx, &c.Request)
-		if !ok {
+		if ok, _ := o.AwaitSlot(ctx); !ok {
 			handed.free()
 			return nil
 		}
-		handed = handed.add(g, s, i)
-	}
-	for _, i := range handed.checks {
-		d := &st.outs[i].Decision
-		d.Allowed, d.Remaining, d.RetryAfter, d.Reset = true, 0, 0, time.Now()
+		handed = handed.add(o, i)
 	}
 	return handed
 }
@@ -120,7 +111,7 @@ func (s *heldSlots) free() {
 		return
 	}
 	for i := range s.slots {
-		s.guards[i].Free(&s.slots[i])
+		s.slots[i].Release()
 	}
 }
 
@@ -131,11 +122,10 @@ func (h *Handler) freeRefusedLocal(snap *inService, st *requestState) {
 	for i := range st.checks {
 		c := &st.checks[i]
 		if o := &st.outs[i]; c.Request.Algorithm == limiter.Concurrency && o.Decision.Degraded && o.Decision.Allowed {
-			g := snap.BackendOf(c.Policy).Guard
-			s := g.Hold(&c.Request, &o.Decision)
-			g.Free(&s)
+			o.GiveBack()
 		}
 	}
+	_ = limiter.Settle(context.Background(), st.outs) // LocalFallback slots: no Redis call
 }
 
 // countSlotRefusals counts the refusals of st's Concurrency checks that
@@ -143,7 +133,7 @@ func (h *Handler) freeRefusedLocal(snap *inService, st *requestState) {
 func (h *Handler) countSlotRefusals(snap *inService, st *requestState) {
 	for i := range st.checks {
 		if c := &st.checks[i]; c.Request.Algorithm == limiter.Concurrency && refuses(&st.outs[i]) {
-			snap.BackendOf(c.Policy).Guard.CountRefused(&c.Request)
+			st.outs[i].CountRefusal()
 		}
 	}
 }

@@ -72,21 +72,21 @@ next:
 
 // allowAll decides checks, each on its backend (on, one for one): one
 // batch per backend, the common single one without copying.
-func allowAll(ctx context.Context, checks []limiter.Request, on []*Backend) []limiter.Outcome {
+func allowAll(ctx context.Context, checks []limiter.Request, on []*Backend) []limiter.Admission {
 	if len(checks) == 0 {
 		return nil
 	}
 	groups := groupByBackend(on)
 	if len(groups) == 1 {
-		return groups[0].backend.Guard.AllowAll(ctx, checks, nil)
+		return groups[0].backend.Guard.Decide(ctx, checks, nil)
 	}
-	outs := make([]limiter.Outcome, len(checks))
+	outs := make([]limiter.Admission, len(checks))
 	for _, g := range groups {
 		sub := make([]limiter.Request, len(g.index))
 		for k, i := range g.index {
 			sub[k] = checks[i]
 		}
-		for k, o := range g.backend.Guard.AllowAll(ctx, sub, nil) {
+		for k, o := range g.backend.Guard.Decide(ctx, sub, nil) {
 			outs[g.index[k]] = o
 		}
 	}

@@ -295,21 +295,21 @@ func failedPeek(r *limiter.Request) limiter.Decision {
 // on its backend (on, one for one): one refund per backend, so that a
 // backend that fails costs only its own. It reports, by check, whether
 // what it took was given back.
-func (s *Service) refund(ctx context.Context, checks []limiter.Request, on []*Backend, outs []limiter.Outcome) []bool {
+func (s *Service) refund(ctx context.Context, checks []limiter.Request, on []*Backend, outs []limiter.Admission) []bool {
 	refunded := make([]bool, len(checks))
 	for _, g := range groupByBackend(on) {
-		var reqs []limiter.Request
-		var counted []time.Time
+		var adms []limiter.Admission
 		var index []int
 		for _, i := range g.index {
 			if o := &outs[i]; o.Decision.Allowed && !o.Decision.Degraded && o.Err == nil {
-				reqs, counted, index = append(reqs, checks[i]), append(counted, o.Decision.CountedAt), append(index, i)
+				adms, index = append(adms, *o), append(index, i)
+				adms[len(adms)-1].GiveBack()
 			}
 		}
-		if len(reqs) == 0 {
+		if len(adms) == 0 {
 			continue
 		}
-		if err := g.backend.Guard.Refund(ctx, reqs, counted); err != nil {
+		if err := limiter.Settle(ctx, adms); err != nil {
 			s.metrics.refundFailed()
 			continue
 		}
