@@ -22,10 +22,10 @@ import (
 
 // answerCheck is an admitted check whose rule acts on the answer.
 type answerCheck struct {
-	policy  *route.Policy
-	rule    *route.Rule
-	req     limiter.Request
-	adm     limiter.Admission
+	policy *route.Policy
+	rule   *route.Rule
+	req    limiter.Request
+	adm    limiter.Admission
 }
 
 // answerWriter reads the answer of a request with answerChecks.
