@@ -147,14 +147,6 @@ func (g *Guard) sweep() {
 	}
 }
 
-// Outcome is the answer to one request of AllowAll.
-type Outcome struct {
-	Decision Decision
-	// Err is nil, a Redis failure (Decision is then the failure mode's,
-	// Degraded), or ErrInvalidRequest (Decision is then zero and refuses).
-	Err error
-}
-
 // errUncheckedRequest answers a Request that Rule.Request did not build, or
 // built for an empty tenant: a bug, never a configuration (config.Parse and
 // NewRule check those once). The check costs one field read; the guard does
@@ -163,12 +155,12 @@ type Outcome struct {
 // a bug that lifts a limit is never silent.
 var errUncheckedRequest = fmt.Errorf("%w: not built from a checked rule", ErrInvalidRequest)
 
-// AllowAll decides every rule an HTTP request must pass. Rules that lease
-// are answered from their bucket's lease or cached refusal when it can;
-// the others go to Redis together, in one pipelined round trip, and each
-// waits no longer than its own policy's timeout. out is reused when it has
-// room.
-func (g *Guard) AllowAll(ctx context.Context, reqs []Request, out []Outcome) []Outcome {
+// Decide decides every rule an HTTP request must pass, one Admission per
+// request. Rules that lease are answered from their bucket's lease or
+// cached refusal when it can; the others go to Redis together, in one
+// pipelined round trip, and each waits no longer than its own policy's
+// timeout. out is reused when it has room.
+func (g *Guard) Decide(ctx context.Context, reqs []Request, out []Admission) []Admission {
 	out = slices.Grow(out[:0], len(reqs))[:len(reqs)]
 	var skip, skipKnown bool
 	now := g.now()
@@ -176,34 +168,35 @@ func (g *Guard) AllowAll(ctx context.Context, reqs []Request, out []Outcome) []O
 	pending := buf[:0]
 	for i := range reqs {
 		req := &reqs[i]
-		if !req.checked {
-			out[i] = Outcome{Err: errUncheckedRequest}
+		out[i] = Admission{g: g, req: *req}
+		if !req.f.checked {
+			out[i].Err = errUncheckedRequest
 			continue
 		}
 		// A banned tenant first: refused from its cached ban, no Redis call.
 		var ban Decision
 		var banned cacheAnswer
-		if req.Ban != nil {
+		if req.f.ban != nil {
 			if ban, banned = g.cache.lookup(banKey(req.Bucket), g.clock.now()); banned == cacheHit {
 				g.bans.refusedCounter(req.Bucket.Policy).Add(1)
-				out[i] = Outcome{Decision: ban}
+				out[i].Decision = ban
 				continue
 			}
 		}
 		// A slot this enforcer is about to give back goes to this request.
 		if req.Algorithm == Concurrency && banned == cacheMiss {
 			if d, ok := g.slots.reuse(req, now); ok {
-				out[i] = Outcome{Decision: d}
+				out[i].Decision = d
 				continue
 			}
 		}
 		var a localAnswer
 		// A ban due for its check asks Redis whatever a lease holds.
-		if req.Lease && banned == cacheMiss {
+		if req.f.lease && banned == cacheMiss {
 			// Waiting once this batch has calls in flight could wait for
 			// one of them: a bucket twice in one batch.
 			if a = g.answer(ctx, req, len(pending) == 0); a.local {
-				out[i] = Outcome{Decision: a.decision}
+				out[i].Decision = a.decision
 				continue
 			}
 		} else {
@@ -217,13 +210,12 @@ func (g *Guard) AllowAll(ctx context.Context, reqs []Request, out []Outcome) []O
 				g.leases.unfetch(a.entry, false)
 			}
 			if banned == cacheRecheck {
-				out[i] = Outcome{Decision: ban}
+				out[i].Decision = ban
 				continue
 			}
-			out[i] = Outcome{Decision: g.fallback(req), Err: ErrRedisUnavailable}
+			out[i].Decision, out[i].Err = g.fallback(req), ErrRedisUnavailable
 			continue
 		}
-		out[i] = Outcome{}
 		g.leases.counts(req.Bucket.Policy).RedisCalls.Add(1)
 		pending = append(pending, guardCheck{i: i, entry: a.entry, owner: a.owner, sent: g.clock.now(),
 			ban: ban, banned: banned == cacheRecheck, check: g.redis.submit(ctx, req, req.Cost, a.want)})
@@ -240,7 +232,7 @@ func (g *Guard) AllowAll(ctx context.Context, reqs []Request, out []Outcome) []O
 		} else if p.owner {
 			g.leases.unfetch(p.entry, p.check.want > req.Cost)
 		}
-		if err == nil && req.Ban != nil {
+		if err == nil && req.f.ban != nil {
 			g.observeBan(req, d, p.sent)
 		}
 		d, err = g.settle(ctx, req, d, err)
@@ -248,12 +240,12 @@ func (g *Guard) AllowAll(ctx context.Context, reqs []Request, out []Outcome) []O
 			// Redis could not say whether the ban still holds: it does.
 			d, err = p.ban, nil
 		}
-		out[p.i] = Outcome{Decision: d, Err: err}
+		out[p.i].Decision, out[p.i].Err = d, err
 	}
 	return out
 }
 
-// guardCheck is a rule of AllowAll sent to Redis: its index, its bucket's
+// guardCheck is a rule of Decide sent to Redis: its index, its bucket's
 // lease entry, whether it is the bucket's call in flight, and when it was
 // sent (the Guard's clock).
 type guardCheck struct {
@@ -323,43 +315,10 @@ func (g *Guard) prefetch(e *leaseEntry, want int64) {
 		return
 	}
 	g.succeeded()
-	if req.Ban != nil {
+	if req.f.ban != nil {
 		g.observeBan(req, d, sent)
 	}
 	g.leases.settle(e, req, d, taken, 0, sent, true)
-}
-
-// Refund gives back, best effort, what the admitted decisions of reqs took,
-// when another rule refused the HTTP request they belong to: into the
-// bucket's lease when it holds one of the same fixed window, to Redis
-// otherwise; counted[i] is the decision's CountedAt. Only pass requests
-// whose decision was admitted by Redis or a lease (not Degraded).
-func (g *Guard) Refund(ctx context.Context, reqs []Request, counted []time.Time) error {
-	var toRedis []Request
-	var toRedisAt []time.Time
-	for i := range reqs {
-		// a delay rule's admission may be a reservation, whose units
-		// belong to a later time than a lease admits at (delay.go)
-		if reqs[i].delays() {
-			// the capacity it frees may delay the bucket's next request
-			g.cache.forget(windowsKey(&reqs[i]))
-		} else if reqs[i].Lease && g.leases.refund(&reqs[i], counted[i]) {
-			continue
-		}
-		toRedis, toRedisAt = append(toRedis, reqs[i]), append(toRedisAt, counted[i])
-	}
-	if len(toRedis) == 0 || g.skipping() {
-		return nil
-	}
-	// The requests may be of several policies: the longest timeout of them.
-	timeout := toRedis[0].Failure.timeout()
-	for i := range toRedis {
-		timeout = max(timeout, toRedis[i].Failure.timeout())
-		g.leases.counts(toRedis[i].Bucket.Policy).RedisCalls.Add(1)
-	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	return g.redis.Refund(ctx, toRedis, toRedisAt)
 }
 
 // settle records the outcome of a Redis decision and lets the failure mode

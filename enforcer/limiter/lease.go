@@ -258,7 +258,7 @@ func (t *leases) answer(req *Request, first, mayWait bool) localAnswer {
 // refused answers req from the cached refusal of its bucket k, if any. A
 // rule with a ban caches none (settle): its bans are cached instead.
 func (t *leases) refused(req *Request, k bucketKey, now int64) (Decision, bool) {
-	if req.Ban != nil {
+	if req.f.ban != nil {
 		return Decision{}, false
 	}
 	d, a := t.refusals.lookup(k, now)
@@ -343,7 +343,7 @@ func (t *leases) settle(e *leaseEntry, req *Request, d Decision, taken, cost, se
 	if !d.Allowed {
 		// A rule with a ban counts every refusal in Redis: its refusals
 		// are not cached, its bans are (ban.go).
-		if d.RetryAfter > 0 && req.Ban == nil {
+		if d.RetryAfter > 0 && req.f.ban == nil {
 			// Redis' clock read the state at some point after sent: ending
 			// the refusal at sent + RetryAfter ends it no later than Redis would.
 			until := sent + int64(d.RetryAfter)
@@ -530,4 +530,15 @@ func (t *leases) giveBack(ctx context.Context, r *Redis, rs []pendingReturn) {
 		}
 		c.UnitsReturned.Add(units[i])
 	}
+}
+
+// end empties the lease of bucket k at now into dst.
+func (t *leases) end(k bucketKey, now int64, dst []pendingReturn) []pendingReturn {
+	sh := t.m.shardOf(k)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if e := sh.m[k]; e != nil && e.held {
+		dst = t.take(e, now, dst)
+	}
+	return dst
 }

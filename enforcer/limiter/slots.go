@@ -17,19 +17,16 @@ import (
 	"github.com/sluice-dev/sluice/enforcer/config"
 )
 
-// Slot is what one admitted request holds of a Concurrency rule, from its
-// decision until Guard.Free: Cost slots in Redis, or in this enforcer's
-// LocalFallback when Redis was away. The zero Slot holds nothing.
-type Slot struct {
-	req   Request
+// slot is what an admitted request of a Concurrency rule holds, from
+// Admission.Hold until Admission.Release: Cost slots in Redis, or in this
+// enforcer's LocalFallback when Redis was away. The zero slot holds
+// nothing.
+type slot struct {
 	taken int64 // µs, Redis' clock: the decision's CountedAt
 	start time.Time
 	// held: the slot holds something; local: in the LocalFallback.
 	held, local bool
 }
-
-// Holds reports whether s holds slots.
-func (s *Slot) Holds() bool { return s.held }
 
 // slotTable is what a Guard knows of the slots its requests hold: the
 // buckets it holds slots in (to renew them), the give-backs not yet sent,
@@ -43,7 +40,7 @@ type slotTable struct {
 	local   localSlots
 	// queues are, per bucket, the requests waiting in arrival order for
 	// a slot this enforcer's requests give back (onLimit.delay).
-	queues map[Bucket][]chan Slot
+	queues map[Bucket][]chan slot
 	// held and refused count per policy (their name): slots in use,
 	// refusals.
 	stats sync.Map // string -> *SlotCounts
@@ -92,7 +89,7 @@ type SlotCounts struct {
 }
 
 func newSlotTable() *slotTable {
-	return &slotTable{buckets: make(map[Bucket]*heldBucket), queues: make(map[Bucket][]chan Slot), wake: make(chan struct{}, 1),
+	return &slotTable{buckets: make(map[Bucket]*heldBucket), queues: make(map[Bucket][]chan slot), wake: make(chan struct{}, 1),
 		stop: make(chan struct{}), done: make(chan struct{})}
 }
 
@@ -124,23 +121,24 @@ func (g *Guard) SlotPolicies() []string {
 	return ps
 }
 
-// Hold makes the slots an admitted decision d of req took held by this
-// enforcer until Free, renewing them in Redis meanwhile. It holds nothing
-// for other algorithms, refusals, and a failure mode's admission other
-// than LocalFallback's (Open admits without a slot).
-func (g *Guard) Hold(req *Request, d *Decision) Slot {
-	if req.Algorithm != Concurrency || !d.Allowed {
-		return Slot{}
+// Hold makes the slots the admission took held by this enforcer until
+// Release, renewing them in Redis meanwhile, and reports whether it holds
+// any. It holds nothing for other algorithms, refusals, and a failure
+// mode's admission other than LocalFallback's (Open admits without a
+// slot).
+func (a *Admission) Hold() bool {
+	req, d, g := &a.req, &a.Decision, a.g
+	if req.Algorithm != Concurrency || !d.Allowed || g == nil || a.slot.held {
+		return a.slot.held
 	}
 	if d.Degraded && req.Failure.Mode != config.FailLocal {
-		return Slot{}
+		return false
 	}
-	s := Slot{req: *req, taken: d.CountedAt.UnixMicro(), start: time.Now(), held: true, local: d.Degraded}
-	s.req.Ban = nil
+	a.slot = slot{taken: d.CountedAt.UnixMicro(), start: time.Now(), held: true, local: d.Degraded}
 	t := g.slots
 	t.counts(req.Bucket.Policy).InUse.Add(req.Cost)
-	if s.local {
-		return s
+	if a.slot.local {
+		return true
 	}
 	t.start.Do(func() {
 		t.running.Store(true)
@@ -150,48 +148,51 @@ func (g *Guard) Hold(req *Request, d *Decision) Slot {
 	if b := t.buckets[req.Bucket]; b != nil {
 		b.n += req.Cost
 	} else {
-		t.buckets[req.Bucket] = &heldBucket{req: s.req, n: req.Cost}
+		held := *req
+		held.f.ban = nil
+		t.buckets[req.Bucket] = &heldBucket{req: held, n: req.Cost}
 	}
 	t.mu.Unlock()
-	return s
+	return true
 }
 
-// Free gives back what s holds: at once in the LocalFallback, to Redis in
-// the background, batched with the other give-backs. It also times the
-// request for the rule's Retry-After.
-func (g *Guard) Free(s *Slot) {
+// Release gives back the slots the admission holds: at once in the
+// LocalFallback, to Redis in the background, batched with the other
+// give-backs. It also times the request for the rule's Retry-After.
+func (a *Admission) Release() {
+	s := &a.slot
 	if !s.held {
 		return
 	}
 	s.held = false
-	t := g.slots
-	t.observe(&s.req, time.Since(s.start))
-	t.counts(s.req.Bucket.Policy).InUse.Add(-s.req.Cost)
+	req, t := &a.req, a.g.slots
+	t.observe(req, time.Since(s.start))
+	t.counts(req.Bucket.Policy).InUse.Add(-req.Cost)
 	if s.local {
-		t.local.give(s.req.Bucket, s.req.Cost)
+		t.local.give(req.Bucket, req.Cost)
 		return
 	}
 	t.mu.Lock()
-	if q := t.queues[s.req.Bucket]; len(q) > 0 {
+	if q := t.queues[req.Bucket]; len(q) > 0 {
 		// the first request waiting for a slot here takes this one over:
 		// still held, still counted in Redis
-		t.dequeue(s.req.Bucket, 0)
+		t.dequeue(req.Bucket, 0)
 		t.mu.Unlock()
-		s.held, s.start = true, time.Now()
-		t.counts(s.req.Bucket.Policy).InUse.Add(s.req.Cost)
-		q[0] <- *s
-		s.held = false
+		t.counts(req.Bucket.Policy).InUse.Add(req.Cost)
+		q[0] <- slot{taken: s.taken, start: time.Now(), held: true}
 		return
 	}
 	var gen int64
-	if b := t.buckets[s.req.Bucket]; b != nil {
+	if b := t.buckets[req.Bucket]; b != nil {
 		gen = b.gen
-		if b.n -= s.req.Cost; b.n <= 0 {
-			delete(t.buckets, s.req.Bucket)
+		if b.n -= req.Cost; b.n <= 0 {
+			delete(t.buckets, req.Bucket)
 		}
 	}
 	if len(t.returns) < maxReturns {
-		t.returns = append(t.returns, slotReturn{req: s.req, n: s.req.Cost, taken: s.taken, queued: time.Now(), gen: gen})
+		given := *req
+		given.f.ban = nil
+		t.returns = append(t.returns, slotReturn{req: given, n: req.Cost, taken: s.taken, queued: time.Now(), gen: gen})
 	}
 	t.mu.Unlock()
 	select {
@@ -200,9 +201,11 @@ func (g *Guard) Free(s *Slot) {
 	}
 }
 
-// CountRefused counts a refusal of req's Concurrency rule.
-func (g *Guard) CountRefused(req *Request) {
-	g.slots.counts(req.Bucket.Policy).Refused.Add(1)
+// CountRefusal counts the admission's refusal by its Concurrency rule.
+func (a *Admission) CountRefusal() {
+	if a.g != nil {
+		a.g.slots.counts(a.req.Bucket.Policy).Refused.Add(1)
+	}
 }
 
 // run sends the give-backs as they come, one batch at a time, and renews
@@ -463,35 +466,38 @@ func (t *slotTable) dequeue(b Bucket, i int) {
 	t.queues[b] = append(q[:i:i], q[i+1:]...)
 }
 
-// ErrSlotQueueFull answers AwaitSlot when req.SlotQueue of the tenant's
-// requests already wait here.
+// ErrSlotQueueFull answers AwaitSlot when the rule's onLimit.delay
+// maxQueued of the tenant's requests already wait here.
 var ErrSlotQueueFull = errors.New("the tenant's requests waiting for a slot fill the queue")
 
-// AwaitSlot waits, up to req.SlotWait, for a slot of req's bucket that a
-// request of this enforcer gives back, in arrival order, and returns it
-// held. Slots other enforcers give back are not seen: the order is this
-// enforcer's. It returns false when the wait ends first, when the queue
-// is full (ErrSlotQueueFull) or when ctx ends (ctx.Err()).
-func (g *Guard) AwaitSlot(ctx context.Context, req *Request) (Slot, bool, error) {
-	t := g.slots
-	if req.Algorithm != Concurrency || req.SlotWait <= 0 {
-		return Slot{}, false, nil
+// AwaitSlot waits, up to the rule's SlotWait, for a slot of a refused
+// admission's bucket that a request of this enforcer gives back, in
+// arrival order; once handed one, the admission holds it and its
+// decision admits. Slots other enforcers give back are not seen: the
+// order is this enforcer's. It returns false when the wait ends first,
+// when the queue is full (ErrSlotQueueFull) or when ctx ends (ctx.Err()).
+func (a *Admission) AwaitSlot(ctx context.Context) (bool, error) {
+	req, g := &a.req, a.g
+	if req.Algorithm != Concurrency || req.f.slotWait <= 0 || g == nil || a.slot.held {
+		return false, nil
 	}
-	ch := make(chan Slot, 1)
+	t := g.slots
+	ch := make(chan slot, 1)
 	t.mu.Lock()
-	if len(t.queues[req.Bucket]) >= max(req.SlotQueue, 1) {
+	if len(t.queues[req.Bucket]) >= max(req.f.slotQueue, 1) {
 		t.mu.Unlock()
-		return Slot{}, false, ErrSlotQueueFull
+		return false, ErrSlotQueueFull
 	}
 	t.queues[req.Bucket] = append(t.queues[req.Bucket], ch)
 	t.counts(req.Bucket.Policy).Waiting.Add(1)
 	t.mu.Unlock()
-	timer := time.NewTimer(req.SlotWait)
+	timer := time.NewTimer(req.f.slotWait)
 	defer timer.Stop()
 	var err error
 	select {
 	case s := <-ch:
-		return s, true, nil
+		a.handed(s)
+		return true, nil
 	case <-timer.C:
 	case <-ctx.Done():
 		err = ctx.Err()
@@ -501,18 +507,26 @@ func (g *Guard) AwaitSlot(ctx context.Context, req *Request) (Slot, bool, error)
 		if c == ch {
 			t.dequeue(req.Bucket, i)
 			t.mu.Unlock()
-			return Slot{}, false, err
+			return false, err
 		}
 	}
 	t.mu.Unlock()
 	// handed over as the wait ended: taken, or passed on when the caller
 	// is gone
-	s := <-ch
+	a.slot = <-ch
 	if err != nil {
-		g.Free(&s)
-		return Slot{}, false, err
+		a.Release()
+		return false, err
 	}
-	return s, true, nil
+	a.handed(a.slot)
+	return true, nil
+}
+
+// handed makes the admission hold s, handed over as it waited, and admit.
+func (a *Admission) handed(s slot) {
+	a.slot = s
+	d := &a.Decision
+	d.Allowed, d.Remaining, d.RetryAfter, d.Reset = true, 0, 0, time.Now()
 }
 
 // SlotsWaiting is how many of the tenant's requests of req's rule wait

@@ -4,7 +4,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/sluice-dev/sluice/enforcer/limiter"
 	"github.com/sluice-dev/sluice/enforcer/rules"
@@ -21,11 +20,12 @@ import (
 
 // answerCheck is an admitted check whose rule acts on the answer.
 type answerCheck struct {
-	policy  *rules.Policy
-	rule    *rules.Rule
-	req     limiter.Request
-	guard   *limiter.Guard
-	counted time.Time
+	policy *rules.Policy
+	rule   *rules.Rule
+	req    limiter.Request
+	// adm is a copy of the check's admission, to settle on the answer
+	// (the request's own releases its slots)
+	adm limiter.Admission
 }
 
 // answerWriter reads the answer of a request with answerChecks.
@@ -59,7 +59,7 @@ type answerWriter struct {
 func (h *Handler) readAnswer(w http.ResponseWriter, x *exchange) *answerWriter {
 	var aw *answerWriter
 	for i := range x.checks {
-		c, o := &x.checks[i], &x.batch.Outcomes[i]
+		c, o := &x.checks[i], &x.batch.Admissions[i]
 		rule := c.Rule
 		if rule.ResponseCost == nil && rule.CountResponses == nil {
 			continue
@@ -76,7 +76,7 @@ func (h *Handler) readAnswer(w http.ResponseWriter, x *exchange) *answerWriter {
 		if o.Err != nil || !o.Decision.Allowed || o.Decision.Degraded || be == nil {
 			continue // nothing was taken in Redis
 		}
-		aw.checks = append(aw.checks, answerCheck{policy: c.Policy, rule: rule, req: c.Request, guard: be.Guard, counted: o.Decision.CountedAt})
+		aw.checks = append(aw.checks, answerCheck{policy: c.Policy, rule: rule, req: c.Request, adm: *o})
 		if rc := rule.ResponseCost; rc != nil {
 			aw.wantsUsage = aw.wantsUsage || rc.JSONUsage != ""
 		}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/sluice-dev/sluice/enforcer/config"
 	"github.com/sluice-dev/sluice/enforcer/engine"
@@ -19,20 +18,7 @@ func (w *answerWriter) settle(grpcCode int) {
 	if w.usage != nil {
 		w.usage.finish()
 	}
-	type batch struct {
-		charge, refund        []limiter.Request
-		units                 []int64
-		chargedAt, refundedAt []time.Time
-	}
-	batches := make(map[*limiter.Guard]*batch, 1)
-	of := func(g *limiter.Guard) *batch {
-		b := batches[g]
-		if b == nil {
-			b = &batch{}
-			batches[g] = b
-		}
-		return b
-	}
+	var adms []limiter.Admission
 	// what was charged is recorded once Redis has it
 	var recorded []func()
 	for i := range w.checks {
@@ -51,9 +37,9 @@ func (w *answerWriter) settle(grpcCode int) {
 			if rr != nil {
 				recorded = append(recorded, func() { rr.ResponseCharged(c.policy, c.rule, units) })
 			}
-			if d := units - c.req.Cost; d != 0 {
-				b := of(c.guard)
-				b.charge, b.units, b.chargedAt = append(b.charge, c.req), append(b.units, d), append(b.chargedAt, c.counted)
+			if units != c.req.Cost {
+				c.adm.Charge(units)
+				adms = append(adms, c.adm)
 			}
 			continue
 		}
@@ -64,19 +50,11 @@ func (w *answerWriter) settle(grpcCode int) {
 			if rr != nil {
 				recorded = append(recorded, func() { rr.ResponseUncounted(c.policy, c.rule) })
 			}
-			b := of(c.guard)
-			b.refund, b.refundedAt = append(b.refund, c.req), append(b.refundedAt, c.counted)
+			c.adm.GiveBack()
+			adms = append(adms, c.adm)
 		}
 	}
-	ctx := context.Background()
-	for g, b := range batches {
-		if len(b.charge) > 0 {
-			_, _ = g.Charge(ctx, b.charge, b.units, b.chargedAt) // the guard counts Redis failures
-		}
-		if len(b.refund) > 0 {
-			_ = g.Refund(ctx, b.refund, b.refundedAt)
-		}
-	}
+	_ = limiter.Settle(context.Background(), adms) // the guards count Redis failures
 	for _, record := range recorded {
 		record()
 	}

@@ -46,9 +46,9 @@ func (h *Handler) judge(x *exchange) bool {
 		x.batch.Admit()
 	}
 	hdr := x.w.Header()
-	x.buf = writeLimitHeaders(hdr, x.checks, x.batch.Outcomes, x.refusing, x.buf)
+	x.buf = writeLimitHeaders(hdr, x.checks, x.batch.Admissions, x.refusing, x.buf)
 	if x.wouldDeny {
-		x.buf = writeWouldDeny(hdr, x.checks, x.batch.Outcomes, x.buf)
+		x.buf = writeWouldDeny(hdr, x.checks, x.batch.Admissions, x.buf)
 	}
 	h.record(x)
 	return true
@@ -62,7 +62,7 @@ func (h *Handler) refuse(x *exchange) bool {
 		return true
 	}
 	i := x.refusing
-	p := refusal(&x.checks[i], &x.batch.Outcomes[i].Decision)
+	p := refusal(&x.checks[i], &x.batch.Admissions[i].Decision)
 	queueFullDetail(x, i, p)
 	h.dequeue(x, false)
 	writeProblem(x.w, x.r, p)
@@ -73,7 +73,7 @@ func (h *Handler) refuse(x *exchange) bool {
 // the longest wait), or -1, and whether a DryRun check would have.
 func (h *Handler) evaluate(x *exchange) (refusing int, wouldDeny bool) {
 	refusing = -1
-	outs := x.batch.Outcomes
+	outs := x.batch.Admissions
 	for i := range x.checks {
 		o := &outs[i]
 		if o.Err != nil && !o.Decision.Degraded {
@@ -96,7 +96,7 @@ func (h *Handler) evaluate(x *exchange) (refusing int, wouldDeny bool) {
 func (h *Handler) record(x *exchange) {
 	policyVerdict := engine.Allowed
 	for i := range x.checks {
-		c, o := &x.checks[i], &x.batch.Outcomes[i]
+		c, o := &x.checks[i], &x.batch.Admissions[i]
 		v := engine.Allowed
 		if engine.Refuses(o) {
 			v = engine.Denied

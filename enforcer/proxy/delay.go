@@ -116,7 +116,7 @@ func (h *Handler) delayRecorder() engine.DelayRecorder {
 func (h *Handler) queueDelays(x *exchange) bool {
 	for i := range x.checks {
 		c := &x.checks[i]
-		if c.Request.Delay == 0 {
+		if c.Request.MaxDelay() == 0 {
 			continue
 		}
 		if len(x.delays) == 0 {
@@ -125,7 +125,7 @@ func (h *Handler) queueDelays(x *exchange) bool {
 		if c.Policy.DryRun {
 			// A DryRun policy never holds a request: its rule decides as
 			// one without a delay, every request alike, leases included.
-			c.Request.Delay = 0
+			c.Request = c.Request.Undelayed()
 			continue
 		}
 		n, scope := h.delays.enter(c.Request.Bucket, c.Rule.DelayMaxQueued)
@@ -161,7 +161,7 @@ func (h *Handler) dequeue(x *exchange, keepWaiting bool) (wait time.Duration) {
 		if m != delayQueued {
 			continue
 		}
-		o := &x.batch.Outcomes[i]
+		o := &x.batch.Admissions[i]
 		if keepWaiting && o.Err == nil && o.Decision.Allowed && o.Decision.Delay > 0 {
 			wait = max(wait, o.Decision.Delay)
 			h.delays.book(x.checks[i].Request.Bucket, o.Decision.Now.Add(o.Decision.Delay))
@@ -194,7 +194,7 @@ func (h *Handler) await(x *exchange, wait time.Duration) bool {
 			if dr != nil {
 				for i, m := range x.delays {
 					if m == delayQueued {
-						dr.Delayed(x.checks[i].Policy, x.checks[i].Rule, x.batch.Outcomes[i].Decision.Delay)
+						dr.Delayed(x.checks[i].Policy, x.checks[i].Rule, x.batch.Admissions[i].Decision.Delay)
 					}
 				}
 			}
@@ -222,7 +222,7 @@ func (h *Handler) await(x *exchange, wait time.Duration) bool {
 // the rule that delayed it longest would have refused it.
 func (h *Handler) refuseLate(x *exchange, deadline time.Duration) {
 	pick := -1
-	outs := x.batch.Outcomes
+	outs := x.batch.Admissions
 	for i, m := range x.delays {
 		if m == delayQueued && (pick < 0 || outs[i].Decision.Delay > outs[pick].Decision.Delay) {
 			pick = i

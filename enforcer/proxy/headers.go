@@ -28,7 +28,7 @@ const (
 // decision Redis made. A failure mode's decision (Degraded) does not know
 // the count shared by every replica, so the headers leave that rule out
 // rather than guess; an invalid request has no decision at all.
-func reportable(o *limiter.Outcome) bool { return o.Err == nil }
+func reportable(o *limiter.Admission) bool { return o.Err == nil }
 
 // writeLimitHeaders describes the checks' decisions in h, as each check's
 // policy asks:
@@ -43,7 +43,7 @@ func reportable(o *limiter.Outcome) bool { return o.Err == nil }
 // buf is scratch space, returned for reuse. All values are built in it and
 // then share one string and one []string backing array: two allocations
 // whatever the number of headers.
-func writeLimitHeaders(h http.Header, checks []rules.Check, outs []limiter.Outcome, refusing int, buf []byte) []byte {
+func writeLimitHeaders(h http.Header, checks []rules.Check, outs []limiter.Admission, refusing int, buf []byte) []byte {
 	var fields fieldSet
 	b := buf[:0]
 	pick := -1
@@ -137,7 +137,7 @@ func (f *fieldSet) set(h http.Header, b []byte) {
 
 // writeWouldDeny names, in X-Sluice-Would-Deny, the DryRun rules that would
 // have refused the request.
-func writeWouldDeny(h http.Header, checks []rules.Check, outs []limiter.Outcome, buf []byte) []byte {
+func writeWouldDeny(h http.Header, checks []rules.Check, outs []limiter.Admission, buf []byte) []byte {
 	b := buf[:0]
 	for i := range checks {
 		if checks[i].Policy.DryRun && engine.Refuses(&outs[i]) {

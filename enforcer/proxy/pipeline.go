@@ -98,7 +98,7 @@ var exchangePool = sync.Pool{New: func() any {
 	}
 	x.batch.Requests = make([]limiter.Request, 0, 2)
 	x.batch.Guards = make([]*limiter.Guard, 0, 2)
-	x.batch.Outcomes = make([]limiter.Outcome, 0, 2)
+	x.batch.Admissions = make([]limiter.Admission, 0, 2)
 	return x
 }}
 

@@ -23,17 +23,17 @@ func (h *Handler) awaitSlots(x *exchange) bool {
 		return true
 	}
 	for _, i := range b.SlotChecks() {
-		o := &b.Outcomes[i]
-		if engine.Refuses(o) && !o.Decision.Degraded && !o.Decision.Ban.Active() {
+		a := &b.Admissions[i]
+		if engine.Refuses(a) && !a.Decision.Degraded && !a.Decision.Ban.Active() {
 			wait := b.Guards[i].SlotWait(&b.Requests[i])
-			o.Decision.RetryAfter = wait
-			o.Decision.Reset = o.Decision.Now.Add(wait)
+			a.Decision.RetryAfter = wait
+			a.Decision.Reset = a.Decision.Now.Add(wait)
 		}
 	}
 	h.handSlots(x)
 	for _, i := range b.SlotChecks() {
-		if engine.Refuses(&b.Outcomes[i]) {
-			b.Guards[i].CountRefused(&b.Requests[i])
+		if a := &b.Admissions[i]; engine.Refuses(a) {
+			a.CountRefusal()
 		}
 	}
 	return true
@@ -43,42 +43,42 @@ func (h *Handler) awaitSlots(x *exchange) bool {
 // refuse wait for their slots, each handed over by a request of this
 // enforcer as it ends, in arrival order, up to the rule's delay.max; the
 // client's hang-up ends the wait. The slots handed over admit the request;
-// when one is not, the refusals stand as decided.
+// when one is not, those handed are given back and the refusals stand as
+// decided.
 func (h *Handler) handSlots(x *exchange) {
 	b := &x.batch
 	for i := range x.checks {
-		o := &b.Outcomes[i]
-		if !engine.Refuses(o) || x.checks[i].Policy.DryRun {
+		a := &b.Admissions[i]
+		if !engine.Refuses(a) || x.checks[i].Policy.DryRun {
 			continue
 		}
 		req := &b.Requests[i]
-		if req.Algorithm != limiter.Concurrency || req.SlotWait <= 0 || o.Err != nil ||
-			o.Decision.Degraded || o.Decision.Ban.Active() {
+		if req.Algorithm != limiter.Concurrency || req.SlotWait() <= 0 || a.Err != nil ||
+			a.Decision.Degraded || a.Decision.Ban.Active() {
 			return
 		}
 	}
-	var buf [2]handedSlot
+	var buf [2]refusedSlot
 	handed := buf[:0]
 	for i := range x.checks {
-		if !engine.Refuses(&b.Outcomes[i]) || x.checks[i].Policy.DryRun {
+		a := &b.Admissions[i]
+		if !engine.Refuses(a) || x.checks[i].Policy.DryRun {
 			continue
 		}
-		s, ok, _ := b.Guards[i].AwaitSlot(x.r.Context(), &b.Requests[i])
-		if !ok {
-			for k := range handed {
-				b.Guards[handed[k].check].Free(&handed[k].slot)
+		refused := a.Decision
+		if ok, _ := a.AwaitSlot(x.r.Context()); !ok {
+			for _, s := range handed {
+				b.Admissions[s.check].Release()
+				b.Admissions[s.check].Decision = s.refused
 			}
 			return
 		}
-		handed = append(handed, handedSlot{slot: s, check: i})
-	}
-	for _, s := range handed {
-		b.Hand(s.check, s.slot)
+		handed = append(handed, refusedSlot{check: i, refused: refused})
 	}
 }
 
-// handedSlot is a slot handed over to check.
-type handedSlot struct {
-	slot  limiter.Slot
-	check int
+// refusedSlot is a check handed a slot as it waited, and its refusal.
+type refusedSlot struct {
+	check   int
+	refused limiter.Decision
 }

@@ -86,7 +86,7 @@ func TestDomainsOnTheirOwnBackends(t *testing.T) {
 		batch.Add(on[i].Guard, checks[i])
 	}
 	batch.Decide(ctx, nil)
-	outs := batch.Outcomes
+	outs := batch.Admissions
 	g.Expect(outs[0].Decision.Allowed).To(BeTrue())
 	g.Expect(outs[1].Decision.Allowed).To(BeFalse())
 	g.Expect(batch.Refuse(ctx)).To(BeZero())

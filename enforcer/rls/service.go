@@ -162,7 +162,7 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *ratelimitv3.RateLimi
 	s.giveBack(ctx, gives, giveOn)
 	checks.Decide(ctx, nil)
 	peeked := s.peek(ctx, req.Domain, peeks, peekOn)
-	for _, o := range checks.Outcomes {
+	for _, o := range checks.Admissions {
 		if o.Err != nil && !o.Decision.Degraded {
 			// a request the limiter could not take: a bug, never a client's
 			return nil, status.Errorf(codes.Internal, "rate limit check: %v", o.Err)
@@ -177,7 +177,7 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *ratelimitv3.RateLimi
 		if c.peek {
 			return peeked[c.check], 0
 		}
-		return checks.Outcomes[c.check].Decision, checks.Requests[c.check].Cost
+		return checks.Admissions[c.check].Decision, checks.Requests[c.check].Cost
 	}
 	windowsOf := func(c *descriptorCall) []limiter.Window {
 		if c.zero {
