@@ -87,10 +87,10 @@ type exchange struct {
 	stop                 func()
 }
 
-// A pooled exchange holds about 1.5 KiB with room for two checks, which
-// most requests need (one limited rule, perhaps a tier's); a request with
-// more grows its exchange once, and the pool keeps the larger one. There
-// is one exchange per request in flight.
+// A pooled exchange has room for two checks, which most requests need
+// (one limited rule, perhaps a tier's); a request with more grows its
+// exchange once, and the pool keeps the larger one. There is one exchange
+// per request in flight.
 var exchangePool = sync.Pool{New: func() any {
 	x := &exchange{
 		checks: make([]rules.Check, 0, 2),

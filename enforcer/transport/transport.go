@@ -72,8 +72,9 @@ func Cancelled(err error) bool {
 	return errors.As(err, &fe) && fe.cancelled
 }
 
-// route is one way to the application.
-type route interface {
+// path is one way to the application: it forwards a request and returns
+// a *ForwardError when it wrote nothing and the caller must answer.
+type path interface {
 	forward(w http.ResponseWriter, r *http.Request) error
 }
 
@@ -81,13 +82,13 @@ type route interface {
 // it. It is safe for concurrent use.
 type Upstream struct {
 	forwarder *forwarder // plain requests; nil when a Transport was given
-	upstream  route      // the others: upgrades, streamed or large bodies
+	upstream  path       // the others: upgrades, streamed or large bodies
 	transport http.RoundTripper
 	// h2c forwards as cleartext HTTP/2; h2cCalls forwards gRPC calls
 	// (grpcForwarder), which no response header timeout bounds: a server
 	// stream may send its first message (and with it its headers)
 	// whenever it has one, and the call's deadline bounds it.
-	h2c, h2cCalls route
+	h2c, h2cCalls path
 	h2cTransports []*http.Transport // nil when a Transport was given
 	limits        RequestLimits
 }
@@ -124,7 +125,7 @@ func New(opts Options) *Upstream {
 }
 
 // through is a reverse proxy to the application through t.
-func (u *Upstream) through(opts Options, t http.RoundTripper) route {
+func (u *Upstream) through(opts Options, t http.RoundTripper) path {
 	rp := newReverseProxy(opts.Target, t)
 	rp.ErrorLog = opts.ErrorLog
 	return &reverseProxy{proxy: rp, maxBody: opts.MaxRequestBody}
