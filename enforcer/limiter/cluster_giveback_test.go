@@ -37,7 +37,7 @@ func TestClusterGiveBackDuringSlotMigration(t *testing.T) {
 			return g.giveBack(ctx, []Request{req}, []int64{1})
 		}, true},
 		"lease return": {config.LeasingAuto, func(ctx context.Context, g *Guard, _ Request, _ Decision) error {
-			g.Release(ctx)
+			g.ReturnLeases(ctx)
 			return nil
 		}, false},
 	}
@@ -161,7 +161,7 @@ func TestClusterLeaseReturnsBatchedWithASplitBucket(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		guard.Release(ctx)
+		guard.ReturnLeases(ctx)
 	}()
 	g.Eventually(func() int64 { return errorStats(ctx, c)["TRYAGAIN"] }).
 		WithTimeout(10*time.Second).WithPolling(time.Millisecond).

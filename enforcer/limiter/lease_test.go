@@ -219,7 +219,7 @@ func TestLeasesGoBackToRedis(t *testing.T) {
 				if how == "close" {
 					guard.Close()
 				} else {
-					guard.Release(context.Background())
+					guard.ReturnLeases(context.Background())
 					defer guard.Close()
 				}
 				t.Logf("admitted %d, failed %d, grants %d, leased %d, returned %d, expired %d, lost %d, failed leases %d", len(admitted), failed, c.Grants.Load(),
