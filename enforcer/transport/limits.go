@@ -46,7 +46,7 @@ var ErrBodyTimeout = errors.New("the request body did not arrive in time")
 // BodyTimedOut reports whether r's body missed its deadline, whatever
 // error the exchange ended with.
 func BodyTimedOut(r *http.Request, err error) bool {
-	if fe, ok := err.(*ForwardError); ok && fe.bodyTimedOut {
+	if fe := (*ForwardError)(nil); errors.As(err, &fe) && fe.bodyTimedOut {
 		return true
 	}
 	b, ok := r.Body.(*deadlineBody)
