@@ -144,14 +144,14 @@ func readUsage(ctx context.Context, l rls.Lookup, report *descriptorReport) erro
 			Capacity: wd.Limit, Remaining: wd.Remaining, Reset: wd.Reset, Refusing: !wd.Allowed,
 			Current: admin.CalendarWindowAt(win, wd.Now), Debt: wd.Debt})
 	}
-	if req.Ban != nil {
+	if req.Ban() != nil {
 		ctx, cancel := context.WithTimeout(ctx, debugTimeout)
 		st, err := l.Backend.Guard.BanOf(ctx, req.Bucket)
 		cancel()
 		if err != nil {
 			return fmt.Errorf("reading the ban: %w", err)
 		}
-		report.Ban = &banReport{Banned: st.Active(), Level: st.Level, RecentDenials: st.RecentDenials, Denials: req.Ban.Denials}
+		report.Ban = &banReport{Banned: st.Active(), Level: st.Level, RecentDenials: st.RecentDenials, Denials: req.Ban().Denials}
 		if st.Active() {
 			until := st.Until
 			report.Ban.Until = &until

@@ -157,7 +157,7 @@ func tenantBan(ctx context.Context, be *engine.Backend, req limiter.Request) (*d
 	if err != nil {
 		return nil, err
 	}
-	out := &debugapi.TenantBan{Banned: st.Active(), Level: st.Level, RecentDenials: st.RecentDenials, Denials: req.Ban.Denials}
+	out := &debugapi.TenantBan{Banned: st.Active(), Level: st.Level, RecentDenials: st.RecentDenials, Denials: req.Ban().Denials}
 	if st.Active() {
 		until := st.Until
 		out.Until, out.RemainingSeconds = &until, time.Until(until).Seconds()

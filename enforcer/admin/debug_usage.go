@@ -44,7 +44,7 @@ func (s *Server) tenantUsage(ctx context.Context, snap *engine.Snapshot, m *rule
 	}
 	dw := req.Windows[d.Window] // as the limiter counts it, whatever the view shows
 	usage.Reservations = s.reservationsOf(req, d, limitOf(dw.Requests, dw.Period, dw.Burst))
-	if req.Ban != nil {
+	if req.Ban() != nil {
 		if usage.Ban, err = tenantBan(ctx, be, req); err != nil {
 			return usage, err
 		}

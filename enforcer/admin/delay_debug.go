@@ -18,7 +18,7 @@ type WaitingSource interface {
 // rule: its window win is whole at d.Reset and holds nothing a capacity's
 // refill before; any later time is booked ahead.
 func (s *Server) reservationsOf(req limiter.Request, d limiter.Decision, win config.Limit) *debugapi.Reservations {
-	if req.Delay == 0 {
+	if req.MaxDelay() == 0 {
 		return nil
 	}
 	out := &debugapi.Reservations{}

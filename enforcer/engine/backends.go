@@ -133,7 +133,7 @@ func (b *Backends) Monitor(ctx context.Context, interval, timeout time.Duration)
 // refusals, for a new configuration.
 func (b *Backends) Release(ctx context.Context) {
 	for _, be := range b.All() {
-		be.Guard.Release(ctx)
+		be.Guard.ReturnLeases(ctx)
 	}
 }
 

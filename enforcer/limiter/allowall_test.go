@@ -28,16 +28,16 @@ func TestRefusedRequestIsRefundedInOtherRules(t *testing.T) {
 				strict.Windows = []Window{{Requests: 2, Period: time.Hour}}
 
 				reqs := []Request{mustCheck(t, generous), mustCheck(t, strict)}
-				var out []Outcome
+				var out []Admission
 				for i := range 4 {
-					out = guard.AllowAll(context.Background(), reqs, out)
+					out = guard.Decide(context.Background(), reqs, out)
 					g.Expect(out).To(HaveLen(2))
 					g.Expect(out[0].Err).NotTo(HaveOccurred())
 					g.Expect(out[1].Err).NotTo(HaveOccurred())
 					g.Expect(out[0].Decision.Allowed).To(BeTrue())
 					g.Expect(out[1].Decision.Allowed).To(Equal(i == 0), "round %d", i)
 					if !out[1].Decision.Allowed {
-						g.Expect(guard.Refund(context.Background(), []Request{reqs[0]}, []time.Time{out[0].Decision.CountedAt})).To(Succeed())
+						g.Expect(guard.refund(context.Background(), []Request{reqs[0]}, []time.Time{out[0].Decision.CountedAt})).To(Succeed())
 					}
 				}
 				for _, w := range generous.Windows {
@@ -59,7 +59,7 @@ func TestAllowAllDecidesEachRequestOnItsOwn(t *testing.T) {
 	built := Request{Bucket: bucketFor(t), Algorithm: FixedWindow, Cost: 1,
 		Windows: []Window{{Requests: 5, Period: time.Hour}}}
 	ok := mustCheck(t, built)
-	out := guard.AllowAll(context.Background(), []Request{built, ok, ok}, nil)
+	out := guard.Decide(context.Background(), []Request{built, ok, ok}, nil)
 	g.Expect(out[0].Err).To(MatchError(ErrInvalidRequest), "a Request no Rule built is refused")
 	g.Expect(out[0].Decision.Allowed).To(BeFalse())
 	g.Expect(out[1].Decision.Remaining).To(Equal(int64(4)))

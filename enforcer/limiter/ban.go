@@ -127,7 +127,7 @@ func parseBanReply(raw any, req *Request, cost int64, dst []WindowResult) (reply
 			return reply{}, BanState{}, fmt.Errorf("unexpected banned reply %v", raw)
 		}
 		now, _ := vals[1].(int64)
-		ban := BanState{Until: time.UnixMicro(ints[0]), Level: ints[1], Denials: ints[2], Within: req.Ban.Within.Duration}
+		ban := BanState{Until: time.UnixMicro(ints[0]), Level: ints[1], Denials: ints[2], Within: req.f.ban.Within.Duration}
 		r := reply{now: time.UnixMicro(now), results: dst}
 		for range req.Windows {
 			r.results = append(r.results, WindowResult{Reset: ban.Until, Retry: ban.Until.Sub(r.now)})
@@ -138,7 +138,7 @@ func parseBanReply(raw any, req *Request, cost int64, dst []WindowResult) (reply
 	if err != nil || ints[0] == 0 {
 		return r, BanState{}, err
 	}
-	return r, BanState{Until: time.UnixMicro(ints[0]), Level: ints[1], Denials: ints[2], Within: req.Ban.Within.Duration, Started: true}, nil
+	return r, BanState{Until: time.UnixMicro(ints[0]), Level: ints[1], Denials: ints[2], Within: req.f.ban.Within.Duration, Started: true}, nil
 }
 
 // applyBan makes d the answer of ban: refused until it ends.

@@ -73,7 +73,7 @@ func (g *Guard) banStarted(req *Request, d Decision) {
 	}
 	v.(*atomic.Int64).Add(1)
 	g.leases.counts(req.Bucket.Policy).RedisCalls.Add(1)
-	key, tenant, until, ttl := req.Bucket.banIndexKey(), string(req.Bucket.Tenant), d.Ban.Until, req.Ban.Longest()
+	key, tenant, until, ttl := req.Bucket.banIndexKey(), string(req.Bucket.Tenant), d.Ban.Until, req.f.ban.Longest()
 	g.prefetchMu.Lock()
 	defer g.prefetchMu.Unlock()
 	if g.closing {

@@ -133,7 +133,7 @@ func TestGuardRefusesCachedBansWithoutRedisAndLifts(t *testing.T) {
 			// leasing stays on: admissions may come from leases, refusals never from the denial cache
 			req := banRule(t, TokenBucket, config.LeasingAuto, banSpec{Denials: 2, Within: time.Minute,
 				Durations: []time.Duration{time.Hour}, ForgetAfter: time.Hour})
-			outcomes := make([]Outcome, 0, 6)
+			outcomes := make([]Admission, 0, 6)
 			for range 4 {
 				outcomes = append(outcomes, decideOnce(guard, req))
 			}

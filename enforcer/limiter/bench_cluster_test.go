@@ -127,7 +127,7 @@ func benchColdTenants(b *testing.B, url string, nodes []*redistest.Server, tenan
 	}
 	ctx := context.Background()
 	for i := range reqs[:min(len(reqs), 100)] { // the script loaded everywhere
-		g.AllowAll(ctx, reqs[i:i+1], nil)
+		g.Decide(ctx, reqs[i:i+1], nil)
 	}
 	var next atomic.Int64
 	before := redisSide(b, nodes)
@@ -136,9 +136,9 @@ func benchColdTenants(b *testing.B, url string, nodes []*redistest.Server, tenan
 		// one caller: RunParallel would start one per thread
 		b.ResetTimer()
 		start := time.Now()
-		var out []Outcome
+		var out []Admission
 		for i := range b.N {
-			out = g.AllowAll(ctx, reqs[i%len(reqs):i%len(reqs)+1], out)
+			out = g.Decide(ctx, reqs[i%len(reqs):i%len(reqs)+1], out)
 		}
 		b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "decisions/s")
 		return
@@ -147,10 +147,10 @@ func benchColdTenants(b *testing.B, url string, nodes []*redistest.Server, tenan
 	b.ResetTimer()
 	start := time.Now()
 	b.RunParallel(func(pb *testing.PB) {
-		var out []Outcome
+		var out []Admission
 		for pb.Next() {
 			req := reqs[int(next.Add(1))%len(reqs)]
-			out = g.AllowAll(ctx, []Request{req}, out)
+			out = g.Decide(ctx, []Request{req}, out)
 			if out[0].Err != nil || !out[0].Decision.Allowed {
 				b.Errorf("%+v", out[0])
 				return

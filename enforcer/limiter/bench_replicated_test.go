@@ -41,7 +41,7 @@ func BenchmarkReplicatedDecision(b *testing.B) {
 		for i := range reqs {
 			reqs[i] = rule.Request(HashTenant("salt", policy+strconv.Itoa(i)))
 		}
-		if o := g.AllowAll(ctx, reqs[:1], nil)[0]; o.Err != nil { // the script loaded
+		if o := g.Decide(ctx, reqs[:1], nil)[0]; o.Err != nil { // the script loaded
 			b.Fatal(o.Err)
 		}
 		for _, callers := range []int{1, 64} {
@@ -51,7 +51,7 @@ func BenchmarkReplicatedDecision(b *testing.B) {
 				// request: leasing Off, one script call per decision
 				decide := func() {
 					i := int(next.Add(1)) % len(reqs)
-					if o := g.AllowAll(ctx, reqs[i:i+1], nil)[0]; o.Err != nil || !o.Decision.Allowed {
+					if o := g.Decide(ctx, reqs[i:i+1], nil)[0]; o.Err != nil || !o.Decision.Allowed {
 						b.Errorf("%+v", o)
 					}
 				}

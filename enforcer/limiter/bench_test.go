@@ -126,10 +126,10 @@ func BenchmarkGuardDecision(b *testing.B) {
 				b.ResetTimer()
 				start := time.Now()
 				b.RunParallel(func(pb *testing.PB) {
-					var out []Outcome
+					var out []Admission
 					for pb.Next() {
 						req := reqs[int(next.Add(1))%len(reqs)]
-						out = g.AllowAll(context.Background(), []Request{req}, out)
+						out = g.Decide(context.Background(), []Request{req}, out)
 						if out[0].Err != nil || !out[0].Decision.Allowed {
 							b.Errorf("%+v", out[0])
 							return
@@ -163,7 +163,7 @@ func BenchmarkGuardCachedRefusal(b *testing.B) {
 			}
 			req := rule.Request(HashTenant("salt", policy))
 			for range 3 { // admitted, then refused: cached from then on
-				g.AllowAll(context.Background(), []Request{req}, nil)
+				g.Decide(context.Background(), []Request{req}, nil)
 			}
 			b.SetParallelism(max(1, 64/runtime.GOMAXPROCS(0)))
 			b.ReportAllocs()
@@ -173,9 +173,9 @@ func BenchmarkGuardCachedRefusal(b *testing.B) {
 			// reported, not failed.
 			var remote atomic.Int64
 			b.RunParallel(func(pb *testing.PB) {
-				var out []Outcome
+				var out []Admission
 				for pb.Next() {
-					out = g.AllowAll(context.Background(), []Request{req}, out)
+					out = g.Decide(context.Background(), []Request{req}, out)
 					if out[0].Err != nil || out[0].Decision.Allowed {
 						b.Errorf("%+v", out[0])
 						return

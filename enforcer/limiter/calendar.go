@@ -99,7 +99,7 @@ func staleAt(err error) (time.Time, bool) {
 // its own clock, which Redis' TIME corrects when they disagree on the
 // window. 0 for a request without calendar windows.
 func (r *Redis) believedNow(req *Request) int64 {
-	if !req.calendar {
+	if !req.f.calendar {
 		return 0
 	}
 	return r.wall().UnixMicro()

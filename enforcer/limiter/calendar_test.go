@@ -235,7 +235,7 @@ func TestCalendarWindowsWithABanAndARefund(t *testing.T) {
 
 func TestCalendarRulesDoNotLease(t *testing.T) {
 	req := calendarRequest(t, config.CalendarIn(config.CalendarMonth, time.UTC), 1000)
-	if req.Lease {
+	if req.f.lease {
 		t.Fatal("a calendar rule leases: a lease or a cached refusal would have to end exactly at the window's end")
 	}
 }

@@ -31,28 +31,28 @@ func TestChargeAfterTheAnswerTakesTheTenantIntoDebtUntilPaid(t *testing.T) {
 				ctx := context.Background()
 				g := NewGuard(newRedis(t, url))
 				req := responseRule(t, a).Request(bucketFor(t).Tenant)
-				if req.Lease {
+				if req.f.lease {
 					t.Fatal("a rule whose cost the answer reports must not lease")
 				}
-				var buf [1]Outcome
-				o := g.AllowAll(ctx, []Request{req}, buf[:0])[0]
+				var buf [1]Admission
+				o := g.Decide(ctx, []Request{req}, buf[:0])[0]
 				if o.Err != nil || !o.Decision.Allowed {
 					t.Fatalf("first request: %+v %v", o.Decision, o.Err)
 				}
 				// the answer reports 15: 14 more than the cost charged up front
-				debt, err := g.Charge(ctx, []Request{req}, []int64{14}, []time.Time{o.Decision.CountedAt})
+				debt, err := g.charge(ctx, []Request{req}, []int64{14}, []time.Time{o.Decision.CountedAt})
 				if err != nil {
 					t.Fatal(err)
 				}
 				if debt[0] != 5 {
 					t.Errorf("debt after charging 15 of 10: got %d, want 5", debt[0])
 				}
-				o = g.AllowAll(ctx, []Request{req}, buf[:0])[0]
+				o = g.Decide(ctx, []Request{req}, buf[:0])[0]
 				if o.Err != nil || o.Decision.Allowed || o.Decision.Remaining != 0 || o.Decision.RetryAfter <= 0 {
 					t.Fatalf("request in debt: want refused with remaining 0 and a Retry-After, got %+v %v", o.Decision, o.Err)
 				}
 				// a debt is capped at one limit
-				debt, err = g.Charge(ctx, []Request{req}, []int64{1000}, []time.Time{o.Decision.Now})
+				debt, err = g.charge(ctx, []Request{req}, []int64{1000}, []time.Time{o.Decision.Now})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -83,16 +83,16 @@ func TestChargeGivesBackWhatTheAnswerDidNotUse(t *testing.T) {
 				t.Fatal(err)
 			}
 			req := rule.Request(bucketFor(t).Tenant)
-			var buf [1]Outcome
-			o := g.AllowAll(ctx, []Request{req}, buf[:0])[0]
+			var buf [1]Admission
+			o := g.Decide(ctx, []Request{req}, buf[:0])[0]
 			if !o.Decision.Allowed || o.Decision.Remaining != 6 {
 				t.Fatalf("first request of cost 4: %+v %v", o.Decision, o.Err)
 			}
 			// the answer reports 1: 3 given back
-			if _, err := g.Charge(ctx, []Request{req}, []int64{-3}, []time.Time{o.Decision.CountedAt}); err != nil {
+			if _, err := g.charge(ctx, []Request{req}, []int64{-3}, []time.Time{o.Decision.CountedAt}); err != nil {
 				t.Fatal(err)
 			}
-			o = g.AllowAll(ctx, []Request{req}, buf[:0])[0]
+			o = g.Decide(ctx, []Request{req}, buf[:0])[0]
 			if !o.Decision.Allowed || o.Decision.Remaining < 5 {
 				t.Fatalf("after 3 of 4 given back, a second request of 4 leaves at least 5: %+v %v", o.Decision, o.Err)
 			}
@@ -113,12 +113,12 @@ func TestChargeLandsInEveryWindowOfTheRule(t *testing.T) {
 				t.Fatal(err)
 			}
 			req := rule.Request(bucketFor(t).Tenant)
-			var buf [1]Outcome
-			o := g.AllowAll(ctx, []Request{req}, buf[:0])[0]
+			var buf [1]Admission
+			o := g.Decide(ctx, []Request{req}, buf[:0])[0]
 			if !o.Decision.Allowed {
 				t.Fatalf("first request: %+v %v", o.Decision, o.Err)
 			}
-			debt, err := g.Charge(ctx, []Request{req}, []int64{14}, []time.Time{o.Decision.CountedAt})
+			debt, err := g.charge(ctx, []Request{req}, []int64{14}, []time.Time{o.Decision.CountedAt})
 			if err != nil || debt[0] != 5 {
 				t.Fatalf("charge: debt %v %v, want 5 (the hour window's)", debt, err)
 			}
@@ -157,14 +157,14 @@ func BenchmarkGuardCharge(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
-		var out []Outcome
+		var out []Admission
 		for pb.Next() {
 			req := reqs[int(next.Add(1))%len(reqs)]
-			out = g.AllowAll(context.Background(), []Request{req}, out)
+			out = g.Decide(context.Background(), []Request{req}, out)
 			if out[0].Err != nil || !out[0].Decision.Allowed {
 				b.Fatal(out[0].Err)
 			}
-			if _, err := g.Charge(context.Background(), []Request{req}, []int64{41}, []time.Time{out[0].Decision.CountedAt}); err != nil {
+			if _, err := g.charge(context.Background(), []Request{req}, []int64{41}, []time.Time{out[0].Decision.CountedAt}); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -185,23 +185,23 @@ func TestGiveBackIsOnlyForTheWindowItWasCountedIn(t *testing.T) {
 				t.Fatal(err)
 			}
 			req := rule.Request(bucketFor(t).Tenant)
-			var buf [1]Outcome
-			o := g.AllowAll(ctx, []Request{req}, buf[:0])[0]
+			var buf [1]Admission
+			o := g.Decide(ctx, []Request{req}, buf[:0])[0]
 			if !o.Decision.Allowed || o.Decision.Remaining != 9 {
 				t.Fatalf("first request: %+v %v", o.Decision, o.Err)
 			}
 			// units counted in an earlier window are not given to this one
-			if _, err := g.Charge(ctx, []Request{req}, []int64{-1}, []time.Time{o.Decision.CountedAt.Add(-time.Hour)}); err != nil {
+			if _, err := g.charge(ctx, []Request{req}, []int64{-1}, []time.Time{o.Decision.CountedAt.Add(-time.Hour)}); err != nil {
 				t.Fatal(err)
 			}
-			o = g.AllowAll(ctx, []Request{req}, buf[:0])[0]
+			o = g.Decide(ctx, []Request{req}, buf[:0])[0]
 			if o.Decision.Remaining != 8 {
 				t.Fatalf("after a give back of an earlier window: remaining %d, want 8", o.Decision.Remaining)
 			}
-			if _, err := g.Charge(ctx, []Request{req}, []int64{-1}, []time.Time{o.Decision.CountedAt}); err != nil {
+			if _, err := g.charge(ctx, []Request{req}, []int64{-1}, []time.Time{o.Decision.CountedAt}); err != nil {
 				t.Fatal(err)
 			}
-			o = g.AllowAll(ctx, []Request{req}, buf[:0])[0]
+			o = g.Decide(ctx, []Request{req}, buf[:0])[0]
 			if o.Decision.Remaining != 8 {
 				t.Fatalf("after a give back of this window: remaining %d, want 8", o.Decision.Remaining)
 			}

@@ -31,13 +31,13 @@ func TestClusterGiveBackDuringSlotMigration(t *testing.T) {
 		all bool
 	}{
 		"Refund": {config.LeasingOff, func(ctx context.Context, g *Guard, req Request, d Decision) error {
-			return g.Refund(ctx, []Request{req}, []time.Time{d.CountedAt})
+			return g.refund(ctx, []Request{req}, []time.Time{d.CountedAt})
 		}, true},
 		"GiveBack": {config.LeasingOff, func(ctx context.Context, g *Guard, req Request, _ Decision) error {
-			return g.GiveBack(ctx, []Request{req}, []int64{1})
+			return g.giveBack(ctx, []Request{req}, []int64{1})
 		}, true},
 		"lease return": {config.LeasingAuto, func(ctx context.Context, g *Guard, _ Request, _ Decision) error {
-			g.Release(ctx)
+			g.ReturnLeases(ctx)
 			return nil
 		}, false},
 	}
@@ -161,7 +161,7 @@ func TestClusterLeaseReturnsBatchedWithASplitBucket(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		guard.Release(ctx)
+		guard.ReturnLeases(ctx)
 	}()
 	g.Eventually(func() int64 { return errorStats(ctx, c)["TRYAGAIN"] }).
 		WithTimeout(10*time.Second).WithPolling(time.Millisecond).
@@ -194,12 +194,12 @@ func TestClusterSlotGiveBackDuringSlotMigration(t *testing.T) {
 		FailurePolicy{Mode: config.FailClosed, Timeout: 5 * time.Second})
 	g.Expect(err).NotTo(HaveOccurred())
 	req := rule.Request(b.Tenant)
-	var slots []Slot
+	var slots []Admission
 	for range 2 {
 		d, err := guard.Allow(ctx, req)
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(d.Allowed).To(BeTrue())
-		slots = append(slots, guard.Hold(&req, &d))
+		slots = append(slots, guard.hold(req, d))
 	}
 	key := b.Key(Concurrency, 10*time.Second)
 	slot := int(cc.ClusterKeySlot(ctx, key).Val())
@@ -208,12 +208,12 @@ func TestClusterSlotGiveBackDuringSlotMigration(t *testing.T) {
 	m, err := c.StartMigration(ctx, slot, (owner+1)%3)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(m.Move(ctx, key)).To(Succeed())
-	guard.Free(&slots[0])
+	slots[0].Release()
 	// freed: the next request is admitted, and holds it
 	g.Eventually(func() bool {
 		d, err := guard.Allow(ctx, req)
 		if err == nil && d.Allowed {
-			slots[0] = guard.Hold(&req, &d)
+			slots[0] = guard.hold(req, d)
 		}
 		return d.Allowed
 	}).WithTimeout(10 * time.Second).Should(BeTrue())

@@ -13,8 +13,8 @@ import (
 
 // Concurrency limits the requests a tenant has in flight at once, across
 // every enforcer sharing Redis: a request takes Cost slots before it is
-// forwarded and gives them back when its response ends (Guard.Hold and
-// Guard.Free, slots.go).
+// forwarded and gives them back when its response ends (Admission.Hold and
+// Admission.Release, slots.go).
 //
 // Its one window is the limit, Requests slots, and the slots' expiry as
 // Period: a slot counts in Redis until its enforcer's expiry there passes,

@@ -61,7 +61,7 @@ func testLocalMatchesRedisScriptInDebt(t *testing.T, client *redis.Client, a Alg
 		}
 		g.Expect(got).To(Equal(want), "call %d cost %d: {allowed, now, then remaining, reset, retry per window}", i, req.Cost)
 		debts := req
-		debts.debts = true
+		debts.f.debts = true
 		if d := decide(&debts, allowed, now, results); d.Debt > 0 {
 			inDebt++
 			g.Expect(d.Allowed).To(BeFalse(), "call %d: a request of a tenant in debt is refused", i)
@@ -154,9 +154,9 @@ func TestOnlyAnswersChargedMakeADebt(t *testing.T) {
 	g := NewWithT(t)
 	guard := NewGuard(newRedis(t, standalone.URL()))
 	tenant := HashTenant("salt", fmt.Sprint(t.Name(), time.Now().UnixNano()))
-	var buf [1]Outcome
+	var buf [1]Admission
 	decideAt := func(rule Rule) Decision {
-		o := guard.AllowAll(ctx, []Request{rule.Request(tenant)}, buf[:0])[0]
+		o := guard.Decide(ctx, []Request{rule.Request(tenant)}, buf[:0])[0]
 		g.Expect(o.Err).NotTo(HaveOccurred())
 		return o.Decision
 	}
@@ -176,7 +176,7 @@ func TestOnlyAnswersChargedMakeADebt(t *testing.T) {
 
 	charged := responseRule(t, FixedWindow) // 10 per hour, the same bucket
 	req := charged.Request(tenant)
-	_, err = guard.Charge(ctx, []Request{req}, []int64{7}, []time.Time{time.Now()})
+	_, err = guard.charge(ctx, []Request{req}, []int64{7}, []time.Time{time.Now()})
 	g.Expect(err).NotTo(HaveOccurred())
 	d = decideAt(charged)
 	g.Expect([]any{d.Allowed, d.Remaining, d.Debt}).To(Equal([]any{false, int64(0), int64(5)}),

@@ -30,7 +30,7 @@ func decide(req *Request, allowed bool, now time.Time, results []WindowResult) D
 	if !allowed {
 		d.RetryAfter = r.Retry
 	}
-	if req.debts {
+	if req.f.debts {
 		d.Debt = max(-r.Remaining, 0)
 	}
 	return d

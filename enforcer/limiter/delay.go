@@ -51,7 +51,7 @@ func validateDelay(a Algorithm, longest time.Duration) error {
 }
 
 // delays reports whether req may book a reservation.
-func (req *Request) delays() bool { return req.Delay > 0 }
+func (req *Request) delays() bool { return req.f.delay > 0 }
 
 // WithoutDelay is req deciding as a rule without delay: admitted now or
 // refused, booking nothing. For a request whose wait queue is full, and for
@@ -59,9 +59,16 @@ func (req *Request) delays() bool { return req.Delay > 0 }
 // its refusal, whose RetryAfter is the full wait, is not cached for the
 // requests that may still be delayed.
 func (req Request) WithoutDelay() Request {
-	if req.Delay > 0 {
-		req.Delay, req.Lease = 0, false
+	if req.f.delay > 0 {
+		req.f.delay, req.f.lease = 0, false
 	}
+	return req
+}
+
+// Undelayed is req deciding as its rule does in a DryRun policy, which
+// never holds a request: never delayed, every request alike, leases kept.
+func (req Request) Undelayed() Request {
+	req.f.delay = 0
 	return req
 }
 
@@ -73,5 +80,5 @@ func reserved(req *Request, d *Decision, wait time.Duration) {
 		d.Delay = wait
 		return
 	}
-	d.RetryAfter = max(d.RetryAfter-req.Delay, 0)
+	d.RetryAfter = max(d.RetryAfter-req.f.delay, 0)
 }

@@ -23,7 +23,7 @@ func TestDelayBooksFutureCapacity(t *testing.T) {
 				// half second of slack keeps the sequence below valid however
 				// slowly a busy machine runs it.
 				const interval = time.Second
-				req := Request{Bucket: bucketFor(t), Algorithm: a, Cost: 1, Delay: 3500 * time.Millisecond,
+				req := Request{Bucket: bucketFor(t), Algorithm: a, Cost: 1, f: features{delay: 3500 * time.Millisecond},
 					Windows: []Window{{Requests: 1, Period: time.Second, Burst: 2}}}
 				first := allow(t, r, req)
 				g.Expect(first.Allowed).To(BeTrue())
@@ -45,7 +45,7 @@ func TestDelayBooksFutureCapacity(t *testing.T) {
 				g.Expect(d.Allowed).To(BeFalse())
 				g.Expect(d.Delay).To(BeZero())
 				// a retry is booked once the wait is down to the delay
-				g.Expect(d.Now.Add(d.RetryAfter)).To(BeTemporally("~", first.Now.Add(4*interval-req.Delay), time.Millisecond))
+				g.Expect(d.Now.Add(d.RetryAfter)).To(BeTemporally("~", first.Now.Add(4*interval-req.f.delay), time.Millisecond))
 				again := allow(t, r, req)
 				g.Expect(again.Allowed).To(BeFalse(), "the refusal booked nothing")
 				g.Expect(again.Now.Add(again.RetryAfter)).To(BeTemporally("~", d.Now.Add(d.RetryAfter), time.Millisecond))
@@ -55,7 +55,7 @@ func TestDelayBooksFutureCapacity(t *testing.T) {
 				late := allow(t, r, req)
 				g.Expect(late.Allowed).To(BeTrue())
 				g.Expect(late.Now.Add(late.Delay)).To(BeTemporally("~", first.Now.Add(4*interval), time.Millisecond))
-				g.Expect(late.Delay).To(BeNumerically("<=", req.Delay))
+				g.Expect(late.Delay).To(BeNumerically("<=", req.f.delay))
 			})
 		}
 	}
@@ -68,7 +68,7 @@ func TestDelayBooksEveryWindowOrNone(t *testing.T) {
 			r := newRedis(t, standalone.URL())
 			fast := Window{Requests: 10, Period: time.Second, Burst: 1} // a unit every 100ms
 			slow := Window{Requests: 60, Period: time.Minute, Burst: 1} // a unit every second
-			req := Request{Bucket: bucketFor(t), Algorithm: a, Cost: 1, Delay: 500 * time.Millisecond,
+			req := Request{Bucket: bucketFor(t), Algorithm: a, Cost: 1, f: features{delay: 500 * time.Millisecond},
 				Windows: []Window{fast, slow}}
 			first := allow(t, r, req)
 			g.Expect(first.Allowed).To(BeTrue())
@@ -79,14 +79,14 @@ func TestDelayBooksEveryWindowOrNone(t *testing.T) {
 			g.Expect(d.Window).To(Equal(1))
 
 			// the fast window booked nothing: its next unit is still the first one
-			only := Request{Bucket: req.Bucket, Algorithm: a, Cost: 1, Delay: 500 * time.Millisecond, Windows: []Window{fast}}
+			only := Request{Bucket: req.Bucket, Algorithm: a, Cost: 1, f: features{delay: 500 * time.Millisecond}, Windows: []Window{fast}}
 			f := allow(t, r, only)
 			g.Expect(f.Allowed).To(BeTrue())
 			g.Expect(f.Now.Add(f.Delay)).To(BeTemporally("~", first.Now.Add(100*time.Millisecond), time.Millisecond))
 
 			// with room for the slow window's wait, both book: the longest wait
 			long := req
-			long.Delay = 2 * time.Second
+			long.f.delay = 2 * time.Second
 			l := allow(t, r, long)
 			g.Expect(l.Allowed).To(BeTrue())
 			g.Expect(l.Now.Add(l.Delay)).To(BeTemporally("~", first.Now.Add(time.Second), time.Millisecond))
@@ -106,9 +106,9 @@ func TestDelayReservationGivenBackFreesItsSlot(t *testing.T) {
 				[]Window{{Requests: 10, Period: time.Second, Burst: 1}}, 1, FailurePolicy{Timeout: time.Second}, withDelay(time.Second))
 			g.Expect(err).NotTo(HaveOccurred())
 			req := rule.Request(HashTenant("salt", t.Name()))
-			g.Expect(req.Lease).To(BeTrue(), "a delay rule keeps its leases for admissions now")
+			g.Expect(req.f.lease).To(BeTrue(), "a delay rule keeps its leases for admissions now")
 			decideOne := func() Decision {
-				out := guard.AllowAll(context.Background(), []Request{req}, nil)
+				out := guard.Decide(context.Background(), []Request{req}, nil)
 				g.Expect(out[0].Err).NotTo(HaveOccurred())
 				return out[0].Decision
 			}
@@ -120,7 +120,7 @@ func TestDelayReservationGivenBackFreesItsSlot(t *testing.T) {
 			g.Expect(cancelled.Now.Add(cancelled.Delay)).To(BeTemporally("~", first.Now.Add(200*time.Millisecond), time.Millisecond))
 
 			// its client hung up: the slot at 200ms goes to the next request
-			g.Expect(guard.Refund(context.Background(), []Request{req}, []time.Time{cancelled.CountedAt})).To(Succeed())
+			g.Expect(guard.refund(context.Background(), []Request{req}, []time.Time{cancelled.CountedAt})).To(Succeed())
 			next := decideOne()
 			g.Expect(next.Allowed).To(BeTrue())
 			g.Expect(next.Now.Add(next.Delay)).To(BeTemporally("~", first.Now.Add(200*time.Millisecond), time.Millisecond))
@@ -137,7 +137,7 @@ func TestDelayDeniedCacheNeverRefusesADelayableRequest(t *testing.T) {
 	req := rule.Request(HashTenant("salt", t.Name()))
 	var refused Decision
 	for range 10 {
-		out := guard.AllowAll(context.Background(), []Request{req}, nil)
+		out := guard.Decide(context.Background(), []Request{req}, nil)
 		if d := out[0].Decision; !d.Allowed {
 			refused = d
 			break
@@ -146,7 +146,7 @@ func TestDelayDeniedCacheNeverRefusesADelayableRequest(t *testing.T) {
 	g.Expect(refused.RetryAfter).To(BeNumerically(">", 0), "the bucket refuses once 200ms are booked")
 	g.Expect(refused.RetryAfter).To(BeNumerically("<=", 100*time.Millisecond), "a retry is booked once the wait is down to 200ms")
 	time.Sleep(refused.RetryAfter + 2*time.Millisecond)
-	out := guard.AllowAll(context.Background(), []Request{req}, nil)
+	out := guard.Decide(context.Background(), []Request{req}, nil)
 	g.Expect(out[0].Decision.Allowed).To(BeTrue(), "at Retry-After the request is delayed, not refused by the cache")
 	g.Expect(out[0].Decision.Delay).To(BeNumerically("<=", 200*time.Millisecond))
 }
@@ -173,7 +173,7 @@ func TestDelayNeverAdmitsMoreThanTheLimit(t *testing.T) {
 				wg.Go(func() {
 					guard := guards[c%2]
 					for time.Now().Before(stop) {
-						d := guard.AllowAll(context.Background(), []Request{req}, nil)[0].Decision
+						d := guard.Decide(context.Background(), []Request{req}, nil)[0].Decision
 						if !d.Allowed {
 							time.Sleep(5 * time.Millisecond)
 							continue

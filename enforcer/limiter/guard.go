@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -95,10 +94,10 @@ func (g *Guard) Close() {
 	g.slots.close()
 }
 
-// Release gives back every lease and forgets every cached refusal, waiting
+// ReturnLeases gives back every lease and forgets every cached refusal, waiting
 // no longer than returns take (returnTimeout): for a new configuration,
 // whose limits the leases were not taken under.
-func (g *Guard) Release(ctx context.Context) {
+func (g *Guard) ReturnLeases(ctx context.Context) {
 	g.leases.giveBack(ctx, g.redis, g.leases.release(g.clock.now()))
 	g.cache.clear()
 }
@@ -145,221 +144,6 @@ func (g *Guard) sweep() {
 		g.leases.giveBack(context.Background(), g.redis, returns)
 		clear(returns)
 	}
-}
-
-// Outcome is the answer to one request of AllowAll.
-type Outcome struct {
-	Decision Decision
-	// Err is nil, a Redis failure (Decision is then the failure mode's,
-	// Degraded), or ErrInvalidRequest (Decision is then zero and refuses).
-	Err error
-}
-
-// errUncheckedRequest answers a Request that Rule.Request did not build, or
-// built for an empty tenant: a bug, never a configuration (config.Parse and
-// NewRule check those once). The check costs one field read; the guard does
-// not guess a decision: it asks neither Redis nor a failure mode, and the
-// proxy counts the outcome as a check error (sluice_enforcer_check_errors_total), so
-// a bug that lifts a limit is never silent.
-var errUncheckedRequest = fmt.Errorf("%w: not built from a checked rule", ErrInvalidRequest)
-
-// AllowAll decides every rule an HTTP request must pass. Rules that lease
-// are answered from their bucket's lease or cached refusal when it can;
-// the others go to Redis together, in one pipelined round trip, and each
-// waits no longer than its own policy's timeout. out is reused when it has
-// room.
-func (g *Guard) AllowAll(ctx context.Context, reqs []Request, out []Outcome) []Outcome {
-	out = slices.Grow(out[:0], len(reqs))[:len(reqs)]
-	var skip, skipKnown bool
-	now := g.now()
-	var buf [2]guardCheck
-	pending := buf[:0]
-	for i := range reqs {
-		req := &reqs[i]
-		if !req.checked {
-			out[i] = Outcome{Err: errUncheckedRequest}
-			continue
-		}
-		// A banned tenant first: refused from its cached ban, no Redis call.
-		var ban Decision
-		var banned cacheAnswer
-		if req.Ban != nil {
-			if ban, banned = g.cache.lookup(banKey(req.Bucket), g.clock.now()); banned == cacheHit {
-				g.bans.refusedCounter(req.Bucket.Policy).Add(1)
-				out[i] = Outcome{Decision: ban}
-				continue
-			}
-		}
-		// A slot this enforcer is about to give back goes to this request.
-		if req.Algorithm == Concurrency && banned == cacheMiss {
-			if d, ok := g.slots.reuse(req, now); ok {
-				out[i] = Outcome{Decision: d}
-				continue
-			}
-		}
-		var a localAnswer
-		// A ban due for its check asks Redis whatever a lease holds.
-		if req.Lease && banned == cacheMiss {
-			// Waiting once this batch has calls in flight could wait for
-			// one of them: a bucket twice in one batch.
-			if a = g.answer(ctx, req, len(pending) == 0); a.local {
-				out[i] = Outcome{Decision: a.decision}
-				continue
-			}
-		} else {
-			a.want = req.Cost
-		}
-		if !skipKnown {
-			skip, skipKnown = g.skipping(), true
-		}
-		if skip {
-			if a.owner {
-				g.leases.unfetch(a.entry, false)
-			}
-			if banned == cacheRecheck {
-				out[i] = Outcome{Decision: ban}
-				continue
-			}
-			out[i] = Outcome{Decision: g.fallback(req), Err: ErrRedisUnavailable}
-			continue
-		}
-		out[i] = Outcome{}
-		g.leases.counts(req.Bucket.Policy).RedisCalls.Add(1)
-		pending = append(pending, guardCheck{i: i, entry: a.entry, owner: a.owner, sent: g.clock.now(),
-			ban: ban, banned: banned == cacheRecheck, check: g.redis.submit(ctx, req, req.Cost, a.want)})
-	}
-	// Rules of one policy share its timeout: one deadline serves them all.
-	var deadlines budgets
-	defer deadlines.cancel()
-	for _, p := range pending {
-		req := &reqs[p.i]
-		deadline := deadlines.get(ctx, now.Add(req.Failure.timeout()))
-		d, taken, err := p.check.wait(deadline)
-		if err == nil && p.entry != nil {
-			g.leases.settle(p.entry, req, d, taken, req.Cost, p.sent, p.owner)
-		} else if p.owner {
-			g.leases.unfetch(p.entry, p.check.want > req.Cost)
-		}
-		if err == nil && req.Ban != nil {
-			g.observeBan(req, d, p.sent)
-		}
-		d, err = g.settle(ctx, req, d, err)
-		if err != nil && p.banned {
-			// Redis could not say whether the ban still holds: it does.
-			d, err = p.ban, nil
-		}
-		out[p.i] = Outcome{Decision: d, Err: err}
-	}
-	return out
-}
-
-// guardCheck is a rule of AllowAll sent to Redis: its index, its bucket's
-// lease entry, whether it is the bucket's call in flight, and when it was
-// sent (the Guard's clock).
-type guardCheck struct {
-	i     int
-	check pendingCheck
-	entry *leaseEntry
-	owner bool
-	sent  int64
-	// ban is the tenant's cached ban when banned is set: this call checks
-	// that it still holds.
-	ban    Decision
-	banned bool
-}
-
-// waitsForCall is how often a request waits for another's call to its
-// bucket before asking Redis itself.
-const waitsForCall = 1
-
-// answer asks the lease table about req, waiting (when it may) for the
-// bucket's call in flight when there is one: once, for at most half of
-// req's timeout, so that its own call keeps the other half. It starts the
-// prefetch of the next lease when the answer asks for one.
-func (g *Guard) answer(ctx context.Context, req *Request, mayWait bool) localAnswer {
-	for waited := 0; ; waited++ {
-		a := g.leases.answer(req, waited == 0, mayWait && waited < waitsForCall)
-		if a.prefetch > 0 {
-			g.startPrefetch(a.entry, a.prefetch)
-		}
-		if a.wait == nil {
-			return a
-		}
-		timer := time.NewTimer(req.Failure.timeout() / 2)
-		select {
-		case <-a.wait:
-		case <-timer.C:
-		case <-ctx.Done():
-		}
-		timer.Stop()
-	}
-}
-
-// startPrefetch asks for the next lease of e's bucket in the background,
-// unless the guard is closing.
-func (g *Guard) startPrefetch(e *leaseEntry, want int64) {
-	g.prefetchMu.Lock()
-	defer g.prefetchMu.Unlock()
-	if g.closing {
-		g.leases.unfetch(e, false)
-		return
-	}
-	g.prefetches.Go(func() { g.prefetch(e, want) })
-}
-
-// prefetch asks Redis for the next lease of e's bucket, want units, while
-// the current one still serves.
-func (g *Guard) prefetch(e *leaseEntry, want int64) {
-	// Only a lease prefetches: e has its grant, whose req is never changed.
-	req := &e.grant.req
-	ctx, cancel := context.WithTimeout(context.Background(), req.Failure.timeout())
-	defer cancel()
-	sent := g.clock.now()
-	g.leases.counts(req.Bucket.Policy).RedisCalls.Add(1)
-	d, taken, err := g.redis.submit(ctx, req, 0, want).wait(ctx)
-	if err != nil {
-		g.leases.unfetch(e, true)
-		g.failed(err)
-		return
-	}
-	g.succeeded()
-	if req.Ban != nil {
-		g.observeBan(req, d, sent)
-	}
-	g.leases.settle(e, req, d, taken, 0, sent, true)
-}
-
-// Refund gives back, best effort, what the admitted decisions of reqs took,
-// when another rule refused the HTTP request they belong to: into the
-// bucket's lease when it holds one of the same fixed window, to Redis
-// otherwise; counted[i] is the decision's CountedAt. Only pass requests
-// whose decision was admitted by Redis or a lease (not Degraded).
-func (g *Guard) Refund(ctx context.Context, reqs []Request, counted []time.Time) error {
-	var toRedis []Request
-	var toRedisAt []time.Time
-	for i := range reqs {
-		// a delay rule's admission may be a reservation, whose units
-		// belong to a later time than a lease admits at (delay.go)
-		if reqs[i].delays() {
-			// the capacity it frees may delay the bucket's next request
-			g.cache.forget(windowsKey(&reqs[i]))
-		} else if reqs[i].Lease && g.leases.refund(&reqs[i], counted[i]) {
-			continue
-		}
-		toRedis, toRedisAt = append(toRedis, reqs[i]), append(toRedisAt, counted[i])
-	}
-	if len(toRedis) == 0 || g.skipping() {
-		return nil
-	}
-	// The requests may be of several policies: the longest timeout of them.
-	timeout := toRedis[0].Failure.timeout()
-	for i := range toRedis {
-		timeout = max(timeout, toRedis[i].Failure.timeout())
-		g.leases.counts(toRedis[i].Bucket.Policy).RedisCalls.Add(1)
-	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	return g.redis.Refund(ctx, toRedis, toRedisAt)
 }
 
 // settle records the outcome of a Redis decision and lets the failure mode
@@ -466,34 +250,4 @@ func (g *Guard) Ping(ctx context.Context, timeout time.Duration) error {
 	}
 	g.succeeded()
 	return nil
-}
-
-// budgets hands out one deadline context per distinct deadline of a batch.
-type budgets struct {
-	at    time.Time
-	ctx   context.Context
-	first context.CancelFunc   // the usual case: one policy, one deadline
-	more  []context.CancelFunc // rules of policies with other timeouts
-}
-
-func (b *budgets) get(parent context.Context, at time.Time) context.Context {
-	if b.ctx == nil || !at.Equal(b.at) {
-		ctx, cancel := context.WithDeadline(parent, at)
-		b.at, b.ctx = at, ctx
-		if b.first == nil {
-			b.first = cancel
-		} else {
-			b.more = append(b.more, cancel)
-		}
-	}
-	return b.ctx
-}
-
-func (b *budgets) cancel() {
-	if b.first != nil {
-		b.first()
-	}
-	for _, c := range b.more {
-		c()
-	}
 }

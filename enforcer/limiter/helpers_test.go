@@ -10,18 +10,18 @@ import (
 )
 
 // Helpers of the package's tests. The enforcer decides every rule of a
-// request at once (Guard.AllowAll); the tests often decide, and look up,
+// request at once (Guard.Decide); the tests often decide, and look up,
 // one rule at a time, and move a guard's clock by hand.
 
-// Allow is AllowAll for one request, built the way a route table builds
+// Allow is Decide for one request, built the way a route table builds
 // it: req's rule checked by NewRule, so an invalid one is refused there.
 func (g *Guard) Allow(ctx context.Context, req Request) (Decision, error) {
 	req, err := checked(req)
 	if err != nil {
 		return Decision{}, err
 	}
-	var buf [1]Outcome
-	o := g.AllowAll(ctx, []Request{req}, buf[:0])[0]
+	var buf [1]Admission
+	o := g.Decide(ctx, []Request{req}, buf[:0])[0]
 	return o.Decision, o.Err
 }
 
@@ -32,7 +32,7 @@ func (r *Redis) Allow(ctx context.Context, req Request) (Decision, error) {
 	if err := req.validate(); err != nil {
 		return Decision{}, err
 	}
-	req.single = decidesAlone(&req) // as NewRule would choose
+	req.f.single = decidesAlone(&req) // as NewRule would choose
 	return r.check(ctx, &req, req.Cost)
 }
 
@@ -127,3 +127,57 @@ func withBan(b *banSpec) ruleOption {
 		}
 	}
 }
+
+// refund gives back, through admissions, what decisions of reqs counted at
+// counted took, as a refused request's other checks do.
+func (g *Guard) refund(ctx context.Context, reqs []Request, counted []time.Time) error {
+	adms := make([]Admission, len(reqs))
+	for i := range reqs {
+		adms[i] = Admission{Decision: Decision{Allowed: true, CountedAt: counted[i]}, g: g, req: reqs[i]}
+		adms[i].GiveBack()
+	}
+	return Settle(ctx, adms)
+}
+
+// giveBack gives back units[i] of reqs[i] on the caller's word (Claim).
+func (g *Guard) giveBack(ctx context.Context, reqs []Request, units []int64) error {
+	adms := make([]Admission, len(reqs))
+	for i := range reqs {
+		adms[i] = g.Claim(reqs[i].WithCost(units[i]))
+		adms[i].GiveBack()
+	}
+	return Settle(ctx, adms)
+}
+
+// charge settles units[i] more (fewer when negative) of the decisions of
+// reqs counted at counted, and reports each one's debt.
+func (g *Guard) charge(ctx context.Context, reqs []Request, units []int64, counted []time.Time) ([]int64, error) {
+	adms := make([]Admission, len(reqs))
+	for i := range reqs {
+		adms[i] = Admission{Decision: Decision{Allowed: true, CountedAt: counted[i]}, g: g, req: reqs[i]}
+		adms[i].Charge(reqs[i].Cost + units[i])
+	}
+	err := Settle(ctx, adms)
+	debt := make([]int64, len(reqs))
+	for i := range adms {
+		debt[i] = adms[i].Debt()
+	}
+	return debt, err
+}
+
+// hold is the admission of d for req, holding its slots.
+func (g *Guard) hold(req Request, d Decision) Admission {
+	a := Admission{Decision: d, g: g, req: req}
+	a.Hold()
+	return a
+}
+
+// awaitSlot waits for a slot for req as a refused admission does.
+func (g *Guard) awaitSlot(ctx context.Context, req Request) (Admission, bool, error) {
+	a := Admission{g: g, req: req}
+	ok, err := a.AwaitSlot(ctx)
+	return a, ok, err
+}
+
+// holds says whether a holds slots.
+func (a *Admission) holds() bool { return a.slot.held }

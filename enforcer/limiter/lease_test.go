@@ -28,10 +28,10 @@ func leasingRule(t *testing.T, a Algorithm, l config.Leasing, windows ...Window)
 	return rule.Request(b.Tenant)
 }
 
-// decideOnce is one AllowAll of req.
-func decideOnce(g *Guard, req Request) Outcome {
-	var buf [1]Outcome
-	return g.AllowAll(context.Background(), []Request{req}, buf[:0])[0]
+// decideOnce is one Decide of req.
+func decideOnce(g *Guard, req Request) Admission {
+	var buf [1]Admission
+	return g.Decide(context.Background(), []Request{req}, buf[:0])[0]
 }
 
 var leasingAlgorithms = []Algorithm{TokenBucket, GCRA, FixedWindow}
@@ -219,7 +219,7 @@ func TestLeasesGoBackToRedis(t *testing.T) {
 				if how == "close" {
 					guard.Close()
 				} else {
-					guard.Release(context.Background())
+					guard.ReturnLeases(context.Background())
 					defer guard.Close()
 				}
 				t.Logf("admitted %d, failed %d, grants %d, leased %d, returned %d, expired %d, lost %d, failed leases %d", len(admitted), failed, c.Grants.Load(),
@@ -270,7 +270,7 @@ func TestDenialCacheEndsAtRetryAfter(t *testing.T) {
 			callsBefore := redisCalls(guard)
 
 			var local, n int
-			var next Outcome
+			var next Admission
 			for {
 				next = decideOnce(guard, req)
 				n++
@@ -377,7 +377,7 @@ func TestRefundGoesIntoTheLease(t *testing.T) {
 	// 10 requests admitted from the lease, each refunded as the proxy does
 	// when another rule refused it: into the lease, which just served
 	for range 10 {
-		var o Outcome
+		var o Admission
 		for !o.Decision.Local {
 			o = decideOnce(guard, req)
 			if o.Err == nil && o.Decision.Allowed {
@@ -405,7 +405,7 @@ func TestRefundIntoALeaseOfTheSameWindowOnly(t *testing.T) {
 	req := leasingRule(t, FixedWindow, config.LeasingAuto, Window{Requests: 1_000_000, Period: time.Hour})
 	req.Failure.Timeout = time.Second
 	hammerLeases([]*Guard{guard}, req, 8, 300*time.Millisecond)
-	var o Outcome
+	var o Admission
 	for !o.Decision.Local {
 		o = decideOnce(guard, req)
 	}

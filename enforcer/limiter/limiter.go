@@ -35,9 +35,11 @@ func (w Window) capacity(a Algorithm) int64 {
 	return a.Capacity(config.Limit{Requests: w.Requests, Burst: w.Burst})
 }
 
-// Request asks whether Cost more requests of Bucket fit its Windows. The
-// request path uses only Requests that Rule.Request built, from a rule
-// NewRule checked; their fields are read, never changed.
+// Request asks whether Cost more requests of Bucket fit its Windows. A
+// caller builds it from a Rule (Rule.Request: a tenant's bucket, the
+// rule's cost; WithCost for another cost): what the rule does beyond its
+// windows (leases, the denial cache, bans, calendar windows, delays, debt,
+// slots) NewRule derived, and the guard reads it, no caller sets it.
 type Request struct {
 	Bucket    Bucket
 	Algorithm Algorithm
@@ -46,21 +48,28 @@ type Request struct {
 	Cost int64
 	// Failure says what to decide when Redis cannot answer.
 	Failure FailurePolicy
-	// Lease lets the guard admit from leases and refuse from its denial
+
+	f features
+}
+
+// features are what NewRule derived from a rule beyond its windows: how
+// the guard decides and settles its requests.
+type features struct {
+	// lease lets the guard admit from leases and refuse from its denial
 	// cache (lease.go), for the algorithms that allow it exactly.
-	Lease bool
-	// Delay is the longest a request over the limit may wait for capacity
+	lease bool
+	// delay is the longest a request over the limit may wait for capacity
 	// booked in Redis instead of being refused (onLimit.delay.max); zero
 	// refuses it at once. TokenBucket and GCRA only (delay.go).
-	Delay time.Duration
-	// Ban, when set, bans tenants that keep hitting the rule (ban.go).
-	Ban *Ban
-	// SlotWait is, for a Concurrency rule with onLimit.delay, the longest
+	delay time.Duration
+	// ban, when set, bans tenants that keep hitting the rule (ban.go).
+	ban *Ban
+	// slotWait is, for a Concurrency rule with onLimit.delay, the longest
 	// a request refused for want of a slot may wait for one of this
-	// enforcer's (Guard.AwaitSlot), and SlotQueue how many of the tenant's
-	// requests may wait at once here; Delay stays zero.
-	SlotWait  time.Duration
-	SlotQueue int
+	// enforcer's (Admission.AwaitSlot), and slotQueue how many of the
+	// tenant's requests may wait at once here; delay stays zero.
+	slotWait  time.Duration
+	slotQueue int
 
 	// calendar is set when a window is a calendar window: the call
 	// carries the windows' bounds (calendar.go).
@@ -75,8 +84,35 @@ type Request struct {
 	debts bool
 
 	// checked is set by Rule.Request: the request's rule passed NewRule and
-	// its tenant is not empty. Guard.AllowAll refuses any other Request.
+	// its tenant is not empty. Guard.Decide refuses any other Request.
 	checked bool
+}
+
+// Ban is the ban of the request's rule, nil when it bans no one.
+func (req *Request) Ban() *Ban { return req.f.ban }
+
+// MaxDelay is the longest the request may wait for capacity booked in
+// Redis (onLimit.delay.max of a TokenBucket or GCRA rule), zero when
+// refused at once.
+func (req *Request) MaxDelay() time.Duration { return req.f.delay }
+
+// SlotWait is the longest a request refused by the Concurrency rule may
+// wait for a slot this enforcer gives back (its onLimit.delay.max); zero
+// when it does not wait.
+func (req *Request) SlotWait() time.Duration { return req.f.slotWait }
+
+// SlotQueue is how many of a tenant's requests refused by the
+// Concurrency rule may wait here for a slot at once.
+func (req *Request) SlotQueue() int { return req.f.slotQueue }
+
+// WithCost is req weighing cost instead of its rule's cost (an Envoy
+// descriptor's hits_addend). Leases hold units for the rule's cost: a
+// request of another cost is decided in Redis.
+func (req Request) WithCost(cost int64) Request {
+	if cost != req.Cost {
+		req.Cost, req.f.lease = cost, false
+	}
+	return req
 }
 
 // Rule is a rule of a policy (config.Rule) as the limiter decides it under
@@ -110,34 +146,34 @@ func WindowsOf(limits []config.Limit) []Window {
 // do not modify them.
 func NewRule(b Bucket, cr *config.Rule, windows []Window, f FailurePolicy) (Rule, error) {
 	req := Request{Bucket: b, Algorithm: cr.Algorithm, Windows: windows, Cost: cr.Cost, Failure: f,
-		Lease: cr.Leasing != config.LeasingOff, Delay: cr.DelayMax(), Ban: banOf(cr.Ban)}
-	req.calendar = hasCalendar(windows)
-	if d := descriptorOf(req.Algorithm); d == nil || !d.leases || req.calendar || cr.ResponseCost != nil {
+		f: features{lease: cr.Leasing != config.LeasingOff, delay: cr.DelayMax(), ban: banOf(cr.Ban)}}
+	req.f.calendar = hasCalendar(windows)
+	if d := descriptorOf(req.Algorithm); d == nil || !d.leases || req.f.calendar || cr.ResponseCost != nil {
 		// a lease or a cached refusal of a calendar window would have to
 		// end at the window's end, which only the call knows, and a cost
 		// settled after the answer goes to Redis (charge.go): those rules
 		// decide every request in Redis
-		req.Lease = false
+		req.f.lease = false
 	}
-	req.single = decidesAlone(&req)
-	req.debts = cr.ResponseCost != nil && Charges(req.Algorithm)
-	if req.Algorithm == Concurrency && req.Delay > 0 {
-		req.SlotWait, req.SlotQueue, req.Delay = req.Delay, int(cr.OnLimit.Delay.MaxQueued), 0
+	req.f.single = decidesAlone(&req)
+	req.f.debts = cr.ResponseCost != nil && Charges(req.Algorithm)
+	if req.Algorithm == Concurrency && req.f.delay > 0 {
+		req.f.slotWait, req.f.slotQueue, req.f.delay = req.f.delay, int(cr.OnLimit.Delay.MaxQueued), 0
 	}
 	req.Bucket.Tenant = "-" // any tenant Rule.Request accepts; checked there
 	if err := req.validate(); err != nil {
 		return Rule{}, err
 	}
-	if err := validateDelay(req.Algorithm, req.Delay); err != nil {
+	if err := validateDelay(req.Algorithm, req.f.delay); err != nil {
 		return Rule{}, err
 	}
-	if req.Ban != nil {
-		if err := req.Ban.validate(); err != nil {
+	if req.f.ban != nil {
+		if err := req.f.ban.validate(); err != nil {
 			return Rule{}, err
 		}
 	}
 	req.Bucket.Tenant = ""
-	req.checked = true
+	req.f.checked = true
 	return Rule{req: req}, nil
 }
 
@@ -145,7 +181,7 @@ func NewRule(b Bucket, cr *config.Rule, windows []Window, f FailurePolicy) (Rule
 // script: one period window, no delay, no ban.
 func decidesAlone(req *Request) bool {
 	d := descriptorOf(req.Algorithm)
-	return d != nil && d.single.sha != "" && len(req.Windows) == 1 && req.Windows[0].Calendar == nil && req.Delay == 0 && req.Ban == nil
+	return d != nil && d.single.sha != "" && len(req.Windows) == 1 && req.Windows[0].Calendar == nil && req.f.delay == 0 && req.f.ban == nil
 }
 
 // Windows are the rule's windows, shared by every Request it builds: do not
@@ -157,7 +193,7 @@ func (r Rule) Windows() []Window { return r.req.Windows }
 func (r Rule) Request(tenant Tenant) Request {
 	req := r.req
 	req.Bucket.Tenant = tenant
-	req.checked = req.checked && tenant != ""
+	req.f.checked = req.f.checked && tenant != ""
 	return req
 }
 

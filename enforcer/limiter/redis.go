@@ -78,12 +78,12 @@ type pendingPeek struct {
 }
 
 func (r *Redis) startPeek(ctx context.Context, req Request) pendingPeek {
-	if !req.checked {
+	if !req.f.checked {
 		return pendingPeek{err: errUncheckedRequest}
 	}
-	p := pendingPeek{r: r, delay: req.Delay}
+	p := pendingPeek{r: r, delay: req.f.delay}
 	// the bucket alone, booking nothing, by the script that can peek
-	req.Ban, req.Delay, req.single = nil, 0, false
+	req.f.ban, req.f.delay, req.f.single = nil, 0, false
 	var args []any
 	p.script, args = evalSHA(&req, req.Cost, req.Cost, r.believedNow(&req))
 	p.req, p.call = req, r.send(ctx, append(args, peekArg))
@@ -112,7 +112,7 @@ func (p pendingPeek) wait(ctx context.Context) (Decision, error) {
 		if d.RetryAfter <= p.delay {
 			d.Allowed, d.Delay, d.RetryAfter = true, d.RetryAfter, 0
 		} else {
-			reserved(&Request{Delay: p.delay}, &d, 0)
+			reserved(&Request{f: features{delay: p.delay}}, &d, 0)
 		}
 	}
 	return d, nil
@@ -169,7 +169,7 @@ func (p pendingCheck) wait(ctx context.Context) (Decision, int64, error) {
 	var ban BanState
 	alg := descriptorOf(p.req.Algorithm)
 	switch {
-	case p.req.Ban != nil && p.cost >= 0:
+	case p.req.f.ban != nil && p.cost >= 0:
 		rep, ban, err = parseBanReply(raw, p.req, p.cost, stack[:0])
 	case alg.singleAnswer != nil && runsSingle(p.req, p.cost):
 		rep, err = parseSingleReply(raw, alg, p.req.Windows[0], p.cost, stack[:0])

@@ -102,8 +102,8 @@ func TestReplicatedSlotTakeWaitsForTheReplica(t *testing.T) {
 	d, err := guard.Allow(ctx, req)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(d.Allowed).To(BeTrue())
-	slot := guard.Hold(&req, &d)
-	t.Cleanup(func() { guard.Free(&slot) })
+	slot := guard.hold(req, d)
+	t.Cleanup(func() { slot.Release() })
 	g.Expect(replica.Client().HGet(ctx, key, "c|"+EnforcerID()).Val()).To(Equal("1"), "the replica had the slot when the take was answered")
 
 	replica.Freeze()

@@ -65,7 +65,7 @@ func BenchmarkScriptCost(b *testing.B) {
 				script := func(single bool) func() []any {
 					return func() []any {
 						req := rule.Request(HashTenant("salt", benchTenant(tc.cold, n.Add(1))))
-						req.single = req.single && single
+						req.f.single = req.f.single && single
 						_, cmd := evalSHA(&req, 1, 1, 0)
 						return cmd
 					}

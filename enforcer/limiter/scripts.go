@@ -61,10 +61,10 @@ func evalSHA(req *Request, cost, extra, at int64) (s algorithmScript, cmd []any)
 	if single {
 		s = d.single
 	}
-	ban := req.Ban != nil && cost >= 0
+	ban := req.f.ban != nil && cost >= 0
 	var banKeys, banArgs int
 	if ban {
-		s, banKeys, banArgs = banScripts[req.Algorithm], 2, len(req.Ban.args)
+		s, banKeys, banArgs = banScripts[req.Algorithm], 2, len(req.f.ban.args)
 	}
 	// The windows' keys share everything but the period: that prefix is
 	// built once, on the stack, and each key is one allocation. Room for
@@ -90,7 +90,7 @@ func evalSHA(req *Request, cost, extra, at int64) (s algorithmScript, cmd []any)
 		cmd = append(cmd, string(buf))
 	}
 	if ban {
-		cmd = append(cmd, req.Ban.args...)
+		cmd = append(cmd, req.f.ban.args...)
 	}
 	cmd = append(cmd, cost)
 	for i, w := range req.Windows {
@@ -109,7 +109,7 @@ func evalSHA(req *Request, cost, extra, at int64) (s algorithmScript, cmd []any)
 			cmd = append(cmd, want)
 		}
 		if req.delays() {
-			cmd = append(cmd, req.Delay.Microseconds())
+			cmd = append(cmd, req.f.delay.Microseconds())
 		}
 	}
 	return s, cmd
@@ -118,7 +118,7 @@ func evalSHA(req *Request, cost, extra, at int64) (s algorithmScript, cmd []any)
 // runsSingle says a call of req at cost runs its algorithm's single-window
 // script: a decision (cost >= 0, no refund) of a rule NewRule chose it for.
 func runsSingle(req *Request, cost int64) bool {
-	return req.single && cost >= 0
+	return req.f.single && cost >= 0
 }
 
 // eval turns an EVALSHA command of s into the EVAL that loads it, for a

@@ -62,7 +62,7 @@ func TestSingleWindowScriptsMatchTheGeneralOnes(t *testing.T) {
 				[]Window{{Requests: 7, Period: 30 * time.Millisecond, Burst: 9}}, 1, FailurePolicy{})
 			g.Expect(err).NotTo(HaveOccurred())
 			one, other := rule.Request("one"), rule.Request("other")
-			g.Expect(one.single).To(BeTrue(), "a one-window rule decides by the single-window script")
+			g.Expect(one.f.single).To(BeTrue(), "a one-window rule decides by the single-window script")
 			now := time.Now().UnixMicro()
 			refused := 0
 			for i := range 1500 {
@@ -78,7 +78,7 @@ func TestSingleWindowScriptsMatchTheGeneralOnes(t *testing.T) {
 					want += rng.Int64N(6) // a lease, for the algorithms that lease
 				}
 				// each bucket is decided by either script in turn
-				one.single, other.single = i/50%2 == 0, i/50%2 == 1
+				one.f.single, other.f.single = i/50%2 == 0, i/50%2 == 1
 				switch rng.IntN(10) {
 				case 0: // a refund, by the general script on both
 					cost = -1 - rng.Int64N(2)
@@ -114,7 +114,7 @@ func frozenCall(t *testing.T, client *redis.Client, req *Request, cost, want int
 	r := *req
 	peek := want < 0
 	if peek {
-		r.single, want = false, cost
+		r.f.single, want = false, cost
 	}
 	extra := want
 	if cost < 0 {
@@ -128,8 +128,8 @@ func frozenCall(t *testing.T, client *redis.Client, req *Request, cost, want int
 	if peek {
 		cmd = append(cmd, peekArg)
 	}
-	if want := req.single && cost >= 0 && !peek; want != (s.sha == descriptorOf(req.Algorithm).single.sha) {
-		t.Fatalf("evalSHA chose %s for single %v cost %d peek %v", s.sha, req.single, cost, peek)
+	if want := req.f.single && cost >= 0 && !peek; want != (s.sha == descriptorOf(req.Algorithm).single.sha) {
+		t.Fatalf("evalSHA chose %s for single %v cost %d peek %v", s.sha, req.f.single, cost, peek)
 	}
 	key := cmd[3].(string)
 	if err := client.Del(ctx, frozenExpiryKey).Err(); err != nil {

@@ -21,13 +21,13 @@ func concurrencyRequest(t *testing.T, limit, cost int64, mode config.FailureMode
 }
 
 // take decides req on g and holds what it took.
-func take(t *testing.T, g *Guard, req Request) (Decision, Slot) {
+func take(t *testing.T, g *Guard, req Request) (Decision, Admission) {
 	t.Helper()
 	d, err := g.Allow(context.Background(), req)
 	if err != nil && !d.Degraded {
 		t.Fatal(err)
 	}
-	return d, g.Hold(&req, &d)
+	return d, g.hold(req, d)
 }
 
 func TestConcurrencyHoldsAtMostTheLimitAcrossGuardsAndFreesOnRelease(t *testing.T) {
@@ -36,7 +36,7 @@ func TestConcurrencyHoldsAtMostTheLimitAcrossGuardsAndFreesOnRelease(t *testing.
 			g := NewWithT(t)
 			a, b := newGuard(t, url), newGuard(t, url)
 			req := concurrencyRequest(t, 3, 1, config.FailClosed)
-			var held []Slot
+			var held []Admission
 			for i, guard := range []*Guard{a, b, a} {
 				d, s := take(t, guard, req)
 				g.Expect(d.Allowed).To(BeTrue(), "slot %d", i)
@@ -45,11 +45,11 @@ func TestConcurrencyHoldsAtMostTheLimitAcrossGuardsAndFreesOnRelease(t *testing.
 			}
 			d, s := take(t, b, req)
 			g.Expect(d.Allowed).To(BeFalse(), "a fourth request in flight")
-			g.Expect(s.Holds()).To(BeFalse())
+			g.Expect(s.holds()).To(BeFalse())
 			g.Expect(a.SlotCounts(req.Bucket.Policy).InUse.Load()).To(Equal(int64(2)))
 
-			a.Free(&held[0])
-			a.Free(&held[0]) // a second Free gives nothing back
+			held[0].Release()
+			held[0].Release() // a second Free gives nothing back
 			g.Eventually(func() bool {
 				d, s := take(t, b, req)
 				if d.Allowed {
@@ -110,7 +110,7 @@ func TestConcurrencyRenewalKeepsHeldSlotsPastTheirExpiry(t *testing.T) {
 	holders, err := guard.SlotHolders(context.Background(), &req)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(holders).To(ConsistOf(HaveField("Enforcer", EnforcerID())))
-	guard.Free(&s)
+	s.Release()
 	g.Eventually(func() bool {
 		d, _ := guard.Allow(context.Background(), req)
 		return d.Allowed
@@ -123,23 +123,23 @@ func TestConcurrencySlotsLostWithRedisDataAreNotGivenBackTwice(t *testing.T) {
 	guard := newGuard(t, server.URL())
 	req := concurrencyRequest(t, 2, 1, config.FailClosed)
 	_, old := take(t, guard, req)
-	g.Expect(old.Holds()).To(BeTrue())
+	g.Expect(old.holds()).To(BeTrue())
 	// Redis loses its data (a restart without persistence)
 	g.Expect(server.Client().FlushAll(context.Background()).Err()).To(Succeed())
 	time.Sleep(2 * time.Millisecond) // a new generation is a later microsecond
 	_, first := take(t, guard, req)
 	_, second := take(t, guard, req)
-	g.Expect(first.Holds() && second.Holds()).To(BeTrue(), "the lost slot no longer counts")
+	g.Expect(first.holds() && second.holds()).To(BeTrue(), "the lost slot no longer counts")
 	guard.slots.renew(guard.redis) // the enforcer learns its slots' generation
-	guard.Free(&old)
+	old.Release()
 	// the old slot's give-back must not free one of the two new ones, nor
 	// be taken over by a new request
 	g.Consistently(func() bool {
 		d, _ := guard.Allow(context.Background(), req)
 		return d.Allowed
 	}, 1500*time.Millisecond, 100*time.Millisecond).Should(BeFalse())
-	guard.Free(&first)
-	guard.Free(&second)
+	first.Release()
+	second.Release()
 }
 
 func TestConcurrencyLocalFallbackHoldsItsShareAndGivesBackLocally(t *testing.T) {
@@ -149,7 +149,7 @@ func TestConcurrencyLocalFallbackHoldsItsShareAndGivesBackLocally(t *testing.T) 
 	// 5 slots between 2 replicas: 2 here while Redis is away
 	req := concurrencyRequest(t, 5, 1, config.FailLocal)
 	server.Stop()
-	var held []Slot
+	var held []Admission
 	for i := range 2 {
 		d, s := take(t, guard, req)
 		g.Expect(d.Allowed).To(BeTrue(), "local slot %d", i)
@@ -165,7 +165,7 @@ func TestConcurrencyLocalFallbackHoldsItsShareAndGivesBackLocally(t *testing.T) 
 	// Redis never counted the local slots: all 5 are free there, and
 	// giving the local ones back touches only the local count
 	for _, s := range held {
-		guard.Free(&s)
+		s.Release()
 	}
 	g.Eventually(func() bool {
 		d, _ := guard.Allow(context.Background(), req)
@@ -187,7 +187,7 @@ func TestConcurrencyRefundGivesBackASlotTakenForARefusedRequest(t *testing.T) {
 	d, err := guard.Allow(context.Background(), req)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(d.Allowed).To(BeTrue())
-	g.Expect(guard.Refund(context.Background(), []Request{req}, []time.Time{d.CountedAt})).To(Succeed())
+	g.Expect(guard.refund(context.Background(), []Request{req}, []time.Time{d.CountedAt})).To(Succeed())
 	d, _ = guard.Allow(context.Background(), req)
 	g.Expect(d.Allowed).To(BeTrue(), "the refunded slot is free")
 }
@@ -210,15 +210,15 @@ func TestConcurrencyAwaitSlotTakesOverGivenBackSlotsInArrivalOrder(t *testing.T)
 		FailurePolicy{Mode: config.FailClosed, Timeout: 2 * time.Second}, withDelay(5*time.Second))
 	g.Expect(err).NotTo(HaveOccurred())
 	req := rule.Request(bucketFor(t).Tenant)
-	g.Expect(req.SlotWait).To(Equal(5 * time.Second))
+	g.Expect(req.f.slotWait).To(Equal(5 * time.Second))
 	_, first := take(t, guard, req)
-	g.Expect(first.Holds()).To(BeTrue())
+	g.Expect(first.holds()).To(BeTrue())
 
 	got := make(chan string, 2)
-	slots := make(chan Slot, 2)
+	slots := make(chan Admission, 2)
 	for _, name := range []string{"b", "c"} {
 		go func() {
-			s, ok, err := guard.AwaitSlot(context.Background(), &req)
+			s, ok, err := guard.awaitSlot(context.Background(), req)
 			if ok {
 				slots <- s
 			}
@@ -228,13 +228,13 @@ func TestConcurrencyAwaitSlotTakesOverGivenBackSlotsInArrivalOrder(t *testing.T)
 		time.Sleep(20 * time.Millisecond)
 	}
 	g.Eventually(func() int { return guard.SlotsWaiting(&req) }, 5*time.Second).Should(Equal(2))
-	guard.Free(&first)
+	first.Release()
 	g.Expect(<-got).To(Equal("btrue <nil>"))
 	s := <-slots
-	guard.Free(&s)
+	s.Release()
 	g.Expect(<-got).To(Equal("ctrue <nil>"))
 	s = <-slots
-	guard.Free(&s)
+	s.Release()
 	g.Eventually(func() bool {
 		d, _ := take(t, guard, req)
 		return d.Allowed
@@ -248,12 +248,12 @@ func TestConcurrencyGiveBackWhoseReplyIsLostIsNotSentTwice(t *testing.T) {
 	req := concurrencyRequest(t, 2, 1, config.FailClosed)
 	_, first := take(t, a, req)
 	_, second := take(t, a, req)
-	g.Expect(first.Holds() && second.Holds()).To(BeTrue())
+	g.Expect(first.holds() && second.holds()).To(BeTrue())
 
 	// Redis stops answering: the give-back is written, its reply never
 	// comes within the call's timeout, and Redis runs it once it resumes
 	server.Freeze()
-	a.Free(&first)
+	first.Release()
 	time.Sleep(slotCallTimeout + 500*time.Millisecond)
 	server.Thaw()
 	a.slots.flush(a.redis) // what the flusher would send next
@@ -262,8 +262,8 @@ func TestConcurrencyGiveBackWhoseReplyIsLostIsNotSentTwice(t *testing.T) {
 	g.Expect(d.Allowed).To(BeTrue(), "the slot given back is free")
 	d, _ = take(t, b, req)
 	g.Expect(d.Allowed).To(BeFalse(), "the slot still held stays counted: the give-back ran once")
-	b.Free(&s)
-	a.Free(&second)
+	s.Release()
+	second.Release()
 }
 
 func TestOnlyCallsThatNeverRanAreUnsent(t *testing.T) {

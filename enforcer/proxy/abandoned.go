@@ -3,7 +3,6 @@ package proxy
 import (
 	"context"
 	"errors"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -33,9 +32,9 @@ const (
 // answerDrainBytes.
 var errDrainOver = errors.New("the client went away and the answer is over the bytes read for its report")
 
-// outliving is a context with ctx's values that is cancelled
+// outlive is a context with ctx's values that is cancelled
 // answerDrainTime after ctx is, or when stop is called.
-func outliving(ctx context.Context) (out context.Context, stop func()) {
+func outlive(ctx context.Context) (out context.Context, stop func()) {
 	o := &outlivingCtx{}
 	out, o.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	o.stopAfter = context.AfterFunc(ctx, o.clientGone)
@@ -108,24 +107,4 @@ func acceptsGzip(values []string) bool {
 		return gzip > 0
 	}
 	return star > 0
-}
-
-// ownAnswer tells the answer writer under w, if there is one, that what
-// follows is the enforcer's own answer to a failed exchange (err), not the
-// application's; and whether the request may have reached the
-// application: all but a failure to connect to it.
-func ownAnswer(w http.ResponseWriter, err error) {
-	for w != nil {
-		if aw, ok := w.(*answerWriter); ok {
-			var op *net.OpError
-			aw.own = true
-			aw.reached = !errors.As(err, &op) || op.Op != "dial"
-			return
-		}
-		u, ok := w.(interface{ Unwrap() http.ResponseWriter })
-		if !ok {
-			return
-		}
-		w = u.Unwrap()
-	}
 }

@@ -23,8 +23,8 @@ type BanProblem struct {
 	Within  string `json:"within"`
 }
 
-// banned is p, for check c, as the answer to a tenant that d says is banned.
-func banned(p *Problem, c *rules.Check, d *limiter.Decision) *Problem {
+// banProblem is p, for check c, as the answer to a tenant that d says is banned.
+func banProblem(p *Problem, c *rules.Check, d *limiter.Decision) *Problem {
 	b := d.Ban
 	p.Type, p.Status, p.Title = ProblemBanned, http.StatusTooManyRequests, "Banned"
 	p.Ban = &BanProblem{Until: b.Until.UTC().Truncate(time.Second), Level: b.Level, Denials: b.Denials, Within: config.FormatPeriod(b.Within)}

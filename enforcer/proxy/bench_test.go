@@ -17,6 +17,7 @@ import (
 	"github.com/sluice-dev/sluice/enforcer/limiter"
 	"github.com/sluice-dev/sluice/enforcer/overload"
 	"github.com/sluice-dev/sluice/enforcer/rules"
+	"github.com/sluice-dev/sluice/enforcer/transport"
 )
 
 // BenchmarkDecide measures the request path without the network to the
@@ -61,8 +62,9 @@ func BenchmarkDecide(b *testing.B) {
 // noContent is an application in process: every request gets 204.
 type noContent struct{}
 
-func (noContent) Forward(w http.ResponseWriter, _ *http.Request, _ config.UpstreamProtocol) {
+func (noContent) Forward(w http.ResponseWriter, _ *http.Request, _ config.UpstreamProtocol, _ *transport.AnswerHead) error {
 	w.WriteHeader(http.StatusNoContent)
+	return nil
 }
 func (noContent) CloseIdleConnections() {}
 

@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -72,8 +71,8 @@ func (q *delayQueue) enter(b limiter.Bucket, perBucket int) (n int, scope string
 	return q.n, ""
 }
 
-// booked records the slot a request holding b's place waits for.
-func (q *delayQueue) booked(b limiter.Bucket, slot time.Time) {
+// book records the slot a request holding b's place waits for.
+func (q *delayQueue) book(b limiter.Bucket, slot time.Time) {
 	q.mu.Lock()
 	if e := q.by[b]; e != nil && slot.After(e.latest) {
 		e.latest = slot
@@ -111,54 +110,65 @@ func (h *Handler) delayRecorder() engine.DelayRecorder {
 	return dr
 }
 
-// enqueue takes a queue place for each check of a delay rule before it is
-// decided; a check that gets none (a bound is full, or its policy only
-// counts) is decided without its delay.
-func (h *Handler) enqueue(st *requestState) {
-	for i := range st.checks {
-		c := &st.checks[i]
-		if c.Request.Delay == 0 {
+// queueDelays takes a queue place for each check of a delay rule before
+// it is decided; a check that gets none (a bound is full, or its policy
+// only counts) is decided without its delay.
+func (h *Handler) queueDelays(x *exchange) bool {
+	for i := range x.checks {
+		c := &x.checks[i]
+		if c.Request.MaxDelay() == 0 {
 			continue
 		}
-		if len(st.delays) == 0 {
-			st.delays = append(st.delays[:0], make([]uint8, len(st.checks))...)
+		if len(x.delays) == 0 {
+			x.delays = append(x.delays[:0], make([]uint8, len(x.checks))...)
 		}
 		if c.Policy.DryRun {
 			// A DryRun policy never holds a request: its rule decides as
 			// one without a delay, every request alike, leases included.
-			c.Request.Delay = 0
+			c.Request = c.Request.Undelayed()
 			continue
 		}
 		n, scope := h.delays.enter(c.Request.Bucket, c.Rule.DelayMaxQueued)
 		if n < 0 {
 			c.Request = c.Request.WithoutDelay()
-			st.delays[i] = delayFull
+			x.delays[i] = delayFull
 			if dr := h.delayRecorder(); dr != nil {
 				dr.DelayQueueFull(c.Policy, c.Rule, scope)
 			}
 			continue
 		}
-		st.delays[i] = delayQueued
+		x.delays[i] = delayQueued
 		h.queueLength(n)
 	}
+	return true
 }
 
-// dequeue gives back the queue places of st's checks whose decision does
+// wait holds an admitted request whose rules booked capacity for later
+// until it is due; the checks that wait for nothing give their places
+// back at once.
+func (h *Handler) wait(x *exchange) bool {
+	if wait := h.dequeue(x, true); wait > 0 {
+		return h.await(x, wait)
+	}
+	return true
+}
+
+// dequeue gives back the queue places of x's checks whose decision does
 // not wait (all of them when keepWaiting is false), and returns the wait
 // of the request: the longest of its checks'.
-func (h *Handler) dequeue(st *requestState, keepWaiting bool) (wait time.Duration) {
-	for i, m := range st.delays {
+func (h *Handler) dequeue(x *exchange, keepWaiting bool) (wait time.Duration) {
+	for i, m := range x.delays {
 		if m != delayQueued {
 			continue
 		}
-		d := &st.outs[i].Decision
-		if keepWaiting && st.outs[i].Err == nil && d.Allowed && d.Delay > 0 {
-			wait = max(wait, d.Delay)
-			h.delays.booked(st.checks[i].Request.Bucket, d.Now.Add(d.Delay))
+		o := &x.batch.Admissions[i]
+		if keepWaiting && o.Err == nil && o.Decision.Allowed && o.Decision.Delay > 0 {
+			wait = max(wait, o.Decision.Delay)
+			h.delays.book(x.checks[i].Request.Bucket, o.Decision.Now.Add(o.Decision.Delay))
 			continue
 		}
-		st.delays[i] = delayNone
-		h.queueLength(h.delays.leave(st.checks[i].Request.Bucket))
+		x.delays[i] = delayNone
+		h.queueLength(h.delays.leave(x.checks[i].Request.Bucket))
 	}
 	return wait
 }
@@ -173,68 +183,65 @@ func (h *Handler) queueLength(n int) {
 // reports false when the request must not go on: its client hung up, or
 // its gRPC deadline ends before the slot; its reservations (and whatever
 // its other checks took) are then given back, and a gRPC call is answered.
-func (h *Handler) await(ctx context.Context, w http.ResponseWriter, r *http.Request, snap *inService, st *requestState, wait time.Duration) bool {
-	defer h.dequeue(st, false)
+func (h *Handler) await(x *exchange, wait time.Duration) bool {
+	defer h.dequeue(x, false)
 	dr := h.delayRecorder()
-	if deadline, ok := callDeadline(r); !ok || wait < deadline {
+	if deadline, ok := callDeadline(x.r); !ok || wait < deadline {
 		timer := time.NewTimer(wait)
 		defer timer.Stop()
 		select {
 		case <-timer.C:
 			if dr != nil {
-				for i, m := range st.delays {
+				for i, m := range x.delays {
 					if m == delayQueued {
-						dr.Delayed(st.checks[i].Policy, st.checks[i].Rule, st.outs[i].Decision.Delay)
+						dr.Delayed(x.checks[i].Policy, x.checks[i].Rule, x.batch.Admissions[i].Decision.Delay)
 					}
 				}
 			}
 			return true
-		case <-r.Context().Done():
+		case <-x.r.Context().Done():
 		}
 	} else {
 		// the call would time out waiting: refuse it now rather than hold it
-		defer h.refuseLate(w, r, st, deadline)
+		defer h.refuseLate(x, deadline)
 	}
-	h.giveBack(ctx, snap, st)
+	// not forwarded: what every admitted check took, reservations
+	// included, is given back
+	x.batch.Refuse(x.ctx)
 	if dr != nil {
-		for i, m := range st.delays {
+		for i, m := range x.delays {
 			if m == delayQueued {
-				dr.DelayCancelled(st.checks[i].Policy, st.checks[i].Rule)
+				dr.DelayCancelled(x.checks[i].Policy, x.checks[i].Rule)
 			}
 		}
 	}
 	return false
 }
 
-// giveBack returns what every admitted check of st took, reservations
-// included: the request is not forwarded.
-func (h *Handler) giveBack(ctx context.Context, snap *inService, st *requestState) {
-	h.refund(ctx, snap, st)
-}
-
 // refuseLate answers a gRPC call whose deadline ends before its slot, as
 // the rule that delayed it longest would have refused it.
-func (h *Handler) refuseLate(w http.ResponseWriter, r *http.Request, st *requestState, deadline time.Duration) {
+func (h *Handler) refuseLate(x *exchange, deadline time.Duration) {
 	pick := -1
-	for i, m := range st.delays {
-		if m == delayQueued && (pick < 0 || st.outs[i].Decision.Delay > st.outs[pick].Decision.Delay) {
+	outs := x.batch.Admissions
+	for i, m := range x.delays {
+		if m == delayQueued && (pick < 0 || outs[i].Decision.Delay > outs[pick].Decision.Delay) {
 			pick = i
 		}
 	}
 	if pick < 0 {
 		return
 	}
-	d := st.outs[pick].Decision
+	d := outs[pick].Decision
 	d.RetryAfter = d.Delay
-	p := refusal(&st.checks[pick], &d)
+	p := refusal(&x.checks[pick], &d)
 	p.Detail += fmt.Sprintf(" Its capacity was %s away, beyond the call's deadline of %s.", d.Delay.Round(time.Millisecond), deadline.Round(time.Millisecond))
-	writeProblem(w, r, p)
+	writeProblem(x.w, x.r, p)
 }
 
 // queueFullDetail completes the problem of a request refused by check i
 // because its wait queue was full.
-func queueFullDetail(st *requestState, i int, p *Problem) {
-	if i < len(st.delays) && st.delays[i] == delayFull {
+func queueFullDetail(x *exchange, i int, p *Problem) {
+	if i < len(x.delays) && x.delays[i] == delayFull {
 		p.Detail += " Its wait queue was full, so it was not delayed."
 	}
 }

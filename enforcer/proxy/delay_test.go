@@ -54,8 +54,8 @@ func TestDelayQueueBounds(t *testing.T) {
 	g.Expect(n).To(Equal(-1), "the enforcer's three places are taken")
 	g.Expect(scope).To(Equal("enforcer"))
 
-	q.booked(a, time.Unix(100, 0))
-	q.booked(a, time.Unix(50, 0))
+	q.book(a, time.Unix(100, 0))
+	q.book(a, time.Unix(50, 0))
 	g.Expect(q.by[a].latest).To(Equal(time.Unix(100, 0)), "the latest slot")
 	g.Expect(q.leave(a)).To(Equal(2))
 	g.Expect(q.leave(a)).To(Equal(1))

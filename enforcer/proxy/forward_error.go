@@ -11,12 +11,12 @@ import (
 )
 
 // The answers for requests that the application did not get, or did not
-// answer: the transport reports why (OnError), the proxy answers.
+// answer: the transport returns why (a *transport.ForwardError), the
+// proxy answers.
 
-// forwardError answers a failed exchange with the application: 408 when
-// the client's body was too slow, else as upstreamError does.
-func (h *Handler) forwardError(w http.ResponseWriter, r *http.Request, err error) {
-	ownAnswer(w, err)
+// answerForwardError answers a failed exchange with the application: 408
+// when the client's body was too slow, else as upstreamError does.
+func (h *Handler) answerForwardError(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
 	case transport.BodyTimedOut(r, err):
 		h.bodyError(w, r, transport.ErrBodyTimeout)
@@ -50,7 +50,7 @@ func (h *Handler) bodyError(w http.ResponseWriter, r *http.Request, err error) {
 // head in time, 502 when it could not be reached or gave no usable
 // answer or the request was cancelled (a client gone reads nothing).
 func (h *Handler) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
-	if r.Context().Err() != nil && errors.Is(err, context.Canceled) {
+	if transport.Cancelled(err) && errors.Is(err, context.Canceled) {
 		// net/http cancels the context when the client hangs up, and also
 		// when its connection fails otherwise while the client may still
 		// read: answer anyway, or net/http would send 200 for the

@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/sluice-dev/sluice/enforcer/engine"
 	"github.com/sluice-dev/sluice/enforcer/limiter"
 	"github.com/sluice-dev/sluice/enforcer/ratelimitheaders"
 	"github.com/sluice-dev/sluice/enforcer/rules"
@@ -23,11 +24,11 @@ const (
 	headerRetryAfter = ratelimitheaders.RetryAfter
 )
 
-// reported says whether an outcome may be described in headers: only a
+// reportable says whether an outcome may be described in headers: only a
 // decision Redis made. A failure mode's decision (Degraded) does not know
 // the count shared by every replica, so the headers leave that rule out
 // rather than guess; an invalid request has no decision at all.
-func reported(o *limiter.Outcome) bool { return o.Err == nil }
+func reportable(o *limiter.Admission) bool { return o.Err == nil }
 
 // writeLimitHeaders describes the checks' decisions in h, as each check's
 // policy asks:
@@ -42,17 +43,17 @@ func reported(o *limiter.Outcome) bool { return o.Err == nil }
 // buf is scratch space, returned for reuse. All values are built in it and
 // then share one string and one []string backing array: two allocations
 // whatever the number of headers.
-func writeLimitHeaders(h http.Header, checks []rules.Check, outs []limiter.Outcome, refusing int, buf []byte) []byte {
+func writeLimitHeaders(h http.Header, checks []rules.Check, outs []limiter.Admission, refusing int, buf []byte) []byte {
 	var fields fieldSet
 	b := buf[:0]
 	pick := -1
-	if refusing >= 0 && checks[refusing].Policy.XRateLimitHeaders && reported(&outs[refusing]) {
+	if refusing >= 0 && checks[refusing].Policy.XRateLimitHeaders && reportable(&outs[refusing]) {
 		pick = refusing
 	}
 	start := len(b)
 	for i := range checks {
 		c, o := &checks[i], &outs[i]
-		if !reported(o) {
+		if !reportable(o) {
 			continue
 		}
 		if refusing < 0 && c.Policy.XRateLimitHeaders && (pick < 0 || o.Decision.Remaining < outs[pick].Decision.Remaining) {
@@ -79,7 +80,7 @@ func writeLimitHeaders(h http.Header, checks []rules.Check, outs []limiter.Outco
 		start = len(b)
 		for i := range checks {
 			c, o := &checks[i], &outs[i]
-			if reported(o) && c.Policy.IETFHeaders {
+			if reportable(o) && c.Policy.IETFHeaders {
 				if len(b) > start {
 					b = append(b, ',', ' ')
 				}
@@ -136,10 +137,10 @@ func (f *fieldSet) set(h http.Header, b []byte) {
 
 // writeWouldDeny names, in X-Sluice-Would-Deny, the DryRun rules that would
 // have refused the request.
-func writeWouldDeny(h http.Header, checks []rules.Check, outs []limiter.Outcome, buf []byte) []byte {
+func writeWouldDeny(h http.Header, checks []rules.Check, outs []limiter.Admission, buf []byte) []byte {
 	b := buf[:0]
 	for i := range checks {
-		if checks[i].Policy.DryRun && refuses(&outs[i]) {
+		if checks[i].Policy.DryRun && engine.Refuses(&outs[i]) {
 			b = ratelimitheaders.AppendListSep(b)
 			b = append(b, checks[i].Policy.Name...)
 			b = append(b, '/')

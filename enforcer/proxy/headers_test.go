@@ -23,28 +23,28 @@ func check(policy, headers string, dryRun bool, rule string) rules.Check {
 
 func TestWriteLimitHeaders(t *testing.T) {
 	now := time.Unix(1_800_000_000, 250_000_000)
-	allowed := func(limit, remaining int64, period, reset time.Duration) limiter.Outcome {
-		return limiter.Outcome{Decision: limiter.Decision{Allowed: true, Limit: limit, Remaining: remaining,
+	allowed := func(limit, remaining int64, period, reset time.Duration) limiter.Admission {
+		return limiter.Admission{Decision: limiter.Decision{Allowed: true, Limit: limit, Remaining: remaining,
 			Period: period, Reset: now.Add(reset), Now: now}}
 	}
-	refused := func(limit int64, period, reset, retry time.Duration) limiter.Outcome {
-		return limiter.Outcome{Decision: limiter.Decision{Limit: limit, Period: period, Reset: now.Add(reset),
+	refused := func(limit int64, period, reset, retry time.Duration) limiter.Admission {
+		return limiter.Admission{Decision: limiter.Decision{Limit: limit, Period: period, Reset: now.Add(reset),
 			RetryAfter: retry, Now: now}}
 	}
-	degraded := limiter.Outcome{Decision: limiter.Decision{Allowed: true, Limit: 5, Remaining: 5, Period: time.Minute,
+	degraded := limiter.Admission{Decision: limiter.Decision{Allowed: true, Limit: 5, Remaining: 5, Period: time.Minute,
 		Reset: now, Now: now, Degraded: true}, Err: limiter.ErrRedisUnavailable}
 
 	cases := []struct {
 		name     string
 		checks   []rules.Check
-		outs     []limiter.Outcome
+		outs     []limiter.Admission
 		refusing int
 		want     map[string]string
 	}{
 		{
 			name:     "one rule, both families",
 			checks:   []rules.Check{check("api", "Both", false, "all")},
-			outs:     []limiter.Outcome{allowed(60, 59, time.Minute, 1500*time.Millisecond)},
+			outs:     []limiter.Admission{allowed(60, 59, time.Minute, 1500*time.Millisecond)},
 			refusing: -1,
 			want: map[string]string{
 				"X-Ratelimit-Limit": "60", "X-Ratelimit-Remaining": "59", "X-Ratelimit-Reset": "1800000002",
@@ -54,7 +54,7 @@ func TestWriteLimitHeaders(t *testing.T) {
 		{
 			name:     "X-RateLimit describes the rule with the fewest remaining; IETF lists each",
 			checks:   []rules.Check{check("api", "Both", false, "minute"), check("api", "Both", false, "hour"), check("quiet", "None", false, "x")},
-			outs:     []limiter.Outcome{allowed(100, 40, time.Minute, 30*time.Second), allowed(1000, 7, time.Hour, time.Hour), allowed(1, 0, time.Second, time.Second)},
+			outs:     []limiter.Admission{allowed(100, 40, time.Minute, 30*time.Second), allowed(1000, 7, time.Hour, time.Hour), allowed(1, 0, time.Second, time.Second)},
 			refusing: -1,
 			want: map[string]string{
 				"X-Ratelimit-Limit": "1000", "X-Ratelimit-Remaining": "7", "X-Ratelimit-Reset": "1800003601",
@@ -65,21 +65,21 @@ func TestWriteLimitHeaders(t *testing.T) {
 		{
 			name:     "refused: X-RateLimit describes the refusing rule",
 			checks:   []rules.Check{check("api", "XRateLimit", false, "a"), check("api", "XRateLimit", false, "b")},
-			outs:     []limiter.Outcome{allowed(10, 0, time.Second, time.Second), refused(5, time.Minute, 45*time.Second, 12*time.Second)},
+			outs:     []limiter.Admission{allowed(10, 0, time.Second, time.Second), refused(5, time.Minute, 45*time.Second, 12*time.Second)},
 			refusing: 1,
 			want:     map[string]string{"X-Ratelimit-Limit": "5", "X-Ratelimit-Remaining": "0", "X-Ratelimit-Reset": "1800000046"},
 		},
 		{
 			name:     "a failure mode's decision is left out rather than guessed",
 			checks:   []rules.Check{check("api", "Both", false, "a")},
-			outs:     []limiter.Outcome{degraded},
+			outs:     []limiter.Admission{degraded},
 			refusing: -1,
 			want:     map[string]string{},
 		},
 		{
 			name:     "sub-second window rounds up to one second",
 			checks:   []rules.Check{check("api", "IETF", false, "burst")},
-			outs:     []limiter.Outcome{allowed(3, 2, 500*time.Millisecond, 200*time.Millisecond)},
+			outs:     []limiter.Admission{allowed(3, 2, 500*time.Millisecond, 200*time.Millisecond)},
 			refusing: -1,
 			want:     map[string]string{"Ratelimit-Policy": `"api/burst";q=3;w=1`, "Ratelimit": `"api/burst";r=2;t=1`},
 		},
@@ -107,7 +107,7 @@ func TestWriteWouldDeny(t *testing.T) {
 	g := NewWithT(t)
 	h := http.Header{}
 	checks := []rules.Check{check("shadow", "None", true, "a"), check("shadow", "None", true, "b"), check("live", "None", false, "c")}
-	outs := []limiter.Outcome{{}, {Decision: limiter.Decision{Allowed: true}}, {}}
+	outs := []limiter.Admission{{}, {Decision: limiter.Decision{Allowed: true}}, {}}
 	writeWouldDeny(h, checks, outs, nil)
 	g.Expect(h.Values("X-Sluice-Would-Deny")).To(Equal([]string{"shadow/a"}))
 }

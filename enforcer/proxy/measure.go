@@ -22,12 +22,12 @@ type measuringWriter struct {
 	done   bool
 }
 
-// measure wraps w to measure the response for the adaptive rules of st's
+// measure wraps w to measure the response for the adaptive rules of x's
 // checks; w itself when none is adaptive.
-func measure(w http.ResponseWriter, st *requestState) http.ResponseWriter {
+func measure(w http.ResponseWriter, x *exchange) http.ResponseWriter {
 	var mw *measuringWriter
-	for i := range st.checks {
-		m := st.checks[i].Scaling.Meter()
+	for i := range x.checks {
+		m := x.checks[i].Scaling.Meter()
 		if m == nil {
 			continue
 		}

@@ -17,7 +17,7 @@ func refusal(c *rules.Check, d *limiter.Decision) *Problem {
 	retry := ratelimitheaders.RetryAfterSeconds(d.RetryAfter)
 	p := &Problem{Policy: c.Policy.Name, Rule: c.Rule.Name, RetryAfter: retry}
 	if d.Ban.Active() {
-		return banned(p, c, d)
+		return banProblem(p, c, d)
 	}
 	if d.Degraded && c.Policy.Failure.Mode == config.FailClosed {
 		p.Type, p.Status, p.Title = ProblemLimiterUnavailable, http.StatusServiceUnavailable, "Rate limiter unavailable"
@@ -65,8 +65,8 @@ func adaptiveNote(f config.BasisPoints) string {
 	return " The limit is at " + f.String() + " of its configured value while the application is over its health targets."
 }
 
-// overloaded is the 503 of a request refused for want of room.
-func overloaded(reason string) *Problem {
+// overloadProblem is the 503 of a request refused for want of room.
+func overloadProblem(reason string) *Problem {
 	detail := "the enforcer holds as many requests as its memory allows; retry shortly"
 	if reason == overload.ShedTenant {
 		detail = "this tenant has as many requests in flight as one tenant may; retry when some have ended"

@@ -1,149 +1,84 @@
 package proxy
 
 import (
-	"context"
-	"slices"
-	"time"
-
+	"github.com/sluice-dev/sluice/enforcer/engine"
 	"github.com/sluice-dev/sluice/enforcer/limiter"
 )
 
 // Concurrency rules on the request path: a request admitted by one holds
-// its slots (limiter.Guard.Hold) from its decision until the handler
-// returns: when its response has ended, the client has hung up, the
-// application failed or the request timed out. A stream (HTTP/2, gRPC, a
-// websocket, a long download) holds them for its whole life, the handler
-// returning only then.
+// its slots from its decision until the handler returns (engine.Batch's
+// Admit and Release): when its response has ended, the client has hung
+// up, the application failed or the request timed out. A stream (HTTP/2,
+// gRPC, a websocket, a long download) holds them for its whole life, the
+// handler returning only then.
 
-// heldSlots are the slots one request holds, with the guard of each and
-// the index of its check.
-type heldSlots struct {
-	guards []*limiter.Guard
-	slots  []limiter.Slot
-	checks []int
-}
-
-func (s *heldSlots) add(g *limiter.Guard, slot limiter.Slot, check int) *heldSlots {
-	if s == nil {
-		s = &heldSlots{}
+// awaitSlots completes the decisions of the Concurrency checks: a
+// refusal's Retry-After is the rule's recent holding time (the scripts
+// cannot know when a slot will free); a request that only Concurrency
+// rules with onLimit.delay refuse waits for their slots (handSlots); the
+// refusals that stand are counted.
+func (h *Handler) awaitSlots(x *exchange) bool {
+	b := &x.batch
+	if len(b.SlotChecks()) == 0 {
+		return true
 	}
-	s.guards, s.slots, s.checks = append(s.guards, g), append(s.slots, slot), append(s.checks, check)
-	return s
+	for _, i := range b.SlotChecks() {
+		a := &b.Admissions[i]
+		if engine.Refuses(a) && !a.Decision.Degraded && !a.Decision.Ban.Active() {
+			wait := b.Guards[i].SlotWait(&b.Requests[i])
+			a.Decision.RetryAfter = wait
+			a.Decision.Reset = a.Decision.Now.Add(wait)
+		}
+	}
+	h.handSlots(x)
+	for _, i := range b.SlotChecks() {
+		if a := &b.Admissions[i]; engine.Refuses(a) {
+			a.CountRefusal()
+		}
+	}
+	return true
 }
 
-// has says whether s holds the slots of check i.
-func (s *heldSlots) has(i int) bool {
-	return s != nil && slices.Contains(s.checks, i)
-}
-
-// concurrencyAnswers completes the decisions of st's Concurrency checks:
-// a refusal's Retry-After is the rule's recent holding time (the scripts
-// cannot know when a slot will free).
-func (h *Handler) concurrencyAnswers(snap *inService, st *requestState) {
-	for i := range st.checks {
-		c := &st.checks[i]
-		if c.Request.Algorithm != limiter.Concurrency {
+// handSlots lets a request that only Concurrency rules with onLimit.delay
+// refuse wait for their slots, each handed over by a request of this
+// enforcer as it ends, in arrival order, up to the rule's delay.max; the
+// client's hang-up ends the wait. The slots handed over admit the request;
+// when one is not, those handed are given back and the refusals stand as
+// decided.
+func (h *Handler) handSlots(x *exchange) {
+	b := &x.batch
+	for i := range x.checks {
+		a := &b.Admissions[i]
+		if !engine.Refuses(a) || x.checks[i].Policy.DryRun {
 			continue
 		}
-		o := &st.outs[i]
-		if !refuses(o) {
+		req := &b.Requests[i]
+		if req.Algorithm != limiter.Concurrency || req.SlotWait() <= 0 || a.Err != nil ||
+			a.Decision.Degraded || a.Decision.Ban.Active() {
+			return
+		}
+	}
+	var buf [2]refusedSlot
+	handed := buf[:0]
+	for i := range x.checks {
+		a := &b.Admissions[i]
+		if !engine.Refuses(a) || x.checks[i].Policy.DryRun {
 			continue
 		}
-		g := snap.BackendOf(c.Policy).Guard
-		if o.Decision.Degraded || o.Decision.Ban.Active() {
-			continue
+		refused := a.Decision
+		if ok, _ := a.AwaitSlot(x.r.Context()); !ok {
+			for _, s := range handed {
+				b.Admissions[s.check].Release()
+				b.Admissions[s.check].Decision = s.refused
+			}
+			return
 		}
-		wait := g.SlotWait(&c.Request)
-		o.Decision.RetryAfter = wait
-		o.Decision.Reset = o.Decision.Now.Add(wait)
+		handed = append(handed, refusedSlot{check: i, refused: refused})
 	}
 }
 
-// holdSlots makes the slots of st's admitted Concurrency checks held by
-// the request, nil when it holds none. Call it once the request goes on.
-// held already holds the slots handed to the request as it waited.
-func (h *Handler) holdSlots(snap *inService, st *requestState, held *heldSlots) *heldSlots {
-	for i := range st.checks {
-		c := &st.checks[i]
-		if c.Request.Algorithm != limiter.Concurrency || held.has(i) {
-			continue
-		}
-		g := snap.BackendOf(c.Policy).Guard
-		if s := g.Hold(&c.Request, &st.outs[i].Decision); s.Holds() {
-			held = held.add(g, s, i)
-		}
-	}
-	return held
-}
-
-// awaitSlots lets a request that only Concurrency rules with
-// onLimit.delay refuse wait for their slots, each handed over by a request
-// of this enforcer as it ends, in arrival order, up to the rule's
-// delay.max; ctx is the client's, whose hang-up ends the wait. It returns
-// the slots handed over, or nil when the request is refused after all
-// (the refusals stand as decided).
-func (h *Handler) awaitSlots(ctx context.Context, snap *inService, st *requestState) *heldSlots {
-	for i := range st.checks {
-		c, o := &st.checks[i], &st.outs[i]
-		if !refuses(o) || c.Policy.DryRun {
-			continue
-		}
-		if c.Request.Algorithm != limiter.Concurrency || c.Request.SlotWait <= 0 || o.Err != nil ||
-			o.Decision.Degraded || o.Decision.Ban.Active() {
-			return nil
-		}
-	}
-	var handed *heldSlots
-	for i := range st.checks {
-		c, o := &st.checks[i], &st.outs[i]
-		if !refuses(o) || c.Policy.DryRun {
-			continue
-		}
-		g := snap.BackendOf(c.Policy).Guard
-		s, ok, _ := g.AwaitSlot(ctx, &c.Request)
-		if !ok {
-			handed.free()
-			return nil
-		}
-		handed = handed.add(g, s, i)
-	}
-	for _, i := range handed.checks {
-		d := &st.outs[i].Decision
-		d.Allowed, d.Remaining, d.RetryAfter, d.Reset = true, 0, 0, time.Now()
-	}
-	return handed
-}
-
-// free gives back what the request holds.
-func (s *heldSlots) free() {
-	if s == nil {
-		return
-	}
-	for i := range s.slots {
-		s.guards[i].Free(&s.slots[i])
-	}
-}
-
-// freeRefusedLocal gives back the LocalFallback slots of a refused
-// request's Concurrency checks: Redis took nothing for them, so the
-// refund does not cover them.
-func (h *Handler) freeRefusedLocal(snap *inService, st *requestState) {
-	for i := range st.checks {
-		c := &st.checks[i]
-		if o := &st.outs[i]; c.Request.Algorithm == limiter.Concurrency && o.Decision.Degraded && o.Decision.Allowed {
-			g := snap.BackendOf(c.Policy).Guard
-			s := g.Hold(&c.Request, &o.Decision)
-			g.Free(&s)
-		}
-	}
-}
-
-// countSlotRefusals counts the refusals of st's Concurrency checks that
-// stand, once waiting for a slot is over.
-func (h *Handler) countSlotRefusals(snap *inService, st *requestState) {
-	for i := range st.checks {
-		if c := &st.checks[i]; c.Request.Algorithm == limiter.Concurrency && refuses(&st.outs[i]) {
-			snap.BackendOf(c.Policy).Guard.CountRefused(&c.Request)
-		}
-	}
+// refusedSlot is a check handed a slot as it waited, and its refusal.
+type refusedSlot struct {
+	check   int
+	refused limiter.Decision
 }

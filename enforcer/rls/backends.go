@@ -1,8 +1,6 @@
 package rls
 
 import (
-	"context"
-
 	"github.com/sluice-dev/sluice/enforcer/limiter"
 )
 
@@ -68,27 +66,4 @@ next:
 		out = append(out, backendGroup{backend: be, index: []int{i}})
 	}
 	return out
-}
-
-// allowAll decides checks, each on its backend (on, one for one): one
-// batch per backend, the common single one without copying.
-func allowAll(ctx context.Context, checks []limiter.Request, on []*Backend) []limiter.Outcome {
-	if len(checks) == 0 {
-		return nil
-	}
-	groups := groupByBackend(on)
-	if len(groups) == 1 {
-		return groups[0].backend.Guard.AllowAll(ctx, checks, nil)
-	}
-	outs := make([]limiter.Outcome, len(checks))
-	for _, g := range groups {
-		sub := make([]limiter.Request, len(g.index))
-		for k, i := range g.index {
-			sub[k] = checks[i]
-		}
-		for k, o := range g.backend.Guard.AllowAll(ctx, sub, nil) {
-			outs[g.index[k]] = o
-		}
-	}
-	return outs
 }

@@ -9,6 +9,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/sluice-dev/sluice/enforcer/config"
+	"github.com/sluice-dev/sluice/enforcer/engine"
 	"github.com/sluice-dev/sluice/enforcer/limiter"
 	"github.com/sluice-dev/sluice/enforcer/rls/erlconfig"
 	"github.com/sluice-dev/sluice/internal/testing/redistest"
@@ -80,10 +81,16 @@ func TestDomainsOnTheirOwnBackends(t *testing.T) {
 	g.Expect(on[1].Guard).To(BeIdenticalTo(b.Guard))
 	before, err := a.Redis.Peek(ctx, checks[0])
 	g.Expect(err).NotTo(HaveOccurred())
-	outs := allowAll(ctx, checks, on)
+	var batch engine.Batch
+	for i := range checks {
+		batch.Add(on[i].Guard, checks[i])
+	}
+	batch.Decide(ctx, nil)
+	outs := batch.Admissions
 	g.Expect(outs[0].Decision.Allowed).To(BeTrue())
 	g.Expect(outs[1].Decision.Allowed).To(BeFalse())
-	g.Expect(s.refund(ctx, checks, on, outs)).To(Equal([]bool{true, false}))
+	g.Expect(batch.Refuse(ctx)).To(BeZero())
+	g.Expect([]bool{batch.GivenBack(0), batch.GivenBack(1)}).To(Equal([]bool{true, false}))
 	after, err := a.Redis.Peek(ctx, checks[0])
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(after.Remaining).To(Equal(before.Remaining), "the refused call leaves A's count as it was")

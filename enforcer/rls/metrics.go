@@ -139,27 +139,27 @@ func (m *Metrics) hits(r *Rule, d limiter.Decision, hits int64, shadow bool) {
 	}
 }
 
-func (m *Metrics) degraded() {
+func (m *Metrics) countDegraded() {
 	if m != nil {
 		m.degradedN.Inc()
 	}
 }
 
-// oversized counts a call refused for a bound; domain is "" for a domain
+// countOversized counts a call refused for a bound; domain is "" for a domain
 // the table does not have.
-func (m *Metrics) oversized(domain, bound string) {
+func (m *Metrics) countOversized(domain, bound string) {
 	if m != nil {
 		m.oversizedN.WithLabelValues(domain, bound).Inc()
 	}
 }
 
-func (m *Metrics) refundFailed() {
+func (m *Metrics) countRefundFailure() {
 	if m != nil {
 		m.refunds.Inc()
 	}
 }
 
-func (m *Metrics) peeked(domain string, calls int) {
+func (m *Metrics) countPeeks(domain string, calls int) {
 	if m == nil {
 		return
 	}

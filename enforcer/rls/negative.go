@@ -16,7 +16,7 @@ const outcomeGivenBack = "given_back"
 // budget instead of consuming from it"; envoyproxy/ratelimit has no such
 // answer (it counts the hits as usual).
 //
-// It is the limiter's Guard.GiveBack, capped as refunds are: a window is
+// It is the GiveBack of the limiter's Guard.Claim, capped as refunds are: a window is
 // never given more than it counts (a fixed or sliding window never below
 // empty, a token bucket or GCRA never above full), and a fixed window only
 // gets back units of the window in progress. So however many units are
@@ -26,13 +26,13 @@ const outcomeGivenBack = "given_back"
 // Each request is given back on its backend (on, one for one).
 func (s *Service) giveBack(ctx context.Context, reqs []limiter.Request, on []*Backend) {
 	for _, g := range groupByBackend(on) {
-		sub := make([]limiter.Request, len(g.index))
-		units := make([]int64, len(g.index))
+		claims := make([]limiter.Admission, len(g.index))
 		for k, i := range g.index {
-			sub[k], units[k] = reqs[i], reqs[i].Cost
+			claims[k] = g.backend.Guard.Claim(reqs[i])
+			claims[k].GiveBack()
 		}
-		if err := g.backend.Guard.GiveBack(ctx, sub, units); err != nil {
-			s.metrics.refundFailed()
+		if err := limiter.Settle(ctx, claims); err != nil {
+			s.metrics.countRefundFailure()
 		}
 	}
 }

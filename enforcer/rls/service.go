@@ -2,8 +2,6 @@ package rls
 
 import (
 	"context"
-	"fmt"
-	"math"
 	"sync/atomic"
 	"time"
 
@@ -11,9 +9,9 @@ import (
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/sluice-dev/sluice/enforcer/config"
+	"github.com/sluice-dev/sluice/enforcer/engine"
 	"github.com/sluice-dev/sluice/enforcer/limiter"
 )
 
@@ -93,7 +91,7 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *ratelimitv3.RateLimi
 		domainLabel = req.Domain
 	}
 	if bound, err := s.bounds.Load().overBounds(req); err != nil {
-		s.metrics.oversized(domainLabel, bound)
+		s.metrics.countOversized(domainLabel, bound)
 		return nil, err
 	}
 	calls := make([]descriptorCall, len(req.Descriptors))
@@ -118,10 +116,12 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *ratelimitv3.RateLimi
 			}
 		}
 	}
-	var checks, peeks, gives []limiter.Request
-	// checkOn, peekOn and giveOn are the backends of checks, peeks and
-	// gives, one for one.
-	var checkOn, peekOn, giveOn []*Backend
+	// checks are the descriptors that count, each on its backend's guard;
+	// peeks and gives count nothing (peekOn and giveOn are their backends,
+	// one for one).
+	var checks engine.Batch
+	var peeks, gives []limiter.Request
+	var peekOn, giveOn []*Backend
 	var zeros []limiter.Decision
 	for i, desc := range req.Descriptors {
 		c := &calls[i]
@@ -149,20 +149,20 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *ratelimitv3.RateLimi
 			if hits == 0 {
 				c.check, c.peek, peeks, peekOn = len(peeks), true, append(peeks, lr), append(peekOn, be)
 			} else {
-				c.check, checks, checkOn = len(checks), append(checks, lr), append(checkOn, be)
+				c.check = checks.Add(be.Guard, lr)
 			}
 		}
 	}
-	release, err := s.shareOf(ctx, len(gives)+len(checks)+len(peeks))
+	release, err := s.shareOf(ctx, len(gives)+checks.Len()+len(peeks))
 	if err != nil {
-		s.metrics.oversized(domainLabel, boundInFlight)
+		s.metrics.countOversized(domainLabel, boundInFlight)
 		return nil, err
 	}
 	defer release()
 	s.giveBack(ctx, gives, giveOn)
-	outs := allowAll(ctx, checks, checkOn)
+	checks.Decide(ctx, nil)
 	peeked := s.peek(ctx, req.Domain, peeks, peekOn)
-	for _, o := range outs {
+	for _, o := range checks.Admissions {
 		if o.Err != nil && !o.Decision.Degraded {
 			// a request the limiter could not take: a bug, never a client's
 			return nil, status.Errorf(codes.Internal, "rate limit check: %v", o.Err)
@@ -177,7 +177,7 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *ratelimitv3.RateLimi
 		if c.peek {
 			return peeked[c.check], 0
 		}
-		return outs[c.check].Decision, checks[c.check].Cost
+		return checks.Admissions[c.check].Decision, checks.Requests[c.check].Cost
 	}
 	windowsOf := func(c *descriptorCall) []limiter.Window {
 		if c.zero {
@@ -186,20 +186,25 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *ratelimitv3.RateLimi
 		if c.peek {
 			return peeks[c.check].Windows
 		}
-		return checks[c.check].Windows
+		return checks.Requests[c.check].Windows
 	}
 	for i := range calls {
 		c := &calls[i]
 		if c.check < 0 {
 			continue
 		}
-		if d, _ := decisionOf(c); !d.Allowed && !c.negative && !c.rule.Shadow && !c.rule.domain.dryRun {
+		d, cost := decisionOf(c)
+		s.metrics.hits(c.rule, d, cost, c.rule.Shadow || c.rule.domain.dryRun) // as decided, before a refund
+		if !d.Allowed && !c.negative && !c.rule.Shadow && !c.rule.domain.dryRun {
 			resp.OverallCode = ratelimitv3.RateLimitResponse_OVER_LIMIT
 		}
 	}
-	var refunded []bool
 	if resp.OverallCode == ratelimitv3.RateLimitResponse_OVER_LIMIT {
-		refunded = s.refund(ctx, checks, checkOn, outs)
+		// a refused call counts nowhere: the outcomes given back then
+		// report what is left after the refund
+		for range checks.Refuse(ctx) {
+			s.metrics.countRefundFailure()
+		}
 	}
 	headers := s.headers.Load()
 	var reports []report
@@ -211,12 +216,8 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *ratelimitv3.RateLimi
 			s.metrics.descriptor(domainLabel, c.rule, c.outcome)
 			continue
 		}
-		d, cost := decisionOf(c)
+		d, _ := decisionOf(c)
 		shadow := c.rule.Shadow || c.rule.domain.dryRun
-		s.metrics.hits(c.rule, d, cost, shadow) // as decided, before a refund
-		if !c.peek && !c.zero && refunded != nil && refunded[c.check] && d.Allowed && !d.Degraded {
-			d.Remaining += cost
-		}
 		st := descriptorStatus(c.rule, windowsOf(c), d)
 		outcome := outcomeAllowed
 		switch {
@@ -234,7 +235,7 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *ratelimitv3.RateLimi
 			reports = append(reports, report{rule: c.rule, window: ws[min(d.Window, len(ws)-1)], decision: d, status: st, refused: st.Code == ratelimitv3.RateLimitResponse_OVER_LIMIT})
 		}
 		if d.Degraded {
-			s.metrics.degraded()
+			s.metrics.countDegraded()
 		}
 		s.metrics.descriptor(domainLabel, c.rule, outcome)
 		tally.add(outcome, d.Degraded)
@@ -267,7 +268,7 @@ func (s *Service) peek(ctx context.Context, domain string, reqs []limiter.Reques
 		for k, i := range g.index {
 			sub[k] = reqs[i]
 		}
-		s.metrics.peeked(domain, len(sub))
+		s.metrics.countPeeks(domain, len(sub))
 		ds, errs := g.backend.Redis.PeekAll(ctx, sub)
 		for k, i := range g.index {
 			out[i] = ds[k]
@@ -289,124 +290,4 @@ func failedPeek(r *limiter.Request) limiter.Decision {
 		d.Remaining, d.RetryAfter, d.Reset = 0, time.Second, now.Add(time.Second)
 	}
 	return d
-}
-
-// refund gives back what the admitted checks of a refused call took, each
-// on its backend (on, one for one): one refund per backend, so that a
-// backend that fails costs only its own. It reports, by check, whether
-// what it took was given back.
-func (s *Service) refund(ctx context.Context, checks []limiter.Request, on []*Backend, outs []limiter.Outcome) []bool {
-	refunded := make([]bool, len(checks))
-	for _, g := range groupByBackend(on) {
-		var reqs []limiter.Request
-		var counted []time.Time
-		var index []int
-		for _, i := range g.index {
-			if o := &outs[i]; o.Decision.Allowed && !o.Decision.Degraded && o.Err == nil {
-				reqs, counted, index = append(reqs, checks[i]), append(counted, o.Decision.CountedAt), append(index, i)
-			}
-		}
-		if len(reqs) == 0 {
-			continue
-		}
-		if err := g.backend.Guard.Refund(ctx, reqs, counted); err != nil {
-			s.metrics.refundFailed()
-			continue
-		}
-		for _, i := range index {
-			refunded[i] = true
-		}
-	}
-	return refunded
-}
-
-// noLimitStatus answers a descriptor no limit applies to, as
-// envoyproxy/ratelimit does: an unlimited one reports all the room there is.
-func noLimitStatus(outcome string) *ratelimitv3.RateLimitResponse_DescriptorStatus {
-	st := &ratelimitv3.RateLimitResponse_DescriptorStatus{Code: ratelimitv3.RateLimitResponse_OK}
-	if outcome == outcomeUnlimited {
-		st.LimitRemaining = math.MaxUint32
-	}
-	return st
-}
-
-// descriptorStatus reports a decision under windows (the rule's, its
-// tier's or its override's): the deciding window as current_limit, what
-// it has left, and how long until the descriptor is admitted again
-// (refused) or its window is whole again (admitted). A decision of the
-// Open or Closed failure mode counted nothing and knows no count: it
-// reports its code alone (Closed: and when to ask again), no limit, as
-// the headers leave it out, so that Envoy's headers leave it out too.
-func descriptorStatus(r *Rule, windows []limiter.Window, d limiter.Decision) *ratelimitv3.RateLimitResponse_DescriptorStatus {
-	st := &ratelimitv3.RateLimitResponse_DescriptorStatus{Code: ratelimitv3.RateLimitResponse_OK}
-	if !d.Allowed {
-		st.Code = ratelimitv3.RateLimitResponse_OVER_LIMIT
-	}
-	if d.Degraded && r.domain.failure.Mode != config.FailLocal {
-		if !d.Allowed {
-			st.DurationUntilReset = durationpb.New(max(d.RetryAfter, 0))
-		}
-		return st
-	}
-	w := windows[min(d.Window, len(windows)-1)]
-	st.CurrentLimit = currentLimit(r.LimitName, w)
-	st.LimitRemaining = uint32(min(max(d.Remaining, 0), math.MaxUint32))
-	until := d.Reset.Sub(d.Now)
-	if !d.Allowed {
-		until = d.RetryAfter
-	}
-	st.DurationUntilReset = durationpb.New(max(until, 0))
-	return st
-}
-
-// units are the response's units with their length; a month is 30 days
-// and a year 365, as envoyproxy/ratelimit counts them.
-var units = []struct {
-	unit   ratelimitv3.RateLimitResponse_RateLimit_Unit
-	period time.Duration
-}{
-	{ratelimitv3.RateLimitResponse_RateLimit_SECOND, time.Second},
-	{ratelimitv3.RateLimitResponse_RateLimit_MINUTE, time.Minute},
-	{ratelimitv3.RateLimitResponse_RateLimit_HOUR, time.Hour},
-	{ratelimitv3.RateLimitResponse_RateLimit_DAY, 24 * time.Hour},
-	{ratelimitv3.RateLimitResponse_RateLimit_WEEK, 7 * 24 * time.Hour},
-	{ratelimitv3.RateLimitResponse_RateLimit_MONTH, 30 * 24 * time.Hour},
-	{ratelimitv3.RateLimitResponse_RateLimit_YEAR, 365 * 24 * time.Hour},
-}
-
-// currentLimit is window w as a response reports it: requests per unit
-// when its period is one unit; otherwise the unit is UNKNOWN and the name
-// says what the limit is ("100/5m").
-func currentLimit(name string, w limiter.Window) *ratelimitv3.RateLimitResponse_RateLimit {
-	l := &ratelimitv3.RateLimitResponse_RateLimit{Name: name, RequestsPerUnit: uint32(min(w.Requests, math.MaxUint32))}
-	if w.Calendar != nil {
-		return calendarLimit(l, w)
-	}
-	for _, u := range units {
-		if u.period == w.Period {
-			l.Unit = u.unit
-			return l
-		}
-	}
-	l.Unit = ratelimitv3.RateLimitResponse_RateLimit_UNKNOWN
-	spelled := fmt.Sprintf("%d/%s", w.Requests, periodString(w.Period))
-	if name == "" {
-		l.Name = spelled
-	} else {
-		l.Name = name + " (" + spelled + ")"
-	}
-	return l
-}
-
-// periodString writes a period in its largest whole unit: 5m, 90s, 1500ms.
-func periodString(p time.Duration) string {
-	for _, u := range []struct {
-		d    time.Duration
-		name string
-	}{{24 * time.Hour, "d"}, {time.Hour, "h"}, {time.Minute, "m"}, {time.Second, "s"}} {
-		if p%u.d == 0 {
-			return fmt.Sprintf("%d%s", p/u.d, u.name)
-		}
-	}
-	return fmt.Sprintf("%dms", p/time.Millisecond)
 }

@@ -66,7 +66,7 @@ func (s *Service) ApplyAllOn(ctx context.Context, backendOf func(*config.Policy)
 		for _, be := range tab.backends(s.def) {
 			if !released[be.Guard] {
 				released[be.Guard] = true
-				be.Guard.Release(ctx)
+				be.Guard.ReturnLeases(ctx)
 			}
 		}
 	}

@@ -348,11 +348,7 @@ func (r *Rule) Request(entries []*ratelimitv3common.RateLimitDescriptor_Entry, h
 	} else if w, ok := r.perTier[entryValue(entries, r.tierKey)]; ok && r.tierKey != "" {
 		limits = w
 	}
-	req := limits.Request(limiter.HashTenant(r.salt, key))
-	if hits != req.Cost {
-		req.Cost, req.Lease = hits, false
-	}
-	return req
+	return limits.Request(limiter.HashTenant(r.salt, key)).WithCost(hits)
 }
 
 // Windows are the rule's untiered windows: do not modify them.

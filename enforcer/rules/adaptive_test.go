@@ -121,7 +121,7 @@ func TestAScaledRuleKeepsItsBanAndDelay(t *testing.T) {
 	g.Expect(adaptiveRuleOf(table, "api").SetFactor(5000)).To(Succeed())
 	req := adaptiveCheckOf(t, table, newRequest("GET", "/v1/orders", "X-API-Key: k1"), "api").Request
 	g.Expect(req.Windows).To(Equal([]limiter.Window{{Requests: 30, Period: time.Minute, Burst: 30}}))
-	g.Expect(req.Ban).NotTo(BeNil())
-	g.Expect(req.Ban.Denials).To(Equal(int64(3)))
-	g.Expect(req.Delay).To(Equal(time.Second))
+	g.Expect(req.Ban()).NotTo(BeNil())
+	g.Expect(req.Ban().Denials).To(Equal(int64(3)))
+	g.Expect(req.MaxDelay()).To(Equal(time.Second))
 }

@@ -12,4 +12,4 @@ func (*connCheck) init(net.Conn) {}
 // alive cannot look at the socket on this system: a connection the
 // application closed is found when a request fails on it, and bytes it
 // sent while idle only if they had arrived with the response.
-func alive(c *upstreamConn) bool { return !c.buffered() }
+func alive(c *upstreamConn) bool { return !c.hasBuffered() }

@@ -38,7 +38,7 @@ func (k *connCheck) init(conn net.Conn) {
 // anything on it while it was idle: a peek at the socket that does not
 // block.
 func alive(c *upstreamConn) bool {
-	if c.buffered() {
+	if c.hasBuffered() {
 		return false
 	}
 	k := &c.check

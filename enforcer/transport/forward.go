@@ -116,14 +116,13 @@ type RequestBodyError struct{ err error }
 func (e *RequestBodyError) Error() string { return "reading the request body: " + e.err.Error() }
 func (e *RequestBodyError) Unwrap() error { return e.err }
 
-// serve forwards r and copies the response to w; onError answers when the
-// request could not be forwarded or the application gave no usable
-// response.
-func (f *forwarder) serve(w http.ResponseWriter, r *http.Request, onError func(http.ResponseWriter, *http.Request, error)) {
+// forward sends r and copies the response to w; it returns a
+// *ForwardError, having written nothing, when the request could not be
+// forwarded or the application gave no usable response.
+func (f *forwarder) forward(w http.ResponseWriter, r *http.Request) error {
 	body, err := limitBody(w, r, f.maxBody)
 	if err != nil {
-		onError(w, r, err)
-		return
+		return newForwardError(r, err)
 	}
 	ctx := r.Context()
 	resp, c, stop, err := f.roundTrip(ctx, w, r, body)
@@ -134,8 +133,7 @@ func (f *forwarder) serve(w http.ResponseWriter, r *http.Request, onError func(h
 		if ctx.Err() != nil && !errors.As(err, new(*RequestBodyError)) {
 			err = context.Cause(ctx)
 		}
-		onError(w, r, err)
-		return
+		return newForwardError(r, err)
 	}
 	reusable, broken := copyResponse(w, resp)
 	if c.finishBody(w) != nil {
@@ -154,6 +152,7 @@ func (f *forwarder) serve(w http.ResponseWriter, r *http.Request, onError func(h
 		// too, so that it is not taken as complete.
 		panic(http.ErrAbortHandler)
 	}
+	return nil
 }
 
 // roundTrip sends r to a pooled connection, or a new one, and reads the

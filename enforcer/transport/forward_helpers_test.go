@@ -32,9 +32,6 @@ type fixture struct {
 func serveWith(t *testing.T, path string, opts Options, appURL string) *fixture {
 	t.Helper()
 	opts.Target, _ = url.Parse(appURL)
-	if opts.OnError == nil {
-		opts.OnError = answerError
-	}
 	u := New(opts)
 	if path == "reverse-proxy" {
 		u.forwarder = nil
@@ -43,7 +40,9 @@ func serveWith(t *testing.T, path string, opts Options, appURL string) *fixture 
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("X-RateLimit-Limit", "100")
 		w.Header().Set("X-RateLimit-Remaining", "99")
-		u.Forward(w, r, config.UpstreamHTTP1)
+		if err := u.Forward(w, r, config.UpstreamHTTP1, nil); err != nil {
+			answerError(w, r, err)
+		}
 	}))
 	t.Cleanup(srv.Close)
 	return &fixture{url: srv.URL, upstream: u}
@@ -76,6 +75,13 @@ func answerError(w http.ResponseWriter, r *http.Request, err error) {
 	w.WriteHeader(status)
 }
 
+// answerErrorOf answers err, when there is one.
+func answerErrorOf(w http.ResponseWriter, r *http.Request, err error) {
+	if err != nil {
+		answerError(w, r, err)
+	}
+}
+
 // pathOnly serves requests by one forwarding path alone: the request the
 // test sends is the one the path is given, its forwarding headers
 // included. The reverse proxy has a transport that keeps connections
@@ -88,14 +94,13 @@ func pathOnly(t *testing.T, path string, opts Options, appURL string) string {
 	if path == "forwarder" {
 		fw := newForwarder(opts.Target, opts.ResponseHeaderTimeout, opts.MaxRequestBody)
 		t.Cleanup(fw.closeIdle)
-		serve = func(w http.ResponseWriter, r *http.Request) { fw.serve(w, r, answerError) }
+		serve = func(w http.ResponseWriter, r *http.Request) { answerErrorOf(w, r, fw.forward(w, r)) }
 	} else {
 		tr := NewHTTP1()
 		tr.ResponseHeaderTimeout = opts.ResponseHeaderTimeout
 		t.Cleanup(tr.CloseIdleConnections)
-		rp := &reverseProxy{proxy: newReverseProxy(opts.Target, tr, answerError), maxBody: opts.MaxRequestBody,
-			onError: answerError}
-		serve = rp.ServeHTTP
+		rp := &reverseProxy{proxy: newReverseProxy(opts.Target, tr), maxBody: opts.MaxRequestBody}
+		serve = func(w http.ResponseWriter, r *http.Request) { answerErrorOf(w, r, rp.forward(w, r)) }
 	}
 	srv := httptest.NewServer(serve)
 	t.Cleanup(srv.Close)

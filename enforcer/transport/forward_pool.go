@@ -121,9 +121,9 @@ func (c *upstreamConn) putReader() bool {
 	return true
 }
 
-// buffered reports whether c holds bytes the application sent that no
+// hasBuffered reports whether c holds bytes the application sent that no
 // response has read.
-func (c *upstreamConn) buffered() bool {
+func (c *upstreamConn) hasBuffered() bool {
 	return c.head.aheadPos < c.head.aheadEnd || (c.br != nil && c.br.Buffered() > 0)
 }
 

@@ -78,7 +78,7 @@ func isEventStream(ct []string) bool {
 }
 
 // writeInformational relays a 1xx answer with the application's fields
-// only, but those w's HeadFilter takes. The server sends the whole header
+// only, but the private fields of its AnswerHead. The server sends the whole header
 // map with a 1xx, and the map holds the rate limit headers, which belong
 // to the final response: they are set aside while it is written.
 func writeInformational(w http.ResponseWriter, code int, fields http.Header) {

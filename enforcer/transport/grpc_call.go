@@ -28,11 +28,10 @@ type grpcForwarder struct {
 	target    *url.URL
 	transport http.RoundTripper
 	maxBody   int64
-	onError   func(http.ResponseWriter, *http.Request, error)
 	errorLog  *log.Logger
 }
 
-func (f *grpcForwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (f *grpcForwarder) forward(w http.ResponseWriter, r *http.Request) error {
 	h := w.Header()
 	// A nil Content-Type: the application's, if it sent one, is added;
 	// net/http guesses none (suppressSniffing).
@@ -41,8 +40,7 @@ func (f *grpcForwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	body, err := limitBody(w, r, f.maxBody)
 	if err != nil {
-		f.onError(w, r, err)
-		return
+		return newForwardError(r, err)
 	}
 	c := &grpcCall{w: w}
 	out := c.request(r, body, f.target)
@@ -56,13 +54,11 @@ func (f *grpcForwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	c.answered = true
 	c.mu.Unlock()
 	if err != nil {
-		f.onError(w, out, err)
-		return
+		return newForwardError(out, err)
 	}
 	if res.StatusCode == http.StatusSwitchingProtocols {
 		_ = res.Body.Close()
-		f.onError(w, out, errors.New("the application switched protocols on a gRPC call"))
-		return
+		return newForwardError(out, errors.New("the application switched protocols on a gRPC call"))
 	}
 	// An HTTP/2 application may send a length and trailers; the length
 	// goes, as on the reverse proxy, so that no server drops them.
@@ -87,7 +83,7 @@ func (f *grpcForwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if r.Context().Value(http.ServerContextKey) != nil {
 			panic(http.ErrAbortHandler)
 		}
-		return
+		return nil
 	}
 	_ = res.Body.Close() // now, for res.Trailer
 	if len(res.Trailer) > 0 {
@@ -103,12 +99,13 @@ func (f *grpcForwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				h[k] = vv
 			}
 		}
-		return
+		return nil
 	}
 	for k, vv := range res.Trailer {
 		k = http.TrailerPrefix + k
 		h[k] = append(h[k], vv...)
 	}
+	return nil
 }
 
 // copyBody copies res's body to w, flushed after every read when it is a
@@ -225,7 +222,7 @@ func forwardedHeader(h http.Header) http.Header {
 	out := make(http.Header, len(h)+1)
 	connection := h["Connection"]
 	for k, vv := range h {
-		if reverseProxyHop(k) || k == "Expect" || (connection != nil && request.Listed(connection, k) && !forwarding(k)) {
+		if reverseProxyHop(k) || k == "Expect" || (connection != nil && request.Listed(connection, k) && !isForwardingField(k)) {
 			continue
 		}
 		out[k] = vv
@@ -253,9 +250,9 @@ func reverseProxyHop(k string) bool {
 	return false
 }
 
-// forwarding reports whether k is one of the forwarding fields the reverse
+// isForwardingField reports whether k is one of the forwarding fields the reverse
 // proxy sends as the handler set them.
-func forwarding(k string) bool {
+func isForwardingField(k string) bool {
 	for _, f := range forwardingHeaders {
 		if k == f {
 			return true

@@ -681,9 +681,6 @@ func (a *h2cApp) serveHTTP(w http.ResponseWriter, r *http.Request) {
 func serveGRPC(t testing.TB, path string, opts Options, appURL string) string {
 	t.Helper()
 	opts.Target, _ = url.Parse(appURL)
-	if opts.OnError == nil {
-		opts.OnError = answerError
-	}
 	u := New(opts)
 	if path == "reverse-proxy" {
 		u.h2cCalls = u.through(opts, u.h2cTransports[1])
@@ -692,7 +689,7 @@ func serveGRPC(t testing.TB, path string, opts Options, appURL string) string {
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("X-RateLimit-Limit", "100")
 		w.Header().Set("X-RateLimit-Remaining", "99")
-		u.Forward(w, r, config.UpstreamH2C)
+		answerErrorOf(w, r, u.Forward(w, r, config.UpstreamH2C, nil))
 	}))
 	srv.Config.Protocols = new(http.Protocols)
 	srv.Config.Protocols.SetUnencryptedHTTP2(true)

@@ -46,6 +46,9 @@ var ErrBodyTimeout = errors.New("the request body did not arrive in time")
 // BodyTimedOut reports whether r's body missed its deadline, whatever
 // error the exchange ended with.
 func BodyTimedOut(r *http.Request, err error) bool {
+	if fe := (*ForwardError)(nil); errors.As(err, &fe) && fe.bodyTimedOut {
+		return true
+	}
 	b, ok := r.Body.(*deadlineBody)
 	return errors.Is(err, ErrBodyTimeout) || (ok && b.timedOut)
 }

@@ -11,6 +11,7 @@
 package transport
 
 import (
+	"errors"
 	"io"
 	"log"
 	"net/http"
@@ -41,32 +42,60 @@ type Options struct {
 	// MaxRequestBody is the largest request body forwarded, in bytes; 0 is
 	// no limit.
 	MaxRequestBody int64
-	// OnError answers a request that could not be forwarded: its body
-	// could not be read (a *RequestBodyError, ErrBodyTimeout), was over
-	// MaxRequestBody (*http.MaxBytesError), or the application could not
-	// be reached or gave no usable answer. It must answer.
-	OnError func(http.ResponseWriter, *http.Request, error)
+}
+
+// ForwardError is a request that could not be forwarded: its body could
+// not be read (a *RequestBodyError, ErrBodyTimeout), was over
+// MaxRequestBody (*http.MaxBytesError), or the application could not be
+// reached or gave no usable answer. Nothing of an answer was written: the
+// caller answers.
+type ForwardError struct {
+	Err error
+	// bodyTimedOut: the request's body had missed its deadline, whatever
+	// Err says; cancelled: the request's context had ended.
+	bodyTimedOut, cancelled bool
+}
+
+func (e *ForwardError) Error() string { return e.Err.Error() }
+func (e *ForwardError) Unwrap() error { return e.Err }
+
+// newForwardError is the ForwardError of r, which failed with err.
+func newForwardError(r *http.Request, err error) *ForwardError {
+	return &ForwardError{Err: err, bodyTimedOut: BodyTimedOut(r, err), cancelled: r.Context().Err() != nil}
+}
+
+// Cancelled reports whether err is a ForwardError of a request whose
+// context had ended when it failed (its client gone, or its connection
+// failing otherwise).
+func Cancelled(err error) bool {
+	var fe *ForwardError
+	return errors.As(err, &fe) && fe.cancelled
+}
+
+// path is one way to the application: it forwards a request and returns
+// a *ForwardError when it wrote nothing and the caller must answer.
+type path interface {
+	forward(w http.ResponseWriter, r *http.Request) error
 }
 
 // Upstream is the application behind the enforcer and the ways to reach
 // it. It is safe for concurrent use.
 type Upstream struct {
-	forwarder *forwarder   // plain requests; nil when a Transport was given
-	upstream  http.Handler // the others: upgrades, streamed or large bodies
+	forwarder *forwarder // plain requests; nil when a Transport was given
+	upstream  path       // the others: upgrades, streamed or large bodies
 	transport http.RoundTripper
 	// h2c forwards as cleartext HTTP/2; h2cCalls forwards gRPC calls
 	// (grpcForwarder), which no response header timeout bounds: a server
 	// stream may send its first message (and with it its headers)
 	// whenever it has one, and the call's deadline bounds it.
-	h2c, h2cCalls http.Handler
+	h2c, h2cCalls path
 	h2cTransports []*http.Transport // nil when a Transport was given
 	limits        RequestLimits
-	onError       func(http.ResponseWriter, *http.Request, error)
 }
 
 // New is the Upstream opts describe.
 func New(opts Options) *Upstream {
-	u := &Upstream{limits: opts.Limits, onError: opts.OnError}
+	u := &Upstream{limits: opts.Limits}
 	h2cTransport, h2cCallTransport := opts.Transport, opts.Transport
 	if opts.Transport == nil {
 		plain, calls := NewH2C(), NewH2C()
@@ -91,43 +120,45 @@ func New(opts Options) *Upstream {
 	u.upstream = u.through(opts, opts.Transport)
 	u.h2c = u.through(opts, h2cTransport)
 	u.h2cCalls = &grpcForwarder{target: opts.Target, transport: h2cCallTransport, maxBody: opts.MaxRequestBody,
-		onError: u.onError, errorLog: opts.ErrorLog}
+		errorLog: opts.ErrorLog}
 	return u
 }
 
 // through is a reverse proxy to the application through t.
-func (u *Upstream) through(opts Options, t http.RoundTripper) http.Handler {
-	rp := newReverseProxy(opts.Target, t, u.onError)
+func (u *Upstream) through(opts Options, t http.RoundTripper) path {
+	rp := newReverseProxy(opts.Target, t)
 	rp.ErrorLog = opts.ErrorLog
-	return &reverseProxy{proxy: rp, maxBody: opts.MaxRequestBody, onError: u.onError}
+	return &reverseProxy{proxy: rp, maxBody: opts.MaxRequestBody}
 }
 
 // Forward passes an admitted request to the application, within the
 // request limits, in protocol: cleartext HTTP/2 for H2C, except upgrades
 // (WebSocket), which HTTP/2 cannot carry and which go as HTTP/1.1 to the
-// same port.
-func (u *Upstream) Forward(w http.ResponseWriter, r *http.Request, protocol config.UpstreamProtocol) {
+// same port. head, when not nil, names the answer's fields that are not
+// the client's and learns of an upgrade. It returns a *ForwardError when
+// the request could not be forwarded or the application gave no usable
+// answer: nothing was written then, and the caller answers.
+func (u *Upstream) Forward(w http.ResponseWriter, r *http.Request, protocol config.UpstreamProtocol, head *AnswerHead) error {
+	if head != nil {
+		w = &privateFields{ResponseWriter: w, head: head}
+	}
 	w, g := u.limits.Guard(w, r)
 	defer g.Done()
 	release, err := BufferBody(r)
 	if err != nil {
-		u.onError(w, r, &RequestBodyError{err})
-		return
+		return newForwardError(r, &RequestBodyError{err})
 	}
 	defer release()
 	if protocol == config.UpstreamH2C && r.Header["Upgrade"] == nil {
 		if request.IsGRPCStream(r) {
-			u.h2cCalls.ServeHTTP(w, r)
-		} else {
-			u.h2c.ServeHTTP(w, r)
+			return u.h2cCalls.forward(w, r)
 		}
-		return
+		return u.h2c.forward(w, r)
 	}
 	if u.forwarder != nil && u.forwarder.takes(r) {
-		u.forwarder.serve(w, r, u.onError)
-		return
+		return u.forwarder.forward(w, r)
 	}
-	u.upstream.ServeHTTP(w, r)
+	return u.upstream.forward(w, r)
 }
 
 // CloseIdleConnections closes the kept-alive connections to the

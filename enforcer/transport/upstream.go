@@ -79,7 +79,7 @@ var forwardingHeaders = [...]string{"X-Forwarded-For", "X-Forwarded-Host", "X-Fo
 // -Host, -Proto, Forwarded, which the handler has set), without hop-by-hop
 // headers, with upgrades (WebSocket) passed through and streamed responses
 // (unknown length, text/event-stream) flushed as they arrive.
-func newReverseProxy(target *url.URL, transport http.RoundTripper, onError func(http.ResponseWriter, *http.Request, error)) *httputil.ReverseProxy {
+func newReverseProxy(target *url.URL, transport http.RoundTripper) *httputil.ReverseProxy {
 	return &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			// The query the handler matched, even the parameters the
@@ -104,10 +104,10 @@ func newReverseProxy(target *url.URL, transport http.RoundTripper, onError func(
 			if resp.StatusCode == http.StatusSwitchingProtocols {
 				// The proxy writes a 101 to the protocol asked for itself, on
 				// the hijacked connection; any other is a 502.
-				f, ok := resp.Request.Context().Value(upgradeFilterKey{}).(HeadFilter)
+				f, ok := resp.Request.Context().Value(upgradeFilterKey{}).(*privateFields)
 				if ok && request.Listed(resp.Header["Connection"], "Upgrade") &&
 					strings.EqualFold(resp.Header.Get("Upgrade"), resp.Request.Header.Get("Upgrade")) {
-					f.FilterHead(resp.StatusCode, resp.Header)
+					f.take(resp.StatusCode, resp.Header)
 				}
 				return nil
 			}
@@ -119,7 +119,15 @@ func newReverseProxy(target *url.URL, transport http.RoundTripper, onError func(
 		},
 		Transport:    transport,
 		BufferPool:   copyBuffers,
-		ErrorHandler: onError,
+		ErrorHandler: keepError,
+	}
+}
+
+// keepError keeps the error of an exchange the reverse proxy could not
+// complete, for its caller to answer: nothing was written yet.
+func keepError(w http.ResponseWriter, r *http.Request, err error) {
+	if fw, ok := w.(*finalHeaders); ok && fw.err == nil {
+		fw.err = newForwardError(r, err)
 	}
 }
 
@@ -128,10 +136,9 @@ func newReverseProxy(target *url.URL, transport http.RoundTripper, onError func(
 type reverseProxy struct {
 	proxy   *httputil.ReverseProxy
 	maxBody int64
-	onError func(http.ResponseWriter, *http.Request, error)
 }
 
-func (p *reverseProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (p *reverseProxy) forward(w http.ResponseWriter, r *http.Request) error {
 	// A nil Content-Type: the proxy adds the application's, if it sent
 	// one, and net/http guesses none (suppressSniffing).
 	if _, ok := w.Header()["Content-Type"]; !ok {
@@ -139,8 +146,7 @@ func (p *reverseProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	body, err := limitBody(w, r, p.maxBody)
 	if err != nil {
-		p.onError(w, r, err)
-		return
+		return newForwardError(r, err)
 	}
 	if body != r.Body {
 		limited := *r
@@ -148,7 +154,7 @@ func (p *reverseProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r = &limited
 	}
 	if r.Header["Upgrade"] != nil {
-		if f := headFilter(w); f != nil {
+		if f := privateOf(w); f != nil {
 			r = r.WithContext(context.WithValue(r.Context(), upgradeFilterKey{}, f))
 		}
 	}
@@ -158,7 +164,13 @@ func (p *reverseProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	fw := &finalHeaders{ResponseWriter: w}
 	p.proxy.ServeHTTP(fw, r)
+	if fw.err != nil {
+		// the enforcer's own fields go on the answer its caller writes
+		fw.restore(w.Header())
+		return fw.err
+	}
 	fw.replaceHeaderFields()
+	return nil
 }
 
 // finalHeaders keeps the enforcer's own header fields (the rate limit
@@ -166,7 +178,7 @@ func (p *reverseProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // the whole header map, then clears the map: they would be on the 103 and
 // missing from the final answer. Like the forwarder, it drops 100 Continue
 // (the enforcer answers Expect) and relays the other 1xx answers with the
-// application's fields only, but those the writer's HeadFilter takes.
+// application's fields only, but the private fields of its AnswerHead.
 type finalHeaders struct {
 	http.ResponseWriter
 	own     http.Header // the map as the handler left it, once the proxy uses it
@@ -175,6 +187,8 @@ type finalHeaders struct {
 	// headed counts the values the final head had for the names its
 	// Trailer field declares: the proxy appends the trailer's to them.
 	headed map[string]int
+	// err is why the exchange failed, nil while it did not.
+	err *ForwardError
 }
 
 // replaceHeaderFields leaves a declared trailer with the application's

@@ -309,10 +309,10 @@ func simulatedRule(m *rules.TenantMatch, req SimulateRequest) SimulatedRule {
 func overLimit(m *rules.TenantMatch) SimulatedOverLimit {
 	r := m.Request
 	switch {
-	case r.SlotWait > 0:
-		return SimulatedOverLimit{Action: OverLimitWait, WaitSeconds: r.SlotWait.Seconds(), MaxQueued: r.SlotQueue}
-	case r.Delay > 0:
-		return SimulatedOverLimit{Action: OverLimitWait, WaitSeconds: r.Delay.Seconds(), MaxQueued: m.Rule.DelayMaxQueued}
+	case r.SlotWait() > 0:
+		return SimulatedOverLimit{Action: OverLimitWait, WaitSeconds: r.SlotWait().Seconds(), MaxQueued: r.SlotQueue()}
+	case r.MaxDelay() > 0:
+		return SimulatedOverLimit{Action: OverLimitWait, WaitSeconds: r.MaxDelay().Seconds(), MaxQueued: m.Rule.DelayMaxQueued}
 	}
 	return SimulatedOverLimit{Action: OverLimitRefuse}
 }
