@@ -308,3 +308,18 @@ func downwardLabels(labels map[string]string) []byte {
 	}
 	return b
 }
+
+// PolicyGeneration is the generation of the policy named name in the
+// namespace's configuration the fleet holds; 0 without one.
+func (f *Fleet) PolicyGeneration(ns, name string) int64 {
+	cfg := f.namespace(ns).config.Load()
+	if cfg == nil {
+		return 0
+	}
+	for _, p := range cfg.Policies {
+		if p.Name == name {
+			return p.Generation
+		}
+	}
+	return 0
+}

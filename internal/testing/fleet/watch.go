@@ -32,7 +32,9 @@ func (f *Fleet) Watch(ctx context.Context, cfg *rest.Config, node string, logw i
 	if err != nil {
 		return err
 	}
-	logf := func(format string, args ...any) { fmt.Fprintf(logw, time.Now().Format(time.RFC3339Nano)+" "+format+"\n", args...) }
+	logf := func(format string, args ...any) {
+		fmt.Fprintf(logw, time.Now().Format(time.RFC3339Nano)+" "+format+"\n", args...)
+	}
 
 	pods := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 		o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", node).String()
