@@ -69,9 +69,9 @@ func policyName(j int) string    { return fmt.Sprintf("p%d", j) }
 // startCluster starts the control plane, Redis, kwok and its node, the
 // fleet and three managers with leader election and the webhook behind
 // one address, and creates the namespaces and the 1,000 policies.
-func startCluster(ctx context.Context, t *testing.T) *cluster {
+func startCluster(ctx context.Context, t *testing.T, maxPods int) *cluster {
 	t.Helper()
-	if err := raiseFileLimit(1 << 17); err != nil {
+	if err := raiseFileLimit(uint64(maxPods) + 4096); err != nil {
 		t.Fatal(err)
 	}
 	root, err := proc.Root()

@@ -41,7 +41,7 @@ func (c *cluster) measureRollout(ctx context.Context, total int) rollout {
 	if err := c.client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: plainNamespace}}); err != nil {
 		t.Fatal(err)
 	}
-	plain := make([]*corev1.Pod, rolloutPods)
+	plain := make([]*corev1.Pod, min(rolloutPods, total))
 	for i := range plain {
 		plain[i] = appPod(i, "")
 		plain[i].Namespace = plainNamespace
@@ -74,7 +74,7 @@ func (c *cluster) measureRollout(ctx context.Context, total int) rollout {
 // creates them again with suffix new.
 func (c *cluster) replace(ctx context.Context, total int, old, new string) ([]time.Duration, int, error) {
 	var gone, pods []*corev1.Pod
-	for i := total - rolloutPods; i < total; i++ {
+	for i := max(total-rolloutPods, 0); i < total; i++ {
 		gone = append(gone, appPod(i, old))
 		pods = append(pods, appPod(i, new))
 	}
@@ -170,6 +170,9 @@ func (c *cluster) webhookHistogram() histogram {
 			c.t.Fatal(err)
 		}
 		h := histogramOf(mf["controller_runtime_webhook_latency_seconds"], map[string]string{"webhook": webhookPath})
+		if h.bounds == nil {
+			continue // it served no call yet
+		}
 		if sum.bounds == nil {
 			sum = h
 			continue

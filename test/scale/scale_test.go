@@ -23,8 +23,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 )
@@ -55,7 +57,8 @@ func TestScale(t *testing.T) {
 	defer cancel()
 	steps := envSizes(t)
 	quiet := envDuration(t, "SCALE_QUIET", time.Minute)
-	c := startCluster(ctx, t)
+	ctrllog.SetLogger(logr.Discard())
+	c := startCluster(ctx, t, steps[len(steps)-1])
 
 	var rows []steady
 	created := 0
