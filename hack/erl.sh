@@ -2,7 +2,7 @@
 # Builds envoyproxy/ratelimit (ERL), the reference implementation of Envoy's
 # rate limit service, into DIR (default ./bin/erl) as DIR/ratelimit: the peer
 # that the differential tests run next to Sluice's own rate limit service
-# (internal/testing/erl starts it).
+# (internal/testing/erlpeer starts it).
 #
 #   hack/erl.sh [DIR]
 #

@@ -14,11 +14,11 @@ import (
 
 	"github.com/sluice-dev/sluice/enforcer/adaptive"
 	"github.com/sluice-dev/sluice/enforcer/admin"
+	"github.com/sluice-dev/sluice/enforcer/engine"
 	"github.com/sluice-dev/sluice/enforcer/limiter"
 	"github.com/sluice-dev/sluice/enforcer/overload"
 	"github.com/sluice-dev/sluice/enforcer/proxy"
 	"github.com/sluice-dev/sluice/enforcer/reload"
-	"github.com/sluice-dev/sluice/enforcer/runtime"
 	"github.com/sluice-dev/sluice/enforcer/status"
 	"github.com/sluice-dev/sluice/enforcer/transport"
 	"github.com/sluice-dev/sluice/internal/listenhint"
@@ -44,7 +44,7 @@ const (
 type enforcer struct {
 	o        *options
 	log      *slog.Logger
-	backends *runtime.Backends
+	backends *engine.Backends
 	handler  *proxy.Handler
 	adaptive *adaptive.Controller
 	overload *overload.Shedder
@@ -67,7 +67,7 @@ func newEnforcer(o *options, lookupEnv func(string) (string, bool), log *slog.Lo
 	metrics := admin.NewMetrics(buildVersion())
 	e.overload = overload.New(o.limits.overload(overload.SoftMemoryLimit()))
 	metrics.WatchOverload(e.overload)
-	e.backends = runtime.NewBackends(o.redisURL, lookupEnv, limiter.ClientOptions{PoolSize: o.redisPoolSize},
+	e.backends = engine.NewBackends(o.redisURL, lookupEnv, limiter.ClientOptions{PoolSize: o.redisPoolSize},
 		limiter.LocalMaxEntries(o.localFallbackMaxEntries))
 	metrics.WatchBackends(e.backends.All)
 	e.handler = proxy.New(proxy.Options{Upstream: o.upstream, UpstreamProtocol: o.upstreamProtocol, Recorder: metrics, ErrorLog: stdLogger(log, "proxy"),
@@ -128,7 +128,7 @@ func (e *enforcer) apply(l *reload.Loaded) error {
 	if _, err := proxy.UpstreamProtocol(cfg); err != nil {
 		return err
 	}
-	snap, err := runtime.NewSnapshot(cfg, e.backends)
+	snap, err := engine.NewSnapshot(cfg, e.backends)
 	if err != nil {
 		return err
 	}

@@ -19,9 +19,9 @@ import (
 	"golang.org/x/net/http2/hpack"
 
 	"github.com/sluice-dev/sluice/enforcer/config"
+	"github.com/sluice-dev/sluice/enforcer/engine"
 	"github.com/sluice-dev/sluice/enforcer/limiter"
 	"github.com/sluice-dev/sluice/enforcer/proxy"
-	"github.com/sluice-dev/sluice/enforcer/runtime"
 )
 
 // heldApp is an application whose requests wait until released, counting
@@ -69,9 +69,9 @@ func startProxy(t *testing.T, app http.Handler) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	backends := runtime.NewBackends("redis://127.0.0.1:1", env(nil), limiter.ClientOptions{})
+	backends := engine.NewBackends("redis://127.0.0.1:1", env(nil), limiter.ClientOptions{})
 	t.Cleanup(backends.Close)
-	snap, err := runtime.NewSnapshot(cfg, backends)
+	snap, err := engine.NewSnapshot(cfg, backends)
 	if err != nil {
 		t.Fatal(err)
 	}

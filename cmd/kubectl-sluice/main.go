@@ -1,6 +1,6 @@
 // Command kubectl-sluice is the kubectl plugin of Sluice: kubectl sluice
 // status, explain, simulate, tenant, top, unban and reset
-// (docs/kubectl-plugin.md).
+// (docs/kubectl-kubectlplugin.md).
 package main
 
 import (
@@ -9,11 +9,11 @@ import (
 
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
-	"github.com/sluice-dev/sluice/internal/plugin"
+	"github.com/sluice-dev/sluice/internal/kubectlplugin"
 )
 
 func main() {
-	cmd := plugin.NewCommand(genericiooptions.IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr})
+	cmd := kubectlplugin.NewCommand(genericiooptions.IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr})
 	if err := cmd.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "error:", err)
 		os.Exit(1)

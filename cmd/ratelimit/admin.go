@@ -10,7 +10,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/sluice-dev/sluice/enforcer/admin"
-	"github.com/sluice-dev/sluice/enforcer/runtime"
+	"github.com/sluice-dev/sluice/enforcer/engine"
 	"github.com/sluice-dev/sluice/enforcer/status"
 )
 
@@ -61,10 +61,10 @@ func runtimeEnvSet(env func(string) string) bool {
 
 // snapshots hold the snapshot in service, for the admin server.
 type snapshots struct {
-	atomic.Pointer[runtime.Snapshot]
+	atomic.Pointer[engine.Snapshot]
 }
 
-func (s *snapshots) Snapshot() *runtime.Snapshot { return s.Load() }
+func (s *snapshots) Snapshot() *engine.Snapshot { return s.Load() }
 
 // newAdmin is the enforcer's admin server over the service: /status
 // reports the domains' policies, their Redis and decisions in the
@@ -94,13 +94,13 @@ func (s *service) readiness() (bool, string) {
 	if s.rls.Table() == nil {
 		return false, "no configuration loaded: " + reloads{r: s.reloader, src: s.sources}.State().LastError
 	}
-	var backends []*runtime.Backend
+	var backends []*engine.Backend
 	if snap := s.snaps.Load(); snap != nil {
 		backends = snap.Backends()
 	}
 	if len(backends) == 0 { // no domain yet: --redis-url's, as before
 		if be, err := s.backends.Default(); err == nil {
-			backends = []*runtime.Backend{be}
+			backends = []*engine.Backend{be}
 		}
 	}
 	var down []string

@@ -23,7 +23,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/sluice-dev/sluice/enforcer/config"
-	"github.com/sluice-dev/sluice/enforcer/rls/erl"
+	"github.com/sluice-dev/sluice/enforcer/rls/erlconfig"
 	"github.com/sluice-dev/sluice/enforcer/status"
 	"github.com/sluice-dev/sluice/internal/testing/freeport"
 	"github.com/sluice-dev/sluice/internal/testing/redistest"
@@ -33,11 +33,11 @@ import (
 // team: one policy, of domain, limiting each customer to perHour calls.
 func policyConfig(t *testing.T, name, domain string, generation int64, perHour int) []byte {
 	t.Helper()
-	f, err := erl.Parse("policy", fmt.Appendf(nil, "domain: %s\ndescriptors: [{key: customer, rate_limit: {unit: hour, requests_per_unit: %d}}]", domain, perHour))
+	f, err := erlconfig.Parse("policy", fmt.Appendf(nil, "domain: %s\ndescriptors: [{key: customer, rate_limit: {unit: hour, requests_per_unit: %d}}]", domain, perHour))
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := erl.Compile([]*erl.File{f}, erl.Options{Namespace: "team"})
+	cfg, err := erlconfig.Compile([]*erlconfig.File{f}, erlconfig.Options{Namespace: "team"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -351,7 +351,7 @@ func TestPolicyConfigFlags(t *testing.T) {
 
 	o, _, err = parseFlags(nil, func(string) (string, bool) { return "", false })
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(o.configDir).To(Equal(erl.RuntimeDir(defaultRuntimeRoot, "", "")), "without --policy-config, envoyproxy/ratelimit's default")
+	g.Expect(o.configDir).To(Equal(erlconfig.RuntimeDir(defaultRuntimeRoot, "", "")), "without --policy-config, envoyproxy/ratelimit's default")
 	_, _, err = parseFlags([]string{"--config-dir", ""}, func(string) (string, bool) { return "", false })
 	g.Expect(err).To(MatchError(ContainSubstring("one of --config-dir and --policy-config is required")))
 }

@@ -14,7 +14,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/sluice-dev/sluice/enforcer/rls"
-	"github.com/sluice-dev/sluice/internal/testing/erl"
+	"github.com/sluice-dev/sluice/internal/testing/erlpeer"
 	"github.com/sluice-dev/sluice/internal/testing/redistest"
 )
 
@@ -80,7 +80,7 @@ func startPeers(t *testing.T, files map[string]string) *peers {
 	for name, content := range files {
 		writeFile(t, dir, name, content)
 	}
-	peer := erl.Start(t, redistest.Start(t).Addr(), dir)
+	peer := erlpeer.Start(t, redistest.Start(t).Addr(), dir)
 	client, err := peer.Client()
 	if err != nil {
 		t.Fatal(err)

@@ -17,7 +17,7 @@ import (
 	"github.com/sluice-dev/sluice/enforcer/config"
 	"github.com/sluice-dev/sluice/enforcer/limiter"
 	"github.com/sluice-dev/sluice/enforcer/rls"
-	"github.com/sluice-dev/sluice/enforcer/rls/erl"
+	"github.com/sluice-dev/sluice/enforcer/rls/erlconfig"
 )
 
 // options are the command line, after envoyproxy/ratelimit's environment
@@ -59,11 +59,11 @@ func newFlagSet(o *options, logLevel *string) *pflag.FlagSet {
 	fs.StringVar(&o.tls.clientCAFile, "tls-client-ca-file", "", "require client certificates signed by a CA of this PEM file (env GRPC_CLIENT_TLS_CACERT)")
 	fs.StringVar(&o.tls.clientSAN, "tls-client-san", "", "require a client certificate naming this DNS name, IP, URI or email (env GRPC_CLIENT_TLS_SAN)")
 	fs.StringVar(&o.redisURL, "redis-url", "", "Redis: redis://, rediss://, redis+sentinel:// or redis+cluster:// URL (env REDIS_URL with REDIS_TYPE, REDIS_SOCKET_TYPE, REDIS_AUTH, REDIS_TLS; default "+defaultRedisURL+")")
-	fs.StringVar(&o.configDir, "config-dir", "", "folder of envoyproxy/ratelimit configuration files (default RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/RUNTIME_APPDIRECTORY, "+erl.RuntimeDir(defaultRuntimeRoot, "", "")+")")
+	fs.StringVar(&o.configDir, "config-dir", "", "folder of envoyproxy/ratelimit configuration files (default RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/RUNTIME_APPDIRECTORY, "+erlconfig.RuntimeDir(defaultRuntimeRoot, "", "")+")")
 	addAdminFlags(fs, &o.admin)
-	fs.StringVar(&o.namespace, "namespace", erl.DefaultNamespace, "namespace of the Redis keys: every instance sharing a Redis must use the same one")
+	fs.StringVar(&o.namespace, "namespace", erlconfig.DefaultNamespace, "namespace of the Redis keys: every instance sharing a Redis must use the same one")
 	fs.StringVar(&o.failureMode, "failure-mode", string(config.FailOpen), "what a domain decides while Redis does not answer, unless its file sets sluice.failureMode: Open (admit), Closed (refuse: OVER_LIMIT) or LocalFallback (limit in this process at limit / sluice.replicas) (env SLUICE_FAILURE_MODE)")
-	fs.DurationVar(&o.redisTimeout, "redis-timeout", erl.DefaultTimeout, "how long a call waits for Redis before the failure mode decides, 1ms to 1s, unless the domain's file sets sluice.timeout (env SLUICE_REDIS_TIMEOUT)")
+	fs.DurationVar(&o.redisTimeout, "redis-timeout", erlconfig.DefaultTimeout, "how long a call waits for Redis before the failure mode decides, 1ms to 1s, unless the domain's file sets sluice.timeout (env SLUICE_REDIS_TIMEOUT)")
 	fs.BoolVar(&o.mergeDomains, "merge-domains", false, "let several files describe one domain (env MERGE_DOMAIN_CONFIG)")
 	fs.BoolVar(&o.ignoreDotFiles, "ignore-dot-files", false, "skip files whose name starts with '.' (env RUNTIME_IGNOREDOTFILES)")
 	addHeaderFlags(fs, &o.headers)
@@ -138,7 +138,7 @@ func fromEnv(fs *pflag.FlagSet, o *options, logLevel *string, env func(string) s
 		if root == "" {
 			root = defaultRuntimeRoot
 		}
-		o.configDir = erl.RuntimeDir(root, env("RUNTIME_SUBDIRECTORY"), env("RUNTIME_APPDIRECTORY"))
+		o.configDir = erlconfig.RuntimeDir(root, env("RUNTIME_SUBDIRECTORY"), env("RUNTIME_APPDIRECTORY"))
 	}
 	for _, b := range []struct {
 		flag, name string

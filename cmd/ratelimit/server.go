@@ -22,10 +22,10 @@ import (
 
 	"github.com/sluice-dev/sluice/enforcer/admin"
 	"github.com/sluice-dev/sluice/enforcer/config"
+	"github.com/sluice-dev/sluice/enforcer/engine"
 	"github.com/sluice-dev/sluice/enforcer/limiter"
 	"github.com/sluice-dev/sluice/enforcer/reload"
 	"github.com/sluice-dev/sluice/enforcer/rls"
-	"github.com/sluice-dev/sluice/enforcer/runtime"
 	"github.com/sluice-dev/sluice/enforcer/status"
 	"github.com/sluice-dev/sluice/internal/listenhint"
 )
@@ -47,7 +47,7 @@ const (
 type service struct {
 	o        *options
 	log      *slog.Logger
-	backends *runtime.Backends
+	backends *engine.Backends
 	rls      *rls.Service
 	sources  *sources
 	reloader *reload.Reloader
@@ -76,7 +76,7 @@ func newService(o *options, lookupEnv func(string) (string, bool), log *slog.Log
 	// A domain decides on --redis-url, unless its policy names the
 	// variable holding its own Redis (spec.storage): one backend, so one
 	// Guard, per distinct URL, as the enforcer's.
-	s.backends = runtime.NewBackends(o.redisURL, lookupEnv, limiter.ClientOptions{})
+	s.backends = engine.NewBackends(o.redisURL, lookupEnv, limiter.ClientOptions{})
 	be, err := s.backends.Default()
 	if err != nil {
 		return nil, err
@@ -136,7 +136,7 @@ func (s *service) apply(l *reload.Loaded) error {
 	}
 	// A policy whose Redis variable is unset or not a Redis URL is refused
 	// here, naming both, and the configuration in service stays.
-	snap, err := runtime.NewDomainSnapshot(l.Config, s.backends)
+	snap, err := engine.NewDomainSnapshot(l.Config, s.backends)
 	if err != nil {
 		return err
 	}

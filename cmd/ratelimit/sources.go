@@ -10,7 +10,7 @@ import (
 
 	"github.com/sluice-dev/sluice/enforcer/config"
 	"github.com/sluice-dev/sluice/enforcer/reload"
-	"github.com/sluice-dev/sluice/enforcer/rls/erl"
+	"github.com/sluice-dev/sluice/enforcer/rls/erlconfig"
 )
 
 // errWaiting is a --policy-config file that is not there yet while it is
@@ -25,7 +25,7 @@ var errWaiting = errors.New("waiting for the policy configuration")
 // their merge; the service decides each part in its own namespace.
 type sources struct {
 	configDir, policyConfig string
-	erlOpts                 erl.LoadOptions
+	erlOpts                 erlconfig.LoadOptions
 
 	mu sync.Mutex
 	// read is the last reading, which the reloader applies next (it reads
@@ -49,7 +49,7 @@ type parts struct {
 
 func newSources(o *options) *sources {
 	return &sources{configDir: o.configDir, policyConfig: o.admin.policyConfig,
-		erlOpts: erl.LoadOptions{Options: erl.Options{Namespace: o.namespace, MergeDomains: o.mergeDomains,
+		erlOpts: erlconfig.LoadOptions{Options: erlconfig.Options{Namespace: o.namespace, MergeDomains: o.mergeDomains,
 			FailureMode: config.FailureMode(o.failureMode), Timeout: o.redisTimeout}, IgnoreDotFiles: o.ignoreDotFiles}}
 }
 
@@ -72,7 +72,7 @@ func (s *sources) load() (*config.Config, error) {
 	var p parts
 	var err error
 	if s.configDir != "" {
-		if p.erl, err = erl.LoadDir(s.configDir, s.erlOpts); err != nil {
+		if p.erl, err = erlconfig.LoadDir(s.configDir, s.erlOpts); err != nil {
 			return nil, err
 		}
 	}
@@ -150,14 +150,14 @@ func (s *sources) conflicts(p *parts) error {
 
 // erlFileOf names the ERL file (or files) defining domain, else the folder.
 func (s *sources) erlFileOf(domain string) string {
-	paths, _ := erl.Files(s.configDir, s.erlOpts.IgnoreDotFiles)
+	paths, _ := erlconfig.Files(s.configDir, s.erlOpts.IgnoreDotFiles)
 	var found []string
 	for _, path := range paths {
 		data, err := os.ReadFile(path)
 		if err != nil {
 			continue
 		}
-		if f, err := erl.Parse(path, data); err == nil && f.Domain == domain {
+		if f, err := erlconfig.Parse(path, data); err == nil && f.Domain == domain {
 			found = append(found, path)
 		}
 	}

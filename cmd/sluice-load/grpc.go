@@ -17,7 +17,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
-	"github.com/sluice-dev/sluice/internal/orders"
+	"github.com/sluice-dev/sluice/internal/example/orders"
 )
 
 // grpcItem is what every benchmark call orders.

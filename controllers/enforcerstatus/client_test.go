@@ -30,8 +30,8 @@ import (
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/enforcer/admin"
+	"github.com/sluice-dev/sluice/enforcer/engine"
 	"github.com/sluice-dev/sluice/enforcer/reload"
-	"github.com/sluice-dev/sluice/enforcer/runtime"
 	"github.com/sluice-dev/sluice/internal/wellknown"
 )
 
@@ -42,8 +42,8 @@ func (f fixedToken) Token() (string, error) { return string(f), nil }
 // unloaded is an enforcer that has loaded no configuration yet.
 type unloaded struct{}
 
-func (unloaded) Snapshot() *runtime.Snapshot { return nil }
-func (unloaded) State() reload.State         { return reload.State{} }
+func (unloaded) Snapshot() *engine.Snapshot { return nil }
+func (unloaded) State() reload.State        { return reload.State{} }
 
 // TestPollSendsTheNamespaceToken polls an enforcer's real admin handler
 // that requires a token, with the right one, a wrong one and none.

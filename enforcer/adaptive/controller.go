@@ -3,7 +3,7 @@
 // forwarding to the application's response head, and counts its status in
 // the rule's meter; a Controller sends the meters to Redis a few times per
 // interval and puts the shared factor it gets back into force. A new
-// configuration carries factors and meters over (runtime.Snapshot.Adopt),
+// configuration carries factors and meters over (engine.Snapshot.Adopt),
 // so that a reload neither lifts a tightened limit nor loses measurements.
 package adaptive
 
@@ -16,9 +16,9 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/enforcer/config"
+	"github.com/sluice-dev/sluice/enforcer/engine"
 	"github.com/sluice-dev/sluice/enforcer/limiter"
-	"github.com/sluice-dev/sluice/enforcer/route"
-	"github.com/sluice-dev/sluice/enforcer/runtime"
+	"github.com/sluice-dev/sluice/enforcer/rules"
 )
 
 // flushes is how many times per interval each enforcer sends its
@@ -47,7 +47,7 @@ type Report struct {
 
 // SnapshotSource gives the configuration in service (the proxy's handler).
 type SnapshotSource interface {
-	Snapshot() *runtime.Snapshot
+	Snapshot() *engine.Snapshot
 }
 
 // Controller applies the adaptive rules of the configuration in service
@@ -152,7 +152,7 @@ func (c *Controller) round(ctx context.Context, now time.Time, next map[string]t
 }
 
 // step sends r's measurements and applies the factor.
-func (c *Controller) step(ctx context.Context, be *runtime.Backend, r *route.Scaling) {
+func (c *Controller) step(ctx context.Context, be *engine.Backend, r *rules.Scaling) {
 	m := r.Meter()
 	counts := m.Take()
 	b := r.AdaptiveBucket()

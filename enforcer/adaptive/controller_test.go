@@ -12,9 +12,9 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/sluice-dev/sluice/enforcer/config"
+	"github.com/sluice-dev/sluice/enforcer/engine"
 	"github.com/sluice-dev/sluice/enforcer/limiter"
-	"github.com/sluice-dev/sluice/enforcer/route"
-	"github.com/sluice-dev/sluice/enforcer/runtime"
+	"github.com/sluice-dev/sluice/enforcer/rules"
 	"github.com/sluice-dev/sluice/internal/testing/redistest"
 )
 
@@ -25,9 +25,9 @@ func TestMain(m *testing.M) {
 }
 
 // inService is a configuration in service, as the proxy's handler gives it.
-type inService struct{ snap *runtime.Snapshot }
+type inService struct{ snap *engine.Snapshot }
 
-func (s inService) Snapshot() *runtime.Snapshot { return s.snap }
+func (s inService) Snapshot() *engine.Snapshot { return s.snap }
 
 // adaptiveConfig is one policy of two rules, b and a, both adaptive, in
 // their own namespace.
@@ -50,11 +50,11 @@ func adaptiveConfig(t *testing.T) *config.Config {
 
 // controllerOf is a Controller of cfg's adaptive rules, deciding with the
 // Redis at url, and the first rule of its policy.
-func controllerOf(t *testing.T, cfg *config.Config, url string) (*Controller, *runtime.Backend, *route.Scaling) {
+func controllerOf(t *testing.T, cfg *config.Config, url string) (*Controller, *engine.Backend, *rules.Scaling) {
 	t.Helper()
-	backends := runtime.NewBackends(url, func(string) (string, bool) { return "", false }, limiter.ClientOptions{})
+	backends := engine.NewBackends(url, func(string) (string, bool) { return "", false }, limiter.ClientOptions{})
 	t.Cleanup(backends.Close)
-	snap, err := runtime.NewSnapshot(cfg, backends)
+	snap, err := engine.NewSnapshot(cfg, backends)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,10 +16,10 @@ import (
 
 	"github.com/sluice-dev/sluice/enforcer/adaptive"
 	"github.com/sluice-dev/sluice/enforcer/config"
+	"github.com/sluice-dev/sluice/enforcer/engine"
 	"github.com/sluice-dev/sluice/enforcer/limiter"
 	"github.com/sluice-dev/sluice/enforcer/proxy"
 	"github.com/sluice-dev/sluice/enforcer/reload"
-	"github.com/sluice-dev/sluice/enforcer/runtime"
 	"github.com/sluice-dev/sluice/enforcer/status"
 	"github.com/sluice-dev/sluice/internal/testing/redistest"
 )
@@ -58,7 +58,7 @@ func twoPolicies(t *testing.T) *config.Config {
 // unloaded is a proxy before its first configuration.
 type unloaded struct{}
 
-func (unloaded) Snapshot() *runtime.Snapshot { return nil }
+func (unloaded) Snapshot() *engine.Snapshot { return nil }
 
 type fixedState reload.State
 
@@ -89,10 +89,10 @@ func startWithAccess(t *testing.T, cfg *config.Config, redisURL string, access f
 	target, _ := url.Parse(app.URL)
 	m := NewMetrics("test")
 	h := proxy.New(proxy.Options{Upstream: target, Recorder: m})
-	backends := runtime.NewBackends(redisURL, func(string) (string, bool) { return "", false }, limiter.ClientOptions{})
+	backends := engine.NewBackends(redisURL, func(string) (string, bool) { return "", false }, limiter.ClientOptions{})
 	t.Cleanup(backends.Close)
 	m.WatchBackends(backends.All)
-	snap, err := runtime.NewSnapshot(cfg, backends)
+	snap, err := engine.NewSnapshot(cfg, backends)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,9 +7,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluice-dev/sluice/enforcer/engine"
 	"github.com/sluice-dev/sluice/enforcer/limiter"
-	"github.com/sluice-dev/sluice/enforcer/route"
-	"github.com/sluice-dev/sluice/enforcer/runtime"
+	"github.com/sluice-dev/sluice/enforcer/rules"
 	"github.com/sluice-dev/sluice/enforcer/status"
 )
 
@@ -46,7 +46,7 @@ type BanLift struct {
 
 // banRules are the rules with a ban of the policy named policy, only rule
 // when it is not empty, with their backend; an error message otherwise.
-func (s *Server) banRules(policy, rule string) (*runtime.Backend, []*route.Rule, string) {
+func (s *Server) banRules(policy, rule string) (*engine.Backend, []*rules.Rule, string) {
 	snap := s.opts.Snapshots.Snapshot()
 	if snap == nil {
 		return nil, nil, "no configuration loaded"
@@ -55,7 +55,7 @@ func (s *Server) banRules(policy, rule string) (*runtime.Backend, []*route.Rule,
 	if p == nil {
 		return nil, nil, fmt.Sprintf("policy %q is not applied by this enforcer", policy)
 	}
-	var rules []*route.Rule
+	var rules []*rules.Rule
 	for _, r := range p.Limited() {
 		if r.Ban != nil && (rule == "" || r.Name == rule) {
 			rules = append(rules, r)
@@ -123,7 +123,7 @@ func (s *Server) liftBan(w http.ResponseWriter, r *http.Request) {
 		_, _, lr, _ := snap.Table.BanRule(policy, rule)
 		req = lr.Request(limiter.Tenant(hash))
 	case q.Has("tenant"):
-		c, _, _ := snap.Table.TenantCheck(route.TenantQuery{Policy: policy, Rule: rule, Tenant: q.Get("tenant"),
+		c, _, _ := snap.Table.TenantCheck(rules.TenantQuery{Policy: policy, Rule: rule, Tenant: q.Get("tenant"),
 			Method: q.Get("method"), Path: q.Get("path"), Host: strings.ToLower(q.Get("host"))})
 		req = c.Request
 	default:
@@ -191,7 +191,7 @@ type TenantBan struct {
 	Denials       int64 `json:"denials"`
 }
 
-func tenantBan(ctx context.Context, be *runtime.Backend, req limiter.Request) (*TenantBan, error) {
+func tenantBan(ctx context.Context, be *engine.Backend, req limiter.Request) (*TenantBan, error) {
 	ctx, cancel := context.WithTimeout(ctx, bansTimeout)
 	defer cancel()
 	st, err := be.Guard.BanOf(ctx, req.Bucket)

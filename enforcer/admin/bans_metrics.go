@@ -5,8 +5,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sluice-dev/sluice/enforcer/engine"
 	"github.com/sluice-dev/sluice/enforcer/limiter"
-	"github.com/sluice-dev/sluice/enforcer/runtime"
 )
 
 // Ban metrics, read from the backends' guards at each scrape. Requests
@@ -21,7 +21,7 @@ var (
 		[]string{"policy"}, nil)
 )
 
-type banCollector func() []*runtime.Backend
+type banCollector func() []*engine.Backend
 
 func (c banCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- bansStarted

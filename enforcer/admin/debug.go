@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/enforcer/config"
-	"github.com/sluice-dev/sluice/enforcer/route"
+	"github.com/sluice-dev/sluice/enforcer/rules"
 )
 
 // TenantReport is what /debug/tenant answers without a rule: every limited
@@ -77,7 +77,7 @@ func (s *Server) debugTenant(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusNotFound, map[string]string{"error": fmt.Sprintf("policy %q is not applied by this enforcer", policy)})
 		return
 	}
-	matches, exempt := snap.Table.TenantChecks(route.TenantRequest{
+	matches, exempt := snap.Table.TenantChecks(rules.TenantRequest{
 		Policy: policy, Rule: rule, Tenant: q.Get("tenant"), Tier: q.Get("tier"), Header: header,
 		Method: q.Get("method"), Path: q.Get("path"), Host: strings.ToLower(q.Get("host")),
 	})
@@ -139,7 +139,7 @@ func debugHeaders(params []string) (http.Header, error) {
 }
 
 // tierReason says in a sentence how m's tier was found.
-func tierReason(m *route.TenantMatch) string {
+func tierReason(m *rules.TenantMatch) string {
 	c := m.TierChoice
 	if c.Default == "" {
 		return "" // the policy has no tiers

@@ -3,15 +3,15 @@ package admin
 import (
 	"context"
 
+	"github.com/sluice-dev/sluice/enforcer/engine"
 	"github.com/sluice-dev/sluice/enforcer/limiter"
-	"github.com/sluice-dev/sluice/enforcer/runtime"
 )
 
 // tenantSlots completes the usage of a Concurrency rule (whose window is
 // concurrent slots, not a rate: WindowLimit): the enforcers holding the
 // tenant's slots are listed by name, and a refusal's Retry-After is the
 // one the proxy would give.
-func tenantSlots(ctx context.Context, be *runtime.Backend, req *limiter.Request, usage *TenantUsage) error {
+func tenantSlots(ctx context.Context, be *engine.Backend, req *limiter.Request, usage *TenantUsage) error {
 	if req.Algorithm != limiter.Concurrency {
 		return nil
 	}

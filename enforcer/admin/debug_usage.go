@@ -5,9 +5,9 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/enforcer/config"
+	"github.com/sluice-dev/sluice/enforcer/engine"
 	"github.com/sluice-dev/sluice/enforcer/limiter"
-	"github.com/sluice-dev/sluice/enforcer/route"
-	"github.com/sluice-dev/sluice/enforcer/runtime"
+	"github.com/sluice-dev/sluice/enforcer/rules"
 )
 
 // peekTimeout bounds each Redis read of a /debug/tenant answer.
@@ -88,7 +88,7 @@ type WindowUsage struct {
 
 // tenantUsage reads m's bucket. The usage carries the rule's names and
 // windows even when Redis could not be read.
-func (s *Server) tenantUsage(ctx context.Context, snap *runtime.Snapshot, m *route.TenantMatch) (TenantUsage, error) {
+func (s *Server) tenantUsage(ctx context.Context, snap *engine.Snapshot, m *rules.TenantMatch) (TenantUsage, error) {
 	req := m.Request
 	if m.Policy.DryRun {
 		req = req.WithoutDelay() // DryRun policies never hold a request

@@ -5,12 +5,12 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/sluice-dev/sluice/enforcer/route"
-	"github.com/sluice-dev/sluice/enforcer/runtime"
+	"github.com/sluice-dev/sluice/enforcer/engine"
+	"github.com/sluice-dev/sluice/enforcer/rules"
 )
 
 // delayMetrics are the metrics of onLimit.delay: Metrics implements
-// runtime.DelayRecorder with them.
+// engine.DelayRecorder with them.
 type delayMetrics struct {
 	delayed   *prometheus.CounterVec
 	wait      *prometheus.HistogramVec
@@ -48,22 +48,22 @@ func newDelayMetrics(reg prometheus.Registerer) *delayMetrics {
 }
 
 // Delayed records a request that waited wait for its reservation.
-func (m *Metrics) Delayed(p *route.Policy, r *route.Rule, wait time.Duration) {
+func (m *Metrics) Delayed(p *rules.Policy, r *rules.Rule, wait time.Duration) {
 	m.delay.delayed.WithLabelValues(p.Name, r.Name).Inc()
 	m.delay.wait.WithLabelValues(p.Name, r.Name).Observe(wait.Seconds())
 }
 
 // DelayCancelled records a wait given up before its slot.
-func (m *Metrics) DelayCancelled(p *route.Policy, r *route.Rule) {
+func (m *Metrics) DelayCancelled(p *rules.Policy, r *rules.Rule) {
 	m.delay.cancelled.WithLabelValues(p.Name, r.Name).Inc()
 }
 
 // DelayQueueFull records a request decided without its delay.
-func (m *Metrics) DelayQueueFull(p *route.Policy, r *route.Rule, scope string) {
+func (m *Metrics) DelayQueueFull(p *rules.Policy, r *rules.Rule, scope string) {
 	m.delay.full.WithLabelValues(p.Name, r.Name, scope).Inc()
 }
 
 // DelayQueueLength records the places held in the wait queue.
 func (m *Metrics) DelayQueueLength(n int) { m.delay.queue.Set(float64(n)) }
 
-var _ runtime.DelayRecorder = (*Metrics)(nil)
+var _ engine.DelayRecorder = (*Metrics)(nil)

@@ -8,8 +8,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
-	"github.com/sluice-dev/sluice/enforcer/route"
-	"github.com/sluice-dev/sluice/enforcer/runtime"
+	"github.com/sluice-dev/sluice/enforcer/engine"
+	"github.com/sluice-dev/sluice/enforcer/rules"
 	"github.com/sluice-dev/sluice/enforcer/status"
 )
 
@@ -19,7 +19,7 @@ import (
 // the environment variable naming them): never a tenant, an API key or a
 // URL.
 //
-// Metrics implements runtime.Recorder and reload.Observer.
+// Metrics implements engine.Recorder and reload.Observer.
 type Metrics struct {
 	Registry *prometheus.Registry
 	// top keeps the heaviest and most refused tenants (toptenants.go).
@@ -52,12 +52,12 @@ type Metrics struct {
 
 type checkKey struct {
 	policy, rule, tier string
-	verdict            runtime.Verdict
+	verdict            engine.Verdict
 }
 
 // policyCounts are one policy's decisions, as /status reports them.
 type policyCounts struct {
-	verdicts    [4]atomic.Int64 // indexed by runtime.Verdict
+	verdicts    [4]atomic.Int64 // indexed by engine.Verdict
 	failureMode atomic.Int64
 }
 
@@ -144,7 +144,7 @@ var localFallbackEntries = prometheus.NewDesc("sluice_enforcer_local_fallback_en
 	"Keys the LocalFallback state holds, by Redis backend; at --local-fallback-max-entries, new tenants are admitted unlimited while Redis is down.",
 	[]string{"redis"}, nil)
 
-type localFallbackCollector func() []*runtime.Backend
+type localFallbackCollector func() []*engine.Backend
 
 func (c localFallbackCollector) Describe(ch chan<- *prometheus.Desc) { ch <- localFallbackEntries }
 
@@ -173,7 +173,7 @@ var (
 		[]string{"policy", "kind"}, nil)
 )
 
-type leaseCollector func() []*runtime.Backend
+type leaseCollector func() []*engine.Backend
 
 func (c leaseCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{localDecisions, redisCalls, leaseGrants, leaseUnits, leaseFailures} {
@@ -224,9 +224,9 @@ func (c leaseCollector) Collect(ch chan<- prometheus.Metric) {
 }
 
 // WatchBackends reports the state the backends that backends lists
-// (runtime.Backends.All) keep in memory: sluice_enforcer_local_fallback_entries
+// (engine.Backends.All) keep in memory: sluice_enforcer_local_fallback_entries
 // and the lease metrics. Call it once.
-func (m *Metrics) WatchBackends(backends func() []*runtime.Backend) {
+func (m *Metrics) WatchBackends(backends func() []*engine.Backend) {
 	m.Registry.MustRegister(localFallbackCollector(backends), leaseCollector(backends), banCollector(backends), slotCollector(backends))
 }
 
@@ -248,14 +248,14 @@ func cached[K comparable, V any](m *Metrics, cache map[K]V, key K, newChild func
 }
 
 // Check counts one rule's decision.
-func (m *Metrics) Check(p *route.Policy, r *route.Rule, tier string, v runtime.Verdict) {
+func (m *Metrics) Check(p *rules.Policy, r *rules.Rule, tier string, v engine.Verdict) {
 	cached(m, m.byCheck, checkKey{p.Name, r.Name, tier, v}, func() prometheus.Counter {
 		return m.decisions.WithLabelValues(p.Name, r.Name, v.String(), tier)
 	}).Inc()
 }
 
 // Policy counts one policy's decision on a request, for /status.
-func (m *Metrics) Policy(p *route.Policy, v runtime.Verdict) {
+func (m *Metrics) Policy(p *rules.Policy, v engine.Verdict) {
 	m.policy(p.Name).verdicts[v].Add(1)
 }
 
@@ -264,7 +264,7 @@ func (m *Metrics) policy(name string) *policyCounts {
 }
 
 // Degraded counts a decision made by a failure mode.
-func (m *Metrics) Degraded(p *route.Policy) {
+func (m *Metrics) Degraded(p *rules.Policy) {
 	mode := string(p.Failure.Mode)
 	cached(m, m.byMode, [2]string{p.Name, mode}, func() prometheus.Counter {
 		return m.failureMode.WithLabelValues(p.Name, mode)
@@ -273,14 +273,14 @@ func (m *Metrics) Degraded(p *route.Policy) {
 }
 
 // RedisRoundTrip observes one Redis round trip.
-func (m *Metrics) RedisRoundTrip(be *runtime.Backend, d time.Duration) {
+func (m *Metrics) RedisRoundTrip(be *engine.Backend, d time.Duration) {
 	cached(m, m.byRedis, be.Name, func() prometheus.Observer {
 		return m.redisLatency.WithLabelValues(be.Name)
 	}).Observe(d.Seconds())
 }
 
 // CheckError counts a check that could not be decided.
-func (m *Metrics) CheckError(p *route.Policy, _ error) {
+func (m *Metrics) CheckError(p *rules.Policy, _ error) {
 	m.checkErrors.WithLabelValues(p.Name).Inc()
 }
 
@@ -323,10 +323,10 @@ func (m *Metrics) Decisions() map[string]status.DecisionCounts {
 	out := make(map[string]status.DecisionCounts, len(m.byPolicy))
 	for name, c := range m.byPolicy {
 		out[name] = status.DecisionCounts{
-			Allowed:     c.verdicts[runtime.Allowed].Load(),
-			Denied:      c.verdicts[runtime.Denied].Load(),
-			WouldDeny:   c.verdicts[runtime.WouldDeny].Load(),
-			Banned:      c.verdicts[runtime.Banned].Load(),
+			Allowed:     c.verdicts[engine.Allowed].Load(),
+			Denied:      c.verdicts[engine.Denied].Load(),
+			WouldDeny:   c.verdicts[engine.WouldDeny].Load(),
+			Banned:      c.verdicts[engine.Banned].Load(),
 			FailureMode: c.failureMode.Load(),
 		}
 	}

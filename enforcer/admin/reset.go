@@ -6,7 +6,7 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/sluice-dev/sluice/enforcer/route"
+	"github.com/sluice-dev/sluice/enforcer/rules"
 )
 
 // TenantReset is what DELETE /tenant answers.
@@ -51,7 +51,7 @@ func (s *Server) resetTenant(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusNotFound, map[string]string{"error": fmt.Sprintf("policy %q is not applied by this enforcer", policy)})
 		return
 	}
-	matches, _ := snap.Table.TenantChecks(route.TenantRequest{Policy: policy, Rule: rule, Tenant: q.Get("tenant"),
+	matches, _ := snap.Table.TenantChecks(rules.TenantRequest{Policy: policy, Rule: rule, Tenant: q.Get("tenant"),
 		Tier: q.Get("tier"), Method: q.Get("method"), Path: q.Get("path"), Host: strings.ToLower(q.Get("host"))})
 	if len(matches) == 0 {
 		writeJSON(w, http.StatusNotFound, map[string]string{"error": fmt.Sprintf("policy %s has no limited rule %q", policy, rule)})

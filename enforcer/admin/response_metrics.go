@@ -3,12 +3,12 @@ package admin
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/sluice-dev/sluice/enforcer/route"
-	"github.com/sluice-dev/sluice/enforcer/runtime"
+	"github.com/sluice-dev/sluice/enforcer/engine"
+	"github.com/sluice-dev/sluice/enforcer/rules"
 )
 
 // responseMetrics are the metrics of responseCost and countResponses:
-// Metrics implements runtime.ResponseRecorder with them.
+// Metrics implements engine.ResponseRecorder with them.
 type responseMetrics struct {
 	charged   *prometheus.CounterVec
 	invalid   *prometheus.CounterVec
@@ -35,18 +35,18 @@ func newResponseMetrics(reg prometheus.Registerer) *responseMetrics {
 }
 
 // ResponseCharged records the units an answer reported.
-func (m *Metrics) ResponseCharged(p *route.Policy, r *route.Rule, units int64) {
+func (m *Metrics) ResponseCharged(p *rules.Policy, r *rules.Rule, units int64) {
 	m.response.charged.WithLabelValues(p.Name, r.Name).Add(float64(units))
 }
 
 // ResponseReportInvalid records a report that was not taken.
-func (m *Metrics) ResponseReportInvalid(p *route.Policy, r *route.Rule, reason string) {
+func (m *Metrics) ResponseReportInvalid(p *rules.Policy, r *rules.Rule, reason string) {
 	m.response.invalid.WithLabelValues(p.Name, r.Name, reason).Inc()
 }
 
 // ResponseUncounted records a request given back for its answer.
-func (m *Metrics) ResponseUncounted(p *route.Policy, r *route.Rule) {
+func (m *Metrics) ResponseUncounted(p *rules.Policy, r *rules.Rule) {
 	m.response.uncounted.WithLabelValues(p.Name, r.Name).Inc()
 }
 
-var _ runtime.ResponseRecorder = (*Metrics)(nil)
+var _ engine.ResponseRecorder = (*Metrics)(nil)

@@ -16,15 +16,15 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/sluice-dev/sluice/enforcer/config"
+	"github.com/sluice-dev/sluice/enforcer/engine"
 	"github.com/sluice-dev/sluice/enforcer/overload"
 	"github.com/sluice-dev/sluice/enforcer/reload"
-	"github.com/sluice-dev/sluice/enforcer/runtime"
 	"github.com/sluice-dev/sluice/enforcer/status"
 )
 
 // SnapshotSource gives the configuration in service (the proxy's handler).
 type SnapshotSource interface {
-	Snapshot() *runtime.Snapshot
+	Snapshot() *engine.Snapshot
 }
 
 // ReloadSource gives the state of configuration reloads (a *reload.Reloader).
@@ -157,7 +157,7 @@ func (s *Server) Status() status.Document {
 		return out
 	}
 	out.Config.Namespace = snap.Config.Namespace
-	byBackend := map[*runtime.Backend][]string{}
+	byBackend := map[*engine.Backend][]string{}
 	for _, p := range snap.Policies() {
 		be := snap.BackendOf(p)
 		mode := config.ModeEnforce

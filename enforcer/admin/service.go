@@ -1,7 +1,7 @@
 package admin
 
 import (
-	"github.com/sluice-dev/sluice/enforcer/runtime"
+	"github.com/sluice-dev/sluice/enforcer/engine"
 	"github.com/sluice-dev/sluice/enforcer/status"
 )
 
@@ -25,7 +25,7 @@ func (s *Server) decisions() map[string]status.DecisionCounts {
 
 // readiness is Options.Readiness' answer when set, else the enforcer's
 // rule on snap (readiness in status.go).
-func (s *Server) readiness(snap *runtime.Snapshot) (bool, string) {
+func (s *Server) readiness(snap *engine.Snapshot) (bool, string) {
 	if s.opts.Readiness != nil {
 		return s.opts.Readiness()
 	}

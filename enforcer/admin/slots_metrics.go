@@ -3,7 +3,7 @@ package admin
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/sluice-dev/sluice/enforcer/runtime"
+	"github.com/sluice-dev/sluice/enforcer/engine"
 )
 
 // Concurrency metrics, read from the backends' guards at each scrape.
@@ -19,7 +19,7 @@ var (
 		[]string{"policy"}, nil)
 )
 
-type slotCollector func() []*runtime.Backend
+type slotCollector func() []*engine.Backend
 
 func (c slotCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- concurrencySlots

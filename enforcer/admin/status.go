@@ -2,11 +2,11 @@ package admin
 
 import (
 	"github.com/sluice-dev/sluice/enforcer/config"
-	"github.com/sluice-dev/sluice/enforcer/runtime"
+	"github.com/sluice-dev/sluice/enforcer/engine"
 	"github.com/sluice-dev/sluice/enforcer/status"
 )
 
-func redisStatus(be *runtime.Backend, policies []string) status.Redis {
+func redisStatus(be *engine.Backend, policies []string) status.Redis {
 	h := be.Guard.Health()
 	rs := status.Redis{Name: be.Name, URL: be.URL, Reachable: h.Reachable,
 		ConsecutiveFailures: h.ConsecutiveFailures, LastError: h.LastError, Policies: policies}
@@ -24,7 +24,7 @@ func redisStatus(be *runtime.Backend, policies []string) status.Redis {
 // LocalFallback still serve, so the pod stays ready; a fail-closed policy
 // would refuse every request it applies to, so the pod is taken out of
 // its Service's endpoints instead.
-func readiness(snap *runtime.Snapshot) (bool, string) {
+func readiness(snap *engine.Snapshot) (bool, string) {
 	if snap == nil {
 		return false, "no configuration loaded"
 	}

@@ -9,8 +9,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sluice-dev/sluice/enforcer/route"
-	"github.com/sluice-dev/sluice/enforcer/runtime"
+	"github.com/sluice-dev/sluice/enforcer/engine"
+	"github.com/sluice-dev/sluice/enforcer/rules"
 	"github.com/sluice-dev/sluice/enforcer/status"
 	"github.com/sluice-dev/sluice/enforcer/topk"
 )
@@ -52,7 +52,7 @@ func NewTopTenants() *TopTenants {
 }
 
 // Tenant counts one decision of r for tenant.
-func (t *TopTenants) Tenant(p *route.Policy, r *route.Rule, tenant string, v runtime.Verdict) {
+func (t *TopTenants) Tenant(p *rules.Policy, r *rules.Rule, tenant string, v engine.Verdict) {
 	if t == nil || tenant == "" {
 		return
 	}
@@ -69,12 +69,12 @@ func (t *TopTenants) Tenant(p *route.Policy, r *route.Rule, tenant string, v run
 	rt.rotate(now)
 	name := keptName(tenant, rt.hashes)
 	rt.cur[0].Add(name, 1)
-	if v != runtime.Allowed {
+	if v != engine.Allowed {
 		rt.cur[1].Add(name, 1)
 	}
 }
 
-func (t *TopTenants) add(k ruleKey, r *route.Rule) *ruleTop {
+func (t *TopTenants) add(k ruleKey, r *rules.Rule) *ruleTop {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if rt := t.rules[k]; rt != nil {
@@ -181,8 +181,8 @@ func counts(items []topk.Item, hash bool) []status.TenantCount {
 	return out
 }
 
-// Tenant makes Metrics a runtime.TenantRecorder: the proxy reports each
+// Tenant makes Metrics a engine.TenantRecorder: the proxy reports each
 // rule's tenant to the top tenants /status lists.
-func (m *Metrics) Tenant(p *route.Policy, r *route.Rule, tenant string, v runtime.Verdict) {
+func (m *Metrics) Tenant(p *rules.Policy, r *rules.Rule, tenant string, v engine.Verdict) {
 	m.top.Tenant(p, r, tenant, v)
 }

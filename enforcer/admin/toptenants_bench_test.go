@@ -6,16 +6,16 @@ import (
 	"testing"
 
 	"github.com/sluice-dev/sluice/enforcer/config"
-	"github.com/sluice-dev/sluice/enforcer/route"
-	"github.com/sluice-dev/sluice/enforcer/runtime"
+	"github.com/sluice-dev/sluice/enforcer/engine"
+	"github.com/sluice-dev/sluice/enforcer/rules"
 )
 
 // BenchmarkTopTenantsOneHotRule is what each decision of one rule pays its
 // top-tenant sketches, every decision on one mutex: alone, and from as
 // many goroutines as GOMAXPROCS allows, for a few tenants and for many.
 func BenchmarkTopTenantsOneHotRule(b *testing.B) {
-	p := &route.Policy{Name: "api"}
-	r := &route.Rule{Rule: &config.Rule{Name: "all"}}
+	p := &rules.Policy{Name: "api"}
+	r := &rules.Rule{Rule: &config.Rule{Name: "all"}}
 	for _, tenants := range []int{10, 100_000} {
 		names := make([]string, tenants)
 		for i := range names {
@@ -25,7 +25,7 @@ func BenchmarkTopTenantsOneHotRule(b *testing.B) {
 			top := NewTopTenants()
 			i := 0
 			for b.Loop() {
-				top.Tenant(p, r, names[i%tenants], runtime.Allowed)
+				top.Tenant(p, r, names[i%tenants], engine.Allowed)
 				i++
 			}
 		})
@@ -34,7 +34,7 @@ func BenchmarkTopTenantsOneHotRule(b *testing.B) {
 			var next atomic.Int64
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
-					top.Tenant(p, r, names[int(next.Add(1))%tenants], runtime.Allowed)
+					top.Tenant(p, r, names[int(next.Add(1))%tenants], engine.Allowed)
 				}
 			})
 		})

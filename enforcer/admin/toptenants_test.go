@@ -10,8 +10,8 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/sluice-dev/sluice/enforcer/config"
-	"github.com/sluice-dev/sluice/enforcer/route"
-	"github.com/sluice-dev/sluice/enforcer/runtime"
+	"github.com/sluice-dev/sluice/enforcer/engine"
+	"github.com/sluice-dev/sluice/enforcer/rules"
 	"github.com/sluice-dev/sluice/enforcer/status"
 )
 
@@ -72,14 +72,14 @@ func TestTopTenantsOfAJWTRuleReportOnlyHashes(t *testing.T) {
 	p := f.handler.Snapshot().Policy("api")
 	cr := *p.Limited()[0].Rule
 	cr.Identity.Sources = []config.Source{{JWTClaim: &config.JWTClaimSource{}}}
-	r := &route.Rule{Rule: &cr}
+	r := &rules.Rule{Rule: &cr}
 	top := NewTopTenants()
 	long := strings.Repeat("x", 2*maxTenantName)
 	for range 3 {
-		top.Tenant(p, r, "alice@example.com", runtime.Denied)
+		top.Tenant(p, r, "alice@example.com", engine.Denied)
 	}
-	top.Tenant(p, r, long, runtime.Allowed)
-	top.Tenant(p, r, "10.0.0.1", runtime.Allowed)
+	top.Tenant(p, r, long, engine.Allowed)
+	top.Tenant(p, r, "10.0.0.1", engine.Allowed)
 	report := top.Report()
 	g.Expect(report).To(HaveLen(1))
 	g.Expect(report[0].Heaviest).To(ConsistOf(

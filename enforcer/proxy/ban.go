@@ -7,7 +7,7 @@ import (
 
 	"github.com/sluice-dev/sluice/enforcer/config"
 	"github.com/sluice-dev/sluice/enforcer/limiter"
-	"github.com/sluice-dev/sluice/enforcer/route"
+	"github.com/sluice-dev/sluice/enforcer/rules"
 )
 
 // BanProblem is the extension member of a ProblemBanned answer: until when
@@ -24,7 +24,7 @@ type BanProblem struct {
 }
 
 // banned is p, for check c, as the answer to a tenant that d says is banned.
-func banned(p *Problem, c *route.Check, d *limiter.Decision) *Problem {
+func banned(p *Problem, c *rules.Check, d *limiter.Decision) *Problem {
 	b := d.Ban
 	p.Type, p.Status, p.Title = ProblemBanned, http.StatusTooManyRequests, "Banned"
 	p.Ban = &BanProblem{Until: b.Until.UTC().Truncate(time.Second), Level: b.Level, Denials: b.Denials, Within: config.FormatPeriod(b.Within)}

@@ -13,10 +13,10 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/enforcer/config"
+	"github.com/sluice-dev/sluice/enforcer/engine"
 	"github.com/sluice-dev/sluice/enforcer/limiter"
 	"github.com/sluice-dev/sluice/enforcer/overload"
-	"github.com/sluice-dev/sluice/enforcer/route"
-	"github.com/sluice-dev/sluice/enforcer/runtime"
+	"github.com/sluice-dev/sluice/enforcer/rules"
 )
 
 // BenchmarkDecide measures the request path without the network to the
@@ -41,9 +41,9 @@ func BenchmarkDecide(b *testing.B) {
 			rec := &degradedCount{}
 			h := New(Options{Upstream: target, Recorder: rec})
 			h.upstream = noContent{}
-			backends := runtime.NewBackends(redisURL, func(string) (string, bool) { return "", false }, limiter.ClientOptions{})
+			backends := engine.NewBackends(redisURL, func(string) (string, bool) { return "", false }, limiter.ClientOptions{})
 			defer backends.Close()
-			snap, err := runtime.NewSnapshot(cfg, backends)
+			snap, err := engine.NewSnapshot(cfg, backends)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -69,11 +69,11 @@ func (noContent) CloseIdleConnections() {}
 // degradedCount counts failure mode decisions, which would make the
 // benchmark measure something else than Redis decisions.
 type degradedCount struct {
-	runtime.NopRecorder
+	engine.NopRecorder
 	n atomic.Int64
 }
 
-func (d *degradedCount) Degraded(*route.Policy) { d.n.Add(1) }
+func (d *degradedCount) Degraded(*rules.Policy) { d.n.Add(1) }
 
 // discardWriter is a ResponseWriter that keeps only the status.
 type discardWriter struct {
@@ -94,9 +94,9 @@ func BenchmarkForward(b *testing.B) {
 	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("ok")) }))
 	defer app.Close()
 	target, _ := url.Parse(app.URL)
-	backends := runtime.NewBackends(redisURL, func(string) (string, bool) { return "", false }, limiter.ClientOptions{})
+	backends := engine.NewBackends(redisURL, func(string) (string, bool) { return "", false }, limiter.ClientOptions{})
 	defer backends.Close()
-	snap, err := runtime.NewSnapshot(configOf(b, policyJSON("api", "Enforce", "Open", "Both", ruleJSON("all", "{}", "TokenBucket", "1099511627776/1h"))), backends)
+	snap, err := engine.NewSnapshot(configOf(b, policyJSON("api", "Enforce", "Open", "Both", ruleJSON("all", "{}", "TokenBucket", "1099511627776/1h"))), backends)
 	if err != nil {
 		b.Fatal(err)
 	}

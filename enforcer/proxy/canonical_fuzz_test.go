@@ -15,7 +15,7 @@ import (
 	"testing"
 
 	"github.com/sluice-dev/sluice/enforcer/request"
-	"github.com/sluice-dev/sluice/enforcer/route"
+	"github.com/sluice-dev/sluice/enforcer/rules"
 	"github.com/sluice-dev/sluice/enforcer/transport"
 )
 
@@ -141,7 +141,7 @@ func FuzzDecidedIsReceived(f *testing.F) {
 		f.Add([]byte(seed), false)
 		f.Add([]byte(seed), true)
 	}
-	table, err := route.New(configOf(f, decidedPolicies...))
+	table, err := rules.New(configOf(f, decidedPolicies...))
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -446,25 +446,25 @@ func formBody(r *http.Request, body []byte) string {
 }
 
 // checkKey is what a check decides with: its policy, rule, tier and bucket.
-func checkKey(c *route.Check) string {
+func checkKey(c *rules.Check) string {
 	return fmt.Sprintf("%s/%s tier=%q tenant=%x", c.Policy.Name, c.Rule.Name, c.Tier, string(c.Request.Bucket.Tenant))
 }
 
-func sameChecks(a, b []route.Check) bool {
-	return slices.EqualFunc(a, b, func(x, y route.Check) bool { return checkKey(&x) == checkKey(&y) })
+func sameChecks(a, b []rules.Check) bool {
+	return slices.EqualFunc(a, b, func(x, y rules.Check) bool { return checkKey(&x) == checkKey(&y) })
 }
 
 // containsChecks reports whether every check of sub is in all.
-func containsChecks(all, sub []route.Check) bool {
+func containsChecks(all, sub []rules.Check) bool {
 	for i := range sub {
-		if !slices.ContainsFunc(all, func(c route.Check) bool { return checkKey(&c) == checkKey(&sub[i]) }) {
+		if !slices.ContainsFunc(all, func(c rules.Check) bool { return checkKey(&c) == checkKey(&sub[i]) }) {
 			return false
 		}
 	}
 	return true
 }
 
-func describe(checks []route.Check) string {
+func describe(checks []rules.Check) string {
 	if len(checks) == 0 {
 		return "no checks"
 	}

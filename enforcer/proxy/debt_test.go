@@ -20,8 +20,8 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/sluice-dev/sluice/enforcer/engine"
 	"github.com/sluice-dev/sluice/enforcer/limiter"
-	"github.com/sluice-dev/sluice/enforcer/runtime"
 )
 
 // TestDebtHeaderShowsWhatTheAnswersOwe: an answer reports 15 of a rule of
@@ -90,9 +90,9 @@ func TestGRPCRefusalCarriesTheDebt(t *testing.T) {
 	t.Cleanup(app.Stop)
 	target, _ := url.Parse("http://" + ln.Addr().String())
 	h := New(Options{Upstream: target})
-	backends := runtime.NewBackends(redisURL, func(string) (string, bool) { return "", false }, limiter.ClientOptions{})
+	backends := engine.NewBackends(redisURL, func(string) (string, bool) { return "", false }, limiter.ClientOptions{})
 	t.Cleanup(backends.Close)
-	snap, err := runtime.NewSnapshot(configOf(t, h2cPolicy("api", "Closed", answerRule("TokenBucket", 1, `"responseCost": {"header": "X-Sluice-Cost"}`))), backends)
+	snap, err := engine.NewSnapshot(configOf(t, h2cPolicy("api", "Closed", answerRule("TokenBucket", 1, `"responseCost": {"header": "X-Sluice-Cost"}`))), backends)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(h.Swap(snap)).To(Succeed())
 	srv := httptest.NewUnstartedServer(h)

@@ -8,9 +8,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluice-dev/sluice/enforcer/engine"
 	"github.com/sluice-dev/sluice/enforcer/limiter"
 	"github.com/sluice-dev/sluice/enforcer/request"
-	"github.com/sluice-dev/sluice/enforcer/runtime"
 )
 
 // Delay instead of refusal (a rule's onLimit.delay): a request whose rule booked its
@@ -106,8 +106,8 @@ func (h *Handler) Waiting(b limiter.Bucket) (n int, latest time.Time) {
 	return 0, time.Time{}
 }
 
-func (h *Handler) delayRecorder() runtime.DelayRecorder {
-	dr, _ := h.rec.(runtime.DelayRecorder)
+func (h *Handler) delayRecorder() engine.DelayRecorder {
+	dr, _ := h.rec.(engine.DelayRecorder)
 	return dr
 }
 

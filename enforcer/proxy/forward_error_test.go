@@ -9,8 +9,8 @@ import (
 
 	. "github.com/onsi/gomega"
 
+	"github.com/sluice-dev/sluice/enforcer/engine"
 	"github.com/sluice-dev/sluice/enforcer/limiter"
-	"github.com/sluice-dev/sluice/enforcer/runtime"
 	"github.com/sluice-dev/sluice/enforcer/transport"
 )
 
@@ -49,9 +49,9 @@ func serveWith(t *testing.T, path string, opts Options, appURL string) *fixture 
 	}
 	h := New(opts)
 	t.Cleanup(h.CloseIdleConnections)
-	backends := runtime.NewBackends(redisURL, func(string) (string, bool) { return "", false }, limiter.ClientOptions{})
+	backends := engine.NewBackends(redisURL, func(string) (string, bool) { return "", false }, limiter.ClientOptions{})
 	t.Cleanup(backends.Close)
-	snap, err := runtime.NewSnapshot(configOf(t, allowAll(t)), backends)
+	snap, err := engine.NewSnapshot(configOf(t, allowAll(t)), backends)
 	if err != nil {
 		t.Fatal(err)
 	}

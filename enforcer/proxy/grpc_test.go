@@ -20,8 +20,8 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/sluice-dev/sluice/enforcer/engine"
 	"github.com/sluice-dev/sluice/enforcer/limiter"
-	"github.com/sluice-dev/sluice/enforcer/runtime"
 )
 
 // grpcFixture is a Handler serving HTTP/1.1 and cleartext HTTP/2 in front
@@ -44,9 +44,9 @@ func serveGRPC(t *testing.T, policies string, redis string) *grpcFixture {
 
 	target, _ := url.Parse("http://" + ln.Addr().String())
 	h := New(Options{Upstream: target})
-	backends := runtime.NewBackends(redis, func(string) (string, bool) { return "", false }, limiter.ClientOptions{})
+	backends := engine.NewBackends(redis, func(string) (string, bool) { return "", false }, limiter.ClientOptions{})
 	t.Cleanup(backends.Close)
-	snap, err := runtime.NewSnapshot(configOf(t, policies), backends)
+	snap, err := engine.NewSnapshot(configOf(t, policies), backends)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,9 +194,9 @@ func TestGRPCCallsOutliveTheResponseHeaderTimeout(t *testing.T) {
 
 	target, _ := url.Parse(app.URL)
 	h := New(Options{Upstream: target, ResponseHeaderTimeout: 50 * time.Millisecond})
-	backends := runtime.NewBackends(redisURL, func(string) (string, bool) { return "", false }, limiter.ClientOptions{})
+	backends := engine.NewBackends(redisURL, func(string) (string, bool) { return "", false }, limiter.ClientOptions{})
 	t.Cleanup(backends.Close)
-	snap, err := runtime.NewSnapshot(configOf(t, h2cPolicy("api", "Open", ruleJSON("calls", "{}", "FixedWindow", "100/1m"))), backends)
+	snap, err := engine.NewSnapshot(configOf(t, h2cPolicy("api", "Open", ruleJSON("calls", "{}", "FixedWindow", "100/1m"))), backends)
 	g.Expect(err).NotTo(HaveOccurred())
 	if err := h.Swap(snap); err != nil {
 		t.Fatal(err)

@@ -16,8 +16,8 @@ import (
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 
+	"github.com/sluice-dev/sluice/enforcer/engine"
 	"github.com/sluice-dev/sluice/enforcer/limiter"
-	"github.com/sluice-dev/sluice/enforcer/runtime"
 	"github.com/sluice-dev/sluice/enforcer/transport"
 )
 
@@ -112,9 +112,9 @@ func TestHTTP2FieldsTheApplicationReads(t *testing.T) {
 	appAddr, heads := rawHeadApp(t)
 	target, _ := url.Parse("http://" + appAddr)
 	h := New(Options{Upstream: target})
-	backends := runtime.NewBackends(redisURL, func(string) (string, bool) { return "", false }, limiter.ClientOptions{})
+	backends := engine.NewBackends(redisURL, func(string) (string, bool) { return "", false }, limiter.ClientOptions{})
 	t.Cleanup(backends.Close)
-	snap, err := runtime.NewSnapshot(configOf(t, policyJSON("api", "Enforce", "Open", "Both",
+	snap, err := engine.NewSnapshot(configOf(t, policyJSON("api", "Enforce", "Open", "Both",
 		ruleJSON("other-host", `{"hosts": ["exempt.example.com"]}`, "FixedWindow", "1000/1m"))), backends)
 	if err != nil {
 		t.Fatal(err)
@@ -170,9 +170,9 @@ func TestHTTP2StalledStreamIsReset(t *testing.T) {
 	t.Cleanup(app.Close)
 	target, _ := url.Parse(app.URL)
 	h := New(Options{Upstream: target, Limits: transport.RequestLimits{WriteIdleTimeout: 300 * time.Millisecond}})
-	backends := runtime.NewBackends(redisURL, func(string) (string, bool) { return "", false }, limiter.ClientOptions{})
+	backends := engine.NewBackends(redisURL, func(string) (string, bool) { return "", false }, limiter.ClientOptions{})
 	t.Cleanup(backends.Close)
-	snap, err := runtime.NewSnapshot(configOf(t, policyJSON("api", "Enforce", "Open", "Both",
+	snap, err := engine.NewSnapshot(configOf(t, policyJSON("api", "Enforce", "Open", "Both",
 		ruleJSON("all", "{}", "TokenBucket", "1000/1m"))), backends)
 	g.Expect(err).NotTo(HaveOccurred())
 	if err := h.Swap(snap); err != nil {

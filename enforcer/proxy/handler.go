@@ -18,11 +18,11 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/enforcer/config"
+	"github.com/sluice-dev/sluice/enforcer/engine"
 	"github.com/sluice-dev/sluice/enforcer/limiter"
 	"github.com/sluice-dev/sluice/enforcer/overload"
 	"github.com/sluice-dev/sluice/enforcer/request"
-	"github.com/sluice-dev/sluice/enforcer/route"
-	"github.com/sluice-dev/sluice/enforcer/runtime"
+	"github.com/sluice-dev/sluice/enforcer/rules"
 	"github.com/sluice-dev/sluice/enforcer/transport"
 )
 
@@ -32,7 +32,7 @@ type Handler struct {
 	upstream upstream
 	// protocol is the upstream protocol when no policy names one.
 	protocol config.UpstreamProtocol
-	rec      runtime.Recorder
+	rec      engine.Recorder
 	limits   transport.RequestLimits
 	maxBody  int64
 	// delays are the requests waiting for their reservations (delay.go).
@@ -51,7 +51,7 @@ type upstream interface {
 // inService is the configuration in service and what the proxy alone
 // derives from it.
 type inService struct {
-	*runtime.Snapshot
+	*engine.Snapshot
 	// protocol is how the policies forward to the application; empty when
 	// no policy selects the pod (the Handler's default applies).
 	protocol config.UpstreamProtocol
@@ -66,7 +66,7 @@ type Options struct {
 	// forwarder for plain ones. A Transport given here takes them all.
 	Transport http.RoundTripper
 	// Recorder is told every decision; nil records nothing.
-	Recorder runtime.Recorder
+	Recorder engine.Recorder
 	// ErrorLog receives the reverse proxy's own errors (a client gone in
 	// the middle of a body); nil discards them.
 	ErrorLog *log.Logger
@@ -102,7 +102,7 @@ func New(opts Options) *Handler {
 	h := &Handler{rec: opts.Recorder, limits: opts.Limits, maxBody: opts.MaxRequestBody, protocol: opts.UpstreamProtocol.OrDefault(),
 		overload: opts.Overload}
 	if h.rec == nil {
-		h.rec = runtime.NopRecorder{}
+		h.rec = engine.NopRecorder{}
 	}
 	h.delays.max = opts.MaxDelayed
 	if h.delays.max <= 0 {
@@ -133,7 +133,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, snap *inServic
 // service over; requests already being decided finish with the snapshot
 // they started with. A configuration whose policies forward with two
 // protocols is refused, and the one in service stays.
-func (h *Handler) Swap(s *runtime.Snapshot) error {
+func (h *Handler) Swap(s *engine.Snapshot) error {
 	protocol, err := UpstreamProtocol(s.Config)
 	if err != nil {
 		return err
@@ -144,7 +144,7 @@ func (h *Handler) Swap(s *runtime.Snapshot) error {
 }
 
 // Snapshot is the configuration in service, nil before the first Swap.
-func (h *Handler) Snapshot() *runtime.Snapshot {
+func (h *Handler) Snapshot() *engine.Snapshot {
 	if live := h.live.Load(); live != nil {
 		return live.Snapshot
 	}
@@ -181,7 +181,7 @@ func UpstreamProtocol(cfg *config.Config) (config.UpstreamProtocol, error) {
 // request path allocates no slices of its own.
 type requestState struct {
 	req    request.Request
-	checks []route.Check
+	checks []rules.Check
 	reqs   []limiter.Request
 	outs   []limiter.Outcome
 	sub    []limiter.Outcome
@@ -200,7 +200,7 @@ type requestState struct {
 // state per request in flight.
 var statePool = sync.Pool{New: func() any {
 	return &requestState{
-		checks: make([]route.Check, 0, 2),
+		checks: make([]rules.Check, 0, 2),
 		reqs:   make([]limiter.Request, 0, 2),
 		outs:   make([]limiter.Outcome, 0, 2),
 		buf:    make([]byte, 0, 256),
@@ -384,7 +384,7 @@ func (h *Handler) decide(ctx context.Context, snap *inService, st *requestState)
 // observe records a round trip's latency, unless no request went to Redis
 // (the guard skips Redis while it is known to be down, and decides from
 // leases and cached refusals without it).
-func (h *Handler) observe(be *runtime.Backend, start time.Time, outs []limiter.Outcome) {
+func (h *Handler) observe(be *engine.Backend, start time.Time, outs []limiter.Outcome) {
 	for i := range outs {
 		if !outs[i].Decision.Local && !errors.Is(outs[i].Err, limiter.ErrRedisUnavailable) {
 			h.rec.RedisRoundTrip(be, time.Since(start))
@@ -450,31 +450,31 @@ func (h *Handler) refund(ctx context.Context, snap *inService, st *requestState)
 
 // record reports each rule's and each policy's verdict.
 func (h *Handler) record(st *requestState) {
-	policyVerdict := runtime.Allowed
+	policyVerdict := engine.Allowed
 	for i := range st.checks {
 		c, o := &st.checks[i], &st.outs[i]
-		v := runtime.Allowed
+		v := engine.Allowed
 		if refuses(o) {
-			v = runtime.Denied
+			v = engine.Denied
 			if o.Decision.Ban.Active() {
-				v = runtime.Banned
+				v = engine.Banned
 			}
 			if c.Policy.DryRun {
-				v = runtime.WouldDeny
+				v = engine.WouldDeny
 			}
 		}
 		if o.Decision.Degraded {
 			h.rec.Degraded(c.Policy)
 		}
 		h.rec.Check(c.Policy, c.Rule, c.Tier, v)
-		if tr, ok := h.rec.(runtime.TenantRecorder); ok {
+		if tr, ok := h.rec.(engine.TenantRecorder); ok {
 			tr.Tenant(c.Policy, c.Rule, c.Tenant, v)
 		}
 		policyVerdict = max(policyVerdict, v)
 		// Checks come grouped by policy: close the group at its last check.
 		if i == len(st.checks)-1 || st.checks[i+1].Policy != c.Policy {
 			h.rec.Policy(c.Policy, policyVerdict)
-			policyVerdict = runtime.Allowed
+			policyVerdict = engine.Allowed
 		}
 	}
 }

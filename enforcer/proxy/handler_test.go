@@ -20,10 +20,10 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/sluice-dev/sluice/enforcer/config"
+	"github.com/sluice-dev/sluice/enforcer/engine"
 	"github.com/sluice-dev/sluice/enforcer/limiter"
 	"github.com/sluice-dev/sluice/enforcer/overload"
-	"github.com/sluice-dev/sluice/enforcer/route"
-	"github.com/sluice-dev/sluice/enforcer/runtime"
+	"github.com/sluice-dev/sluice/enforcer/rules"
 	"github.com/sluice-dev/sluice/internal/testing/redistest"
 )
 
@@ -61,7 +61,7 @@ func configOf(t testing.TB, policies ...string) *config.Config {
 
 // recording counts what a Handler reports.
 type recording struct {
-	runtime.NopRecorder
+	engine.NopRecorder
 	mu       sync.Mutex
 	checks   map[string]int // "policy/rule/tier/verdict"
 	policies map[string]int // "policy/verdict"
@@ -70,19 +70,19 @@ type recording struct {
 	refused  map[string]int // by reason
 }
 
-func (r *recording) Check(p *route.Policy, rule *route.Rule, tier string, v runtime.Verdict) {
+func (r *recording) Check(p *rules.Policy, rule *rules.Rule, tier string, v engine.Verdict) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.checks[p.Name+"/"+rule.Name+"/"+tier+"/"+v.String()]++
 }
 
-func (r *recording) Policy(p *route.Policy, v runtime.Verdict) {
+func (r *recording) Policy(p *rules.Policy, v engine.Verdict) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.policies[p.Name+"/"+v.String()]++
 }
 
-func (r *recording) Degraded(*route.Policy) {
+func (r *recording) Degraded(*rules.Policy) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.degraded++
@@ -113,7 +113,7 @@ type fixture struct {
 	url      string
 	rec      *recording
 	handler  *Handler
-	backends *runtime.Backends
+	backends *engine.Backends
 }
 
 // serve runs a Handler for cfg, deciding with Redis at redisURL, in front
@@ -134,9 +134,9 @@ func serveTo(t *testing.T, cfg *config.Config, redisURL, appURL string) *fixture
 	target, _ := url.Parse(appURL)
 	rec := &recording{checks: map[string]int{}, policies: map[string]int{}}
 	h := New(Options{Upstream: target, Recorder: rec})
-	backends := runtime.NewBackends(redisURL, func(string) (string, bool) { return "", false }, limiter.ClientOptions{})
+	backends := engine.NewBackends(redisURL, func(string) (string, bool) { return "", false }, limiter.ClientOptions{})
 	t.Cleanup(backends.Close)
-	snap, err := runtime.NewSnapshot(cfg, backends)
+	snap, err := engine.NewSnapshot(cfg, backends)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -387,7 +387,7 @@ func TestBrokenBodyIsNeverAnsweredOK(t *testing.T) {
 func TestOverloadedAnswer(t *testing.T) {
 	g := NewWithT(t)
 	h := New(Options{Overload: overload.New(overload.Limits{MaxInFlight: 0, MaxInFlightPerTenant: 1})})
-	g.Expect(h.Swap(&runtime.Snapshot{})).To(Succeed())
+	g.Expect(h.Swap(&engine.Snapshot{})).To(Succeed())
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
 	g.Expect(rec.Code).To(Equal(http.StatusServiceUnavailable))
@@ -413,7 +413,7 @@ func TestTwoUpstreamProtocolsAreRefused(t *testing.T) {
 	mixed := configOf(t, policyJSON("web", "Enforce", "Open", "Both", rule), h2cPolicy("grpc", "Open", rule))
 	_, err := UpstreamProtocol(mixed)
 	g.Expect(err).To(MatchError(ContainSubstring("policies web and grpc select this pod with different upstreamProtocol (HTTP1, H2C)")))
-	snap, err := runtime.NewSnapshot(mixed, f.backends)
+	snap, err := engine.NewSnapshot(mixed, f.backends)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(f.handler.Swap(snap)).To(MatchError(ContainSubstring("different upstreamProtocol")))
 	g.Expect(f.handler.Snapshot()).To(BeIdenticalTo(before), "the configuration in service stays")

@@ -6,7 +6,7 @@ import (
 
 	"github.com/sluice-dev/sluice/enforcer/limiter"
 	"github.com/sluice-dev/sluice/enforcer/ratelimitheaders"
-	"github.com/sluice-dev/sluice/enforcer/route"
+	"github.com/sluice-dev/sluice/enforcer/rules"
 )
 
 // Response header names, in canonical form; the rate limit ones are
@@ -42,7 +42,7 @@ func reported(o *limiter.Outcome) bool { return o.Err == nil }
 // buf is scratch space, returned for reuse. All values are built in it and
 // then share one string and one []string backing array: two allocations
 // whatever the number of headers.
-func writeLimitHeaders(h http.Header, checks []route.Check, outs []limiter.Outcome, refusing int, buf []byte) []byte {
+func writeLimitHeaders(h http.Header, checks []rules.Check, outs []limiter.Outcome, refusing int, buf []byte) []byte {
 	var fields fieldSet
 	b := buf[:0]
 	pick := -1
@@ -136,7 +136,7 @@ func (f *fieldSet) set(h http.Header, b []byte) {
 
 // writeWouldDeny names, in X-Sluice-Would-Deny, the DryRun rules that would
 // have refused the request.
-func writeWouldDeny(h http.Header, checks []route.Check, outs []limiter.Outcome, buf []byte) []byte {
+func writeWouldDeny(h http.Header, checks []rules.Check, outs []limiter.Outcome, buf []byte) []byte {
 	b := buf[:0]
 	for i := range checks {
 		if checks[i].Policy.DryRun && refuses(&outs[i]) {

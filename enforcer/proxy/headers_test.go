@@ -9,15 +9,15 @@ import (
 
 	"github.com/sluice-dev/sluice/enforcer/config"
 	"github.com/sluice-dev/sluice/enforcer/limiter"
-	"github.com/sluice-dev/sluice/enforcer/route"
+	"github.com/sluice-dev/sluice/enforcer/rules"
 	"github.com/sluice-dev/sluice/internal/testing/sfv"
 )
 
-func check(policy, headers string, dryRun bool, rule string) route.Check {
-	return route.Check{
-		Policy: &route.Policy{Name: policy, DryRun: dryRun,
+func check(policy, headers string, dryRun bool, rule string) rules.Check {
+	return rules.Check{
+		Policy: &rules.Policy{Name: policy, DryRun: dryRun,
 			XRateLimitHeaders: headers == "XRateLimit" || headers == "Both", IETFHeaders: headers == "IETF" || headers == "Both"},
-		Rule: &route.Rule{Rule: &config.Rule{Name: rule}},
+		Rule: &rules.Rule{Rule: &config.Rule{Name: rule}},
 	}
 }
 
@@ -36,14 +36,14 @@ func TestWriteLimitHeaders(t *testing.T) {
 
 	cases := []struct {
 		name     string
-		checks   []route.Check
+		checks   []rules.Check
 		outs     []limiter.Outcome
 		refusing int
 		want     map[string]string
 	}{
 		{
 			name:     "one rule, both families",
-			checks:   []route.Check{check("api", "Both", false, "all")},
+			checks:   []rules.Check{check("api", "Both", false, "all")},
 			outs:     []limiter.Outcome{allowed(60, 59, time.Minute, 1500*time.Millisecond)},
 			refusing: -1,
 			want: map[string]string{
@@ -53,7 +53,7 @@ func TestWriteLimitHeaders(t *testing.T) {
 		},
 		{
 			name:     "X-RateLimit describes the rule with the fewest remaining; IETF lists each",
-			checks:   []route.Check{check("api", "Both", false, "minute"), check("api", "Both", false, "hour"), check("quiet", "None", false, "x")},
+			checks:   []rules.Check{check("api", "Both", false, "minute"), check("api", "Both", false, "hour"), check("quiet", "None", false, "x")},
 			outs:     []limiter.Outcome{allowed(100, 40, time.Minute, 30*time.Second), allowed(1000, 7, time.Hour, time.Hour), allowed(1, 0, time.Second, time.Second)},
 			refusing: -1,
 			want: map[string]string{
@@ -64,21 +64,21 @@ func TestWriteLimitHeaders(t *testing.T) {
 		},
 		{
 			name:     "refused: X-RateLimit describes the refusing rule",
-			checks:   []route.Check{check("api", "XRateLimit", false, "a"), check("api", "XRateLimit", false, "b")},
+			checks:   []rules.Check{check("api", "XRateLimit", false, "a"), check("api", "XRateLimit", false, "b")},
 			outs:     []limiter.Outcome{allowed(10, 0, time.Second, time.Second), refused(5, time.Minute, 45*time.Second, 12*time.Second)},
 			refusing: 1,
 			want:     map[string]string{"X-Ratelimit-Limit": "5", "X-Ratelimit-Remaining": "0", "X-Ratelimit-Reset": "1800000046"},
 		},
 		{
 			name:     "a failure mode's decision is left out rather than guessed",
-			checks:   []route.Check{check("api", "Both", false, "a")},
+			checks:   []rules.Check{check("api", "Both", false, "a")},
 			outs:     []limiter.Outcome{degraded},
 			refusing: -1,
 			want:     map[string]string{},
 		},
 		{
 			name:     "sub-second window rounds up to one second",
-			checks:   []route.Check{check("api", "IETF", false, "burst")},
+			checks:   []rules.Check{check("api", "IETF", false, "burst")},
 			outs:     []limiter.Outcome{allowed(3, 2, 500*time.Millisecond, 200*time.Millisecond)},
 			refusing: -1,
 			want:     map[string]string{"Ratelimit-Policy": `"api/burst";q=3;w=1`, "Ratelimit": `"api/burst";r=2;t=1`},
@@ -106,7 +106,7 @@ func TestWriteLimitHeaders(t *testing.T) {
 func TestWriteWouldDeny(t *testing.T) {
 	g := NewWithT(t)
 	h := http.Header{}
-	checks := []route.Check{check("shadow", "None", true, "a"), check("shadow", "None", true, "b"), check("live", "None", false, "c")}
+	checks := []rules.Check{check("shadow", "None", true, "a"), check("shadow", "None", true, "b"), check("live", "None", false, "c")}
 	outs := []limiter.Outcome{{}, {Decision: limiter.Decision{Allowed: true}}, {}}
 	writeWouldDeny(h, checks, outs, nil)
 	g.Expect(h.Values("X-Sluice-Would-Deny")).To(Equal([]string{"shadow/a"}))

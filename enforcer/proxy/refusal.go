@@ -8,12 +8,12 @@ import (
 	"github.com/sluice-dev/sluice/enforcer/limiter"
 	"github.com/sluice-dev/sluice/enforcer/overload"
 	"github.com/sluice-dev/sluice/enforcer/ratelimitheaders"
-	"github.com/sluice-dev/sluice/enforcer/route"
+	"github.com/sluice-dev/sluice/enforcer/rules"
 )
 
 // refusal is the problem answering a request that check c refused with d:
 // 503 when a fail-closed policy could not reach Redis, else 429.
-func refusal(c *route.Check, d *limiter.Decision) *Problem {
+func refusal(c *rules.Check, d *limiter.Decision) *Problem {
 	retry := ratelimitheaders.RetryAfterSeconds(d.RetryAfter)
 	p := &Problem{Policy: c.Policy.Name, Rule: c.Rule.Name, RetryAfter: retry}
 	if d.Ban.Active() {
@@ -50,7 +50,7 @@ func refusal(c *route.Check, d *limiter.Decision) *Problem {
 // budgetDetail is the refusal of a rule whose answers report their cost:
 // its limit is in the units they report, and a tenant refused while it owes
 // is told what it owes.
-func budgetDetail(c *route.Check, d *limiter.Decision, per string, retry int64) string {
+func budgetDetail(c *rules.Check, d *limiter.Decision, per string, retry int64) string {
 	detail := fmt.Sprintf("Rule %s of policy %s allows %d units per %s, as the application's answers report them.",
 		c.Rule.Name, c.Policy.Name, d.Limit, per)
 	if d.Debt > 0 {

@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/enforcer/config"
+	"github.com/sluice-dev/sluice/enforcer/engine"
 	"github.com/sluice-dev/sluice/enforcer/limiter"
-	"github.com/sluice-dev/sluice/enforcer/route"
-	"github.com/sluice-dev/sluice/enforcer/runtime"
+	"github.com/sluice-dev/sluice/enforcer/rules"
 )
 
 // Rules that act when the answer ends (responseCost, countResponses): the
@@ -23,8 +23,8 @@ import (
 
 // answerCheck is an admitted check whose rule acts on the answer.
 type answerCheck struct {
-	policy  *route.Policy
-	rule    *route.Rule
+	policy  *rules.Policy
+	rule    *rules.Rule
 	req     limiter.Request
 	guard   *limiter.Guard
 	counted time.Time
@@ -230,7 +230,7 @@ func (w *answerWriter) ended() {
 // its cost (or gives back what it did not use), and gives back the
 // countResponses checks whose answer does not count: one batch per Redis.
 func (w *answerWriter) settle(grpcCode int) {
-	rr, _ := w.h.rec.(runtime.ResponseRecorder)
+	rr, _ := w.h.rec.(engine.ResponseRecorder)
 	if w.usage != nil {
 		w.usage.finish()
 	}
@@ -303,7 +303,7 @@ func (w *answerWriter) reported(header, field string) (int64, string) {
 	units, reason := w.report(header, field)
 	if reason != "" && !w.complete {
 		// the report may have been in what never came
-		return 0, runtime.ReportUnfinished
+		return 0, engine.ReportUnfinished
 	}
 	return units, reason
 }
@@ -312,7 +312,7 @@ func (w *answerWriter) reported(header, field string) (int64, string) {
 // as an unfinished answer: it was not the application's to give.
 func unreadable(reason string) bool {
 	switch reason {
-	case runtime.ReportUnfinished, runtime.ReportEncoding, runtime.ReportTooLarge:
+	case engine.ReportUnfinished, engine.ReportEncoding, engine.ReportTooLarge:
 		return true
 	}
 	return false
@@ -336,7 +336,7 @@ const grpcCancelled, grpcDeadlineExceeded = 1, 4
 func (w *answerWriter) report(header, field string) (int64, string) {
 	if header == "" {
 		if w.usage == nil {
-			return 0, runtime.ReportMissing // no answer was written
+			return 0, engine.ReportMissing // no answer was written
 		}
 		return w.usage.units(field)
 	}
@@ -346,14 +346,14 @@ func (w *answerWriter) report(header, field string) (int64, string) {
 		}
 		switch v := w.values[i]; len(v) {
 		case 0:
-			return 0, runtime.ReportMissing
+			return 0, engine.ReportMissing
 		case 1:
 			return headerUnits(v[0])
 		default:
-			return 0, runtime.ReportMalformed
+			return 0, engine.ReportMalformed
 		}
 	}
-	return 0, runtime.ReportMissing
+	return 0, engine.ReportMissing
 }
 
 // headerUnits reads a cost reported in a header: decimal digits, '-'
@@ -361,14 +361,14 @@ func (w *answerWriter) report(header, field string) (int64, string) {
 func headerUnits(v string) (int64, string) {
 	s := strings.Trim(v, " \t")
 	if s == "" || s[0] == '+' {
-		return 0, runtime.ReportMalformed
+		return 0, engine.ReportMalformed
 	}
 	n, err := strconv.ParseInt(s, 10, 64) // [-]digits: no '_' in base 10
 	switch {
 	case err != nil:
-		return 0, runtime.ReportMalformed
+		return 0, engine.ReportMalformed
 	case n < 0:
-		return 0, runtime.ReportNegative
+		return 0, engine.ReportNegative
 	}
 	return n, ""
 }

@@ -23,9 +23,9 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/sluice-dev/sluice/enforcer/engine"
 	"github.com/sluice-dev/sluice/enforcer/limiter"
-	"github.com/sluice-dev/sluice/enforcer/route"
-	"github.com/sluice-dev/sluice/enforcer/runtime"
+	"github.com/sluice-dev/sluice/enforcer/rules"
 	"github.com/sluice-dev/sluice/internal/testing/redistest"
 )
 
@@ -38,19 +38,19 @@ type answerRecording struct {
 	uncounted int
 }
 
-func (r *answerRecording) ResponseCharged(_ *route.Policy, _ *route.Rule, units int64) {
+func (r *answerRecording) ResponseCharged(_ *rules.Policy, _ *rules.Rule, units int64) {
 	r.amu.Lock()
 	defer r.amu.Unlock()
 	r.charged += units
 }
 
-func (r *answerRecording) ResponseReportInvalid(_ *route.Policy, _ *route.Rule, reason string) {
+func (r *answerRecording) ResponseReportInvalid(_ *rules.Policy, _ *rules.Rule, reason string) {
 	r.amu.Lock()
 	defer r.amu.Unlock()
 	r.invalid[reason]++
 }
 
-func (r *answerRecording) ResponseUncounted(*route.Policy, *route.Rule) {
+func (r *answerRecording) ResponseUncounted(*rules.Policy, *rules.Rule) {
 	r.amu.Lock()
 	defer r.amu.Unlock()
 	r.uncounted++
@@ -70,9 +70,9 @@ func serveAnswers(t *testing.T, rule string, app http.Handler) (string, *answerR
 	target, _ := url.Parse(upstream.URL)
 	rec := &answerRecording{recording: &recording{checks: map[string]int{}, policies: map[string]int{}}, invalid: map[string]int{}}
 	h := New(Options{Upstream: target, Recorder: rec})
-	backends := runtime.NewBackends(redisURL, func(string) (string, bool) { return "", false }, limiter.ClientOptions{})
+	backends := engine.NewBackends(redisURL, func(string) (string, bool) { return "", false }, limiter.ClientOptions{})
 	t.Cleanup(backends.Close)
-	snap, err := runtime.NewSnapshot(configOf(t, policyJSON("api", "Enforce", "Closed", "Both", rule)), backends)
+	snap, err := engine.NewSnapshot(configOf(t, policyJSON("api", "Enforce", "Closed", "Both", rule)), backends)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -262,9 +262,9 @@ func TestGRPCTrailerCostIsChargedAndStripped(t *testing.T) {
 	t.Cleanup(app.Stop)
 	target, _ := url.Parse("http://" + ln.Addr().String())
 	h := New(Options{Upstream: target})
-	backends := runtime.NewBackends(redisURL, func(string) (string, bool) { return "", false }, limiter.ClientOptions{})
+	backends := engine.NewBackends(redisURL, func(string) (string, bool) { return "", false }, limiter.ClientOptions{})
 	t.Cleanup(backends.Close)
-	snap, err := runtime.NewSnapshot(configOf(t, h2cPolicy("api", "Closed", answerRule("FixedWindow", 1, `"responseCost": {"header": "X-Sluice-Cost"}`))), backends)
+	snap, err := engine.NewSnapshot(configOf(t, h2cPolicy("api", "Closed", answerRule("FixedWindow", 1, `"responseCost": {"header": "X-Sluice-Cost"}`))), backends)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(h.Swap(snap)).To(Succeed())
 	srv := httptest.NewUnstartedServer(h)
@@ -339,11 +339,11 @@ func TestHeaderCostIsDecimalDigits(t *testing.T) {
 		reason string
 	}{
 		"42": {42, ""}, "007": {7, ""}, " 3\t": {3, ""}, "0": {0, ""},
-		"-2": {0, runtime.ReportNegative},
-		"+7": {0, runtime.ReportMalformed}, "1e3": {0, runtime.ReportMalformed}, "0x10p0": {0, runtime.ReportMalformed},
-		"12.0": {0, runtime.ReportMalformed}, "0x10": {0, runtime.ReportMalformed}, "1_000": {0, runtime.ReportMalformed},
-		"": {0, runtime.ReportMalformed}, "-": {0, runtime.ReportMalformed}, "99999999999999999999": {0, runtime.ReportMalformed},
-		"Inf": {0, runtime.ReportMalformed}, "\u00a012": {0, runtime.ReportMalformed},
+		"-2": {0, engine.ReportNegative},
+		"+7": {0, engine.ReportMalformed}, "1e3": {0, engine.ReportMalformed}, "0x10p0": {0, engine.ReportMalformed},
+		"12.0": {0, engine.ReportMalformed}, "0x10": {0, engine.ReportMalformed}, "1_000": {0, engine.ReportMalformed},
+		"": {0, engine.ReportMalformed}, "-": {0, engine.ReportMalformed}, "99999999999999999999": {0, engine.ReportMalformed},
+		"Inf": {0, engine.ReportMalformed}, "\u00a012": {0, engine.ReportMalformed},
 	} {
 		units, reason := headerUnits(v)
 		if units != want.units || reason != want.reason {

@@ -12,8 +12,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/sluice-dev/sluice/enforcer/engine"
 	"github.com/sluice-dev/sluice/enforcer/limiter"
-	"github.com/sluice-dev/sluice/enforcer/runtime"
 )
 
 // With one tenant per goroutine, a tenant's next request takes over the
@@ -51,8 +51,8 @@ func BenchmarkConcurrencyBesideTokenBucket(b *testing.B) {
 			rec := &degradedCount{}
 			h := New(Options{Upstream: target, Recorder: rec})
 			h.upstream = noContent{}
-			backends := runtime.NewBackends(redisURL, func(string) (string, bool) { return "", false }, limiter.ClientOptions{})
-			snap, err := runtime.NewSnapshot(cfg, backends)
+			backends := engine.NewBackends(redisURL, func(string) (string, bool) { return "", false }, limiter.ClientOptions{})
+			snap, err := engine.NewSnapshot(cfg, backends)
 			if err != nil {
 				b.Fatal(err)
 			}

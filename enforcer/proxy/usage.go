@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/sluice-dev/sluice/enforcer/runtime"
+	"github.com/sluice-dev/sluice/enforcer/engine"
 )
 
 // usageReader finds the usage object of an OpenAI-compatible answer in
@@ -51,7 +51,7 @@ func newUsageReader(contentType, encoding []string) *usageReader {
 	case "gzip", "x-gzip":
 		u.gzip = true
 	default:
-		u.failed = runtime.ReportEncoding
+		u.failed = engine.ReportEncoding
 	}
 	return u
 }
@@ -94,12 +94,12 @@ func (u *usageReader) finish() {
 	}
 	u.found = u.body.end()
 	if err != nil || u.gzip && u.gz == nil {
-		u.found.reason = runtime.ReportMalformed // not gzip, or cut short
+		u.found.reason = engine.ReportMalformed // not gzip, or cut short
 	}
 }
 
 // units is usage.<field> once the body has ended, or why it cannot be
-// taken (a runtime.Report reason).
+// taken (a engine.Report reason).
 func (u *usageReader) units(field string) (int64, string) {
 	if u.failed != "" {
 		return 0, u.failed
@@ -109,7 +109,7 @@ func (u *usageReader) units(field string) (int64, string) {
 	}
 	raw, ok := u.found.usage[field]
 	if !ok || string(raw) == "null" {
-		return 0, runtime.ReportMissing
+		return 0, engine.ReportMissing
 	}
 	return parseUnits(string(raw))
 }
@@ -134,12 +134,12 @@ func parseUnits(s string) (int64, string) {
 		// 12.0 is a whole number written as JSON numbers sometimes are
 		f, ferr := strconv.ParseFloat(s, 64)
 		if ferr != nil || f != float64(int64(f)) {
-			return 0, runtime.ReportMalformed
+			return 0, engine.ReportMalformed
 		}
 		n = int64(f)
 	}
 	if n < 0 {
-		return 0, runtime.ReportNegative
+		return 0, engine.ReportNegative
 	}
 	return n, ""
 }
@@ -162,13 +162,13 @@ func found(s *jsonScan) usageFound {
 	}
 	switch {
 	case !s.valid():
-		f.reason = runtime.ReportMalformed
+		f.reason = engine.ReportMalformed
 	case !s.hasUsage || s.usageKind == 'n':
-		f.reason = runtime.ReportMissing // none, or "usage": null
+		f.reason = engine.ReportMissing // none, or "usage": null
 	case s.overflow:
-		f.reason = runtime.ReportTooLarge
+		f.reason = engine.ReportTooLarge
 	case s.usageKind != '{':
-		f.reason = runtime.ReportMalformed
+		f.reason = engine.ReportMalformed
 	}
 	return f
 }

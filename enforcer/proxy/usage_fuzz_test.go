@@ -8,26 +8,26 @@ import (
 
 	. "github.com/onsi/gomega"
 
-	"github.com/sluice-dev/sluice/enforcer/runtime"
+	"github.com/sluice-dev/sluice/enforcer/engine"
 )
 
 // referenceUsage is what encoding/json finds in a whole answer: the
 // top-level usage object, or why there is none.
 func referenceUsage(b []byte) (map[string]json.RawMessage, string) {
 	if !json.Valid(b) {
-		return nil, runtime.ReportMalformed
+		return nil, engine.ReportMalformed
 	}
 	var top map[string]json.RawMessage
 	if json.Unmarshal(b, &top) != nil {
-		return nil, runtime.ReportMissing // not an object
+		return nil, engine.ReportMissing // not an object
 	}
 	raw, ok := top["usage"]
 	if !ok || string(raw) == "null" {
-		return nil, runtime.ReportMissing
+		return nil, engine.ReportMissing
 	}
 	var usage map[string]json.RawMessage
 	if json.Unmarshal(raw, &usage) != nil {
-		return nil, runtime.ReportMalformed
+		return nil, engine.ReportMalformed
 	}
 	return usage, ""
 }

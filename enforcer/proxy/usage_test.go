@@ -8,7 +8,7 @@ import (
 
 	. "github.com/onsi/gomega"
 
-	sruntime "github.com/sluice-dev/sluice/enforcer/runtime"
+	sruntime "github.com/sluice-dev/sluice/enforcer/engine"
 )
 
 // feed writes body to a usage reader in pieces of n bytes, as a copy loop

@@ -10,7 +10,7 @@ import (
 
 	"github.com/sluice-dev/sluice/enforcer/config"
 	"github.com/sluice-dev/sluice/enforcer/limiter"
-	"github.com/sluice-dev/sluice/enforcer/rls/erl"
+	"github.com/sluice-dev/sluice/enforcer/rls/erlconfig"
 	"github.com/sluice-dev/sluice/internal/testing/redistest"
 )
 
@@ -38,16 +38,16 @@ func TestDomainsOnTheirOwnBackends(t *testing.T) {
 	ctx := context.Background()
 	srvA, srvB := redistest.Start(t), redistest.Start(t)
 	a, b := backendOn(t, srvA), backendOn(t, srvB)
-	var parsed []*erl.File
+	var parsed []*erlconfig.File
 	for _, f := range []string{
 		"domain: da\ndescriptors: [{key: user, rate_limit: {unit: hour, requests_per_unit: 3}}]",
 		"domain: db\ndescriptors: [{key: user, rate_limit: {unit: hour, requests_per_unit: 1}}]",
 	} {
-		p, err := erl.Parse(f[8:10]+".yaml", []byte(f))
+		p, err := erlconfig.Parse(f[8:10]+".yaml", []byte(f))
 		g.Expect(err).NotTo(HaveOccurred())
 		parsed = append(parsed, p)
 	}
-	cfg, err := erl.Compile(parsed, erl.Options{})
+	cfg, err := erlconfig.Compile(parsed, erlconfig.Options{})
 	g.Expect(err).NotTo(HaveOccurred())
 	s := NewService(a.Guard, a.Redis, nil)
 	g.Expect(s.ApplyAllOn(ctx, func(p *config.Policy) (*Backend, error) {

@@ -24,7 +24,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/sluice-dev/sluice/enforcer/limiter"
-	"github.com/sluice-dev/sluice/enforcer/rls/erl"
+	"github.com/sluice-dev/sluice/enforcer/rls/erlconfig"
 	"github.com/sluice-dev/sluice/internal/testing/redistest"
 )
 
@@ -66,15 +66,15 @@ func serveOn(t testing.TB, rs *redistest.Server, files ...string) *instance {
 	guard := limiter.NewGuard(r)
 	in := &instance{metrics: NewMetrics(prometheus.NewRegistry())}
 	in.svc = NewService(guard, r, in.metrics)
-	var parsed []*erl.File
+	var parsed []*erlconfig.File
 	for _, f := range files {
-		p, err := erl.Parse("test.yaml", []byte(f))
+		p, err := erlconfig.Parse("test.yaml", []byte(f))
 		g.Expect(err).NotTo(HaveOccurred())
 		parsed = append(parsed, p)
 	}
 	// A busy machine can keep Redis past the 50ms default, and the Open
 	// failure mode would then decide: the tests want Redis' answers.
-	cfg, err := erl.Compile(parsed, erl.Options{Timeout: time.Second})
+	cfg, err := erlconfig.Compile(parsed, erlconfig.Options{Timeout: time.Second})
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(in.svc.Apply(context.Background(), cfg)).To(Succeed())
 
@@ -126,7 +126,7 @@ func rdb(t *testing.T) *redis.Client {
 // keys are the Redis keys of domain's buckets.
 func keys(t *testing.T, domain string) []string {
 	t.Helper()
-	ks, err := rdb(t).Keys(context.Background(), "sl:{"+erl.DefaultNamespace+"/"+domain+"/*").Result()
+	ks, err := rdb(t).Keys(context.Background(), "sl:{"+erlconfig.DefaultNamespace+"/"+domain+"/*").Result()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -263,12 +263,12 @@ descriptors:
 
 	tab := in.svc.Table()
 	user := entries("user", "ann")
-	key := fmt.Sprintf("sl:{%s/%s/user/%s}:fw:3600s", erl.DefaultNamespace, domain, tab.Match(domain, user).Tenant(user))
+	key := fmt.Sprintf("sl:{%s/%s/user/%s}:fw:3600s", erlconfig.DefaultNamespace, domain, tab.Match(domain, user).Tenant(user))
 	count, err := rdb(t).HGet(context.Background(), key, "c").Int()
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(count).To(Equal(1), "Redis holds the first call's request only")
 	ip := entries("ip", "10.0.0.9")
-	logKey := fmt.Sprintf("sl:{%s/%s/ip/%s}:swl:3600s", erl.DefaultNamespace, domain, tab.Match(domain, ip).Tenant(ip))
+	logKey := fmt.Sprintf("sl:{%s/%s/ip/%s}:swl:3600s", erlconfig.DefaultNamespace, domain, tab.Match(domain, ip).Tenant(ip))
 	g.Expect(rdb(t).ZCard(context.Background(), logKey).Val()).To(Equal(int64(1)), "in a sliding log too")
 }
 

@@ -7,7 +7,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/sluice-dev/sluice/enforcer/config"
-	"github.com/sluice-dev/sluice/enforcer/rls/erl"
+	"github.com/sluice-dev/sluice/enforcer/rls/erlconfig"
 	"github.com/sluice-dev/sluice/enforcer/status"
 )
 
@@ -33,9 +33,9 @@ func TestApplyAll(t *testing.T) {
 	domain := domainFor(t)
 	in := serve(t, "domain: "+domain+"\ndescriptors: [{key: user, rate_limit: {unit: hour, requests_per_unit: 1}}]")
 	compile := func(ns, file string) *config.Config {
-		f, err := erl.Parse("f.yaml", []byte(file))
+		f, err := erlconfig.Parse("f.yaml", []byte(file))
 		g.Expect(err).NotTo(HaveOccurred())
-		cfg, err := erl.Compile([]*erl.File{f}, erl.Options{Namespace: ns})
+		cfg, err := erlconfig.Compile([]*erlconfig.File{f}, erlconfig.Options{Namespace: ns})
 		g.Expect(err).NotTo(HaveOccurred())
 		return cfg
 	}

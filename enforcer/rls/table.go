@@ -26,7 +26,7 @@ import (
 
 	"github.com/sluice-dev/sluice/enforcer/config"
 	"github.com/sluice-dev/sluice/enforcer/limiter"
-	"github.com/sluice-dev/sluice/enforcer/rls/erl"
+	"github.com/sluice-dev/sluice/enforcer/rls/erlconfig"
 )
 
 // Table is the compiled domains of a configuration: immutable, safe for
@@ -78,7 +78,7 @@ type Rule struct {
 	// Name is the rule's name in the configuration, a metrics label.
 	Name string
 	// statKey is the descriptor key of the per-key statistics, as
-	// envoyproxy/ratelimit writes it (erl.StatKey).
+	// envoyproxy/ratelimit writes it (erlconfig.StatKey).
 	statKey string
 	// LimitName is what responses report and Replaces name.
 	LimitName string
@@ -140,7 +140,7 @@ func NewTable(cfg *config.Config) (*Table, error) {
 }
 
 func compileRule(namespace string, p *config.Policy, cr *config.Rule, failure limiter.FailurePolicy) (*Rule, error) {
-	r := &Rule{Name: cr.Name, statKey: erl.StatKey(cr.Name), LimitName: cr.LimitName, Replaces: cr.Replaces, Shadow: cr.Shadow,
+	r := &Rule{Name: cr.Name, statKey: erlconfig.StatKey(cr.Name), LimitName: cr.LimitName, Replaces: cr.Replaces, Shadow: cr.Shadow,
 		Unlimited: cr.Exempt, path: cr.Match.Descriptor, salt: p.Salt}
 	if r.Unlimited {
 		return r, nil

@@ -8,7 +8,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/sluice-dev/sluice/enforcer/config"
-	"github.com/sluice-dev/sluice/enforcer/rls/erl"
+	"github.com/sluice-dev/sluice/enforcer/rls/erlconfig"
 )
 
 // tree is a domain exercising every way of matching.
@@ -53,15 +53,15 @@ descriptors:
 
 func table(t *testing.T, files ...string) *Table {
 	t.Helper()
-	var parsed []*erl.File
+	var parsed []*erlconfig.File
 	for _, f := range files {
-		p, err := erl.Parse("test.yaml", []byte(f))
+		p, err := erlconfig.Parse("test.yaml", []byte(f))
 		if err != nil {
 			t.Fatal(err)
 		}
 		parsed = append(parsed, p)
 	}
-	cfg, err := erl.Compile(parsed, erl.Options{})
+	cfg, err := erlconfig.Compile(parsed, erlconfig.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

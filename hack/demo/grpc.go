@@ -15,7 +15,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
-	"github.com/sluice-dev/sluice/internal/orders"
+	"github.com/sluice-dev/sluice/internal/example/orders"
 	"github.com/sluice-dev/sluice/internal/testing/stack"
 )
 

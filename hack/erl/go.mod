@@ -1,6 +1,6 @@
 // Builds envoyproxy/ratelimit, the reference implementation of Envoy's rate
 // limit service, for the differential tests that run it next to Sluice's
-// (hack/erl.sh, internal/testing/erl). A module of its own so that its
+// (hack/erl.sh, internal/testing/erlpeer). A module of its own so that its
 // dependencies stay out of the project's go.mod; it keeps the versions
 // upstream's go.mod names and needs no replace to build on Go 1.26. The
 // module proxy lists no tagged release, so the pin is a pseudo-version of a

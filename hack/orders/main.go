@@ -1,5 +1,5 @@
 // Command orders is the gRPC sample application of the e2e suite and
-// `make demo`: service shop.v1.Orders (internal/orders) with the gRPC health
+// `make demo`: service shop.v1.Orders (internal/example/orders) with the gRPC health
 // service and server reflection, in cleartext HTTP/2 as gRPC services inside
 // a cluster speak it.
 //
@@ -20,7 +20,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/sluice-dev/sluice/internal/orders"
+	"github.com/sluice-dev/sluice/internal/example/orders"
 )
 
 func main() {

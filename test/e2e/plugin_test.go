@@ -24,7 +24,7 @@ import (
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/enforcer/admin"
-	"github.com/sluice-dev/sluice/internal/plugin"
+	"github.com/sluice-dev/sluice/internal/kubectlplugin"
 	"github.com/sluice-dev/sluice/internal/testing/stack"
 )
 
@@ -38,7 +38,7 @@ const pluginPolicyFile = "testdata/plugin/shop-policy.yaml"
 // kubeconfig, stdin as its input; it returns what it printed.
 func kubectlSluice(ctx context.Context, stdin string, args ...string) (string, error) {
 	var out, errOut bytes.Buffer
-	cmd := plugin.NewCommand(genericiooptions.IOStreams{In: strings.NewReader(stdin), Out: &out, ErrOut: &errOut})
+	cmd := kubectlplugin.NewCommand(genericiooptions.IOStreams{In: strings.NewReader(stdin), Out: &out, ErrOut: &errOut})
 	cmd.SetArgs(append([]string{"--kubeconfig", sluice.Kubeconfig}, args...))
 	err := cmd.ExecuteContext(ctx)
 	return out.String(), err
@@ -119,7 +119,7 @@ var _ = Describe("kubectl sluice", Ordered, func() {
 
 		out, err = kubectlSluice(ctx, "", "-n", namespace, "status", "shop", "-o", "json")
 		Expect(err).NotTo(HaveOccurred())
-		var report plugin.StatusReport
+		var report kubectlplugin.StatusReport
 		Expect(json.Unmarshal([]byte(out), &report)).To(Succeed(), "-o json parses: %s", out)
 		Expect(report.Policies).To(HaveLen(1))
 		Expect(report.Policies[0].Enforcers.Ready).To(BeEquivalentTo(2))
@@ -149,7 +149,7 @@ var _ = Describe("kubectl sluice", Ordered, func() {
 
 		out, err = kubectlSluice(ctx, "", "-n", namespace, "explain", "pod/"+eps[0].Pod, "-o", "json")
 		Expect(err).NotTo(HaveOccurred())
-		var report plugin.ExplainReport
+		var report kubectlplugin.ExplainReport
 		Expect(json.Unmarshal([]byte(out), &report)).To(Succeed())
 		Expect(report.Enforcers).To(HaveLen(1))
 		Expect(report.Enforcers[0].UpToDate).To(BeTrue(), "the enforcer's /status hash, read through the API server's port-forward: %+v", report.Enforcers[0])
@@ -196,14 +196,14 @@ spec:
 		out, err := kubectlSluice(ctx, "", "-n", namespace, "simulate", "-f", pluginPolicyFile, "--tenant", "carol",
 			"--method", "GET", "--path", "/v1/items", "-o", "json")
 		Expect(err).NotTo(HaveOccurred())
-		var sim plugin.SimulateReport
+		var sim kubectlplugin.SimulateReport
 		Expect(json.Unmarshal([]byte(out), &sim)).To(Succeed(), "-o json parses: %s", out)
 		Expect(sim.Namespace).To(Equal(namespace))
 		Expect(sim.ExemptBy).To(BeEmpty())
 		Expect(sim.Rules).To(HaveLen(1))
 		Expect(sim.Rules[0]).To(MatchFields(IgnoreExtras, Fields{"Policy": Equal("shop"), "Rule": Equal("reads"),
 			"Mode": Equal("Enforce"), "Algorithm": Equal("FixedWindow"), "Identity": Equal("carol"), "Keys": BeEmpty()}))
-		Expect(sim.Rules[0].Windows).To(Equal([]plugin.SimulatedWindow{{Requests: 5, PeriodSeconds: 60}}))
+		Expect(sim.Rules[0].Windows).To(Equal([]kubectlplugin.SimulatedWindow{{Requests: 5, PeriodSeconds: 60}}))
 		limit := int(sim.Rules[0].Windows[0].Requests)
 
 		replies := spread(eps, limit+2, http.MethodGet, "/v1/items", "X-Tenant-ID", "carol")
@@ -213,7 +213,7 @@ spec:
 		out, err = kubectlSluice(ctx, "", "-n", namespace, "simulate", "-f", pluginPolicyFile, "--tenant", "carol",
 			"--path", "/healthz", "-o", "json")
 		Expect(err).NotTo(HaveOccurred())
-		sim = plugin.SimulateReport{}
+		sim = kubectlplugin.SimulateReport{}
 		Expect(json.Unmarshal([]byte(out), &sim)).To(Succeed(), "-o json parses: %s", out)
 		Expect(sim.ExemptBy).To(Equal([]string{"shop/healthz"}))
 		Expect(sim.Rules).To(BeEmpty())
@@ -222,7 +222,7 @@ spec:
 		out, err = kubectlSluice(ctx, "", "-n", namespace, "simulate", "-f", pluginPolicyFile, "--tenant", "carol",
 			"--path", "/v1/items", "--from-cluster", "-o", "json")
 		Expect(err).NotTo(HaveOccurred())
-		sim = plugin.SimulateReport{}
+		sim = kubectlplugin.SimulateReport{}
 		Expect(json.Unmarshal([]byte(out), &sim)).To(Succeed(), "-o json parses: %s", out)
 		Expect(sim.Rules[0].Keys).To(HaveLen(1))
 		Expect(sim.Rules[0].Keys[0]).To(ContainSubstring(sim.Rules[0].TenantHash))
@@ -239,7 +239,7 @@ spec:
 
 		out, err = kubectlSluice(ctx, "", "-n", namespace, "top", "shop", "-o", "json")
 		Expect(err).NotTo(HaveOccurred())
-		var top plugin.TopReport
+		var top kubectlplugin.TopReport
 		Expect(json.Unmarshal([]byte(out), &top)).To(Succeed(), "-o json parses: %s", out)
 		Expect(top.Policy).To(Equal("shop"))
 		Expect(top.Enforcers).To(ConsistOf(eps[0].Pod, eps[1].Pod))
@@ -266,7 +266,7 @@ spec:
 
 		out, err = kubectlSluice(ctx, "", "-n", namespace, "tenant", "shop", "mallory", "-o", "json")
 		Expect(err).NotTo(HaveOccurred())
-		var tenant plugin.TenantReport
+		var tenant kubectlplugin.TenantReport
 		Expect(json.Unmarshal([]byte(out), &tenant)).To(Succeed(), "-o json parses: %s", out)
 		Expect(tenant.Policy).To(Equal("shop"))
 		Expect(tenant.Tenant).To(Equal("mallory"))
@@ -300,7 +300,7 @@ spec:
 
 		out, err = kubectlSluice(ctx, "", "-n", namespace, "unban", "shop", "carol", "--yes", "-o", "json")
 		Expect(err).NotTo(HaveOccurred())
-		var action plugin.ActionReport
+		var action kubectlplugin.ActionReport
 		Expect(json.Unmarshal([]byte(out), &action)).To(Succeed(), "-o json parses: %s", out)
 		Expect(action).To(MatchFields(IgnoreExtras, Fields{"Action": Equal("unban"), "Policy": Equal("shop"),
 			"Tenant": Equal("carol"), "User": Equal("sluice-admin")}))
@@ -314,14 +314,14 @@ spec:
 
 		out, err = kubectlSluice(ctx, "", "-n", namespace, "reset", "shop", "carol", "--rule", "reads", "--yes", "-o", "json")
 		Expect(err).NotTo(HaveOccurred())
-		action = plugin.ActionReport{}
+		action = kubectlplugin.ActionReport{}
 		Expect(json.Unmarshal([]byte(out), &action)).To(Succeed(), "-o json parses: %s", out)
 		Expect(action.Action).To(Equal("reset"))
-		Expect(action.Results).To(Equal([]plugin.RuleOutcome{{Rule: "reads", TenantHash: carolReads, Changed: true}}),
+		Expect(action.Results).To(Equal([]kubectlplugin.RuleOutcome{{Rule: "reads", TenantHash: carolReads, Changed: true}}),
 			"reset deletes the bucket simulate --from-cluster names")
 		out, err = kubectlSluice(ctx, "", "-n", namespace, "tenant", "shop", "carol", "--rule", "reads", "-o", "json")
 		Expect(err).NotTo(HaveOccurred())
-		tenant = plugin.TenantReport{}
+		tenant = kubectlplugin.TenantReport{}
 		Expect(json.Unmarshal([]byte(out), &tenant)).To(Succeed(), "-o json parses: %s", out)
 		Expect(tenant.Rules).To(HaveLen(1))
 		Expect(tenant.Rules[0].Remaining).To(BeEquivalentTo(5), "carol's reads start afresh")
@@ -407,7 +407,7 @@ spec:
 
 		out, err := kubectlSluice(ctx, "", "--as", "reader", "-n", namespace, "tenant", "shop", "trent", "--rule", "reads", "-o", "json")
 		Expect(err).NotTo(HaveOccurred(), "the read token shows a tenant")
-		var tenant plugin.TenantReport
+		var tenant kubectlplugin.TenantReport
 		Expect(json.Unmarshal([]byte(out), &tenant)).To(Succeed(), "-o json parses: %s", out)
 		Expect(tenant.Rules).To(HaveLen(1))
 		Expect(tenant.Rules[0].Remaining).To(BeEquivalentTo(2))
@@ -420,7 +420,7 @@ spec:
 		Expect(err).To(MatchError(ContainSubstring("get secrets named sluice-enforcer-admin in")), "the write Secret alone does not read")
 		out, err = kubectlSluice(ctx, "", "--as", "operator", "-n", namespace, "reset", "shop", "trent", "--rule", "reads", "--yes", "-o", "json")
 		Expect(err).NotTo(HaveOccurred(), "reset with the write token")
-		var action plugin.ActionReport
+		var action kubectlplugin.ActionReport
 		Expect(json.Unmarshal([]byte(out), &action)).To(Succeed(), "-o json parses: %s", out)
 		Expect(action.User).To(Equal("operator"))
 		Expect(action.Results).To(ConsistOf(MatchFields(IgnoreExtras, Fields{"Rule": Equal("reads"), "Changed": BeTrue()})))
@@ -429,7 +429,7 @@ spec:
 
 		out, err = kubectlSluice(ctx, "", "--as", "reader", "-n", namespace, "tenant", "shop", "trent", "--rule", "reads", "-o", "json")
 		Expect(err).NotTo(HaveOccurred())
-		tenant = plugin.TenantReport{}
+		tenant = kubectlplugin.TenantReport{}
 		Expect(json.Unmarshal([]byte(out), &tenant)).To(Succeed(), "-o json parses: %s", out)
 		Expect(tenant.Rules[0].Remaining).To(BeEquivalentTo(5), "trent's reads start afresh")
 	})

@@ -17,7 +17,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	grpcstatus "google.golang.org/grpc/status"
 
-	"github.com/sluice-dev/sluice/internal/orders"
+	"github.com/sluice-dev/sluice/internal/example/orders"
 )
 
 // TestHTTPVersionsOnOnePort sends HTTP/1.1 and cleartext HTTP/2 (prior

@@ -16,7 +16,7 @@ import (
 	grpcstatus "google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
-	"github.com/sluice-dev/sluice/internal/orders"
+	"github.com/sluice-dev/sluice/internal/example/orders"
 	"github.com/sluice-dev/sluice/internal/testing/redistest"
 )
 

@@ -17,7 +17,7 @@ import (
 	. "github.com/onsi/gomega"
 	"sigs.k8s.io/yaml"
 
-	"github.com/sluice-dev/sluice/enforcer/rls/erl"
+	"github.com/sluice-dev/sluice/enforcer/rls/erlconfig"
 )
 
 // The kinds of block a marker names besides an Envoy type's full name.
@@ -124,11 +124,11 @@ func check(b block) error {
 	case kindEnvoyFilter:
 		return checkEnvoyFilter(b.text)
 	case kindERL:
-		f, err := erl.Parse(b.page, []byte(b.text))
+		f, err := erlconfig.Parse(b.page, []byte(b.text))
 		if err != nil {
 			return err
 		}
-		_, err = erl.Compile([]*erl.File{f}, erl.Options{})
+		_, err = erlconfig.Compile([]*erlconfig.File{f}, erlconfig.Options{})
 		return err
 	case kindKubernetes:
 		return checkObjects(b.text)
