@@ -40,7 +40,7 @@ import (
 	"github.com/sluice-dev/sluice/enforcer/config"
 	"github.com/sluice-dev/sluice/enforcer/limiter"
 	"github.com/sluice-dev/sluice/enforcer/reload"
-	"github.com/sluice-dev/sluice/enforcer/runtime"
+	"github.com/sluice-dev/sluice/enforcer/engine"
 	"github.com/sluice-dev/sluice/enforcer/status"
 	"github.com/sluice-dev/sluice/internal/inject"
 	"github.com/sluice-dev/sluice/internal/wellknown"
@@ -49,7 +49,7 @@ import (
 // Fleet is the simulated enforcers.
 type Fleet struct {
 	dir      string
-	backends *runtime.Backends
+	backends *engine.Backends
 	log      *slog.Logger
 
 	mu         sync.Mutex
@@ -80,19 +80,19 @@ type enforcer struct {
 	pod      types.NamespacedName
 	addr     string
 	reloader *reload.Reloader
-	snap     atomic.Pointer[runtime.Snapshot]
+	snap     atomic.Pointer[engine.Snapshot]
 	server   *http.Server
 }
 
 // Snapshot is the configuration in service (admin.SnapshotSource).
-func (e *enforcer) Snapshot() *runtime.Snapshot { return e.snap.Load() }
+func (e *enforcer) Snapshot() *engine.Snapshot { return e.snap.Load() }
 
 // New is a fleet whose enforcers decide with the Redis at redisURL (one
 // client, pinged once a second until ctx ends) and keep their files in dir.
 func New(ctx context.Context, dir, redisURL string) *Fleet {
 	f := &Fleet{
 		dir:        dir,
-		backends:   runtime.NewBackends(redisURL, os.LookupEnv, limiter.ClientOptions{PoolSize: 4}),
+		backends:   engine.NewBackends(redisURL, os.LookupEnv, limiter.ClientOptions{PoolSize: 4}),
 		log:        slog.New(slog.DiscardHandler),
 		enforcers:  map[types.UID]*enforcer{},
 		namespaces: map[string]*namespace{},
@@ -190,7 +190,7 @@ func (f *Fleet) Add(pod *corev1.Pod) error {
 		return nil, fmt.Errorf("no configuration in namespace %s yet", pod.Namespace)
 	}}
 	e.reloader = reload.NewReloader(source, func(l *reload.Loaded) error {
-		snap, err := runtime.NewSnapshot(l.ForPod(), f.backends)
+		snap, err := engine.NewSnapshot(l.ForPod(), f.backends)
 		if err != nil {
 			return err
 		}
