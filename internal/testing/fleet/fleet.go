@@ -4,7 +4,7 @@
 // all of 127.0.0.0/8 to lo) at its sluice-admin port, served by the
 // enforcer's own admin handler (enforcer/admin: /status, /readyz, the
 // bearer token check) over the enforcer's own reloader (enforcer/reload)
-// and snapshots (enforcer/runtime). What a pod does not need for the
+// and snapshots (enforcer/engine). What a pod does not need for the
 // control plane is left out: no proxy, no metrics registry per pod, and one
 // Redis client for all of them, whose one ping a second is the health every
 // /status reports.
