@@ -35,9 +35,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
+	"github.com/sluice-dev/sluice/controllers/delivery"
 	"github.com/sluice-dev/sluice/controllers/enforcerstatus"
 	"github.com/sluice-dev/sluice/controllers/policy"
 	"github.com/sluice-dev/sluice/controllers/webhook"
+	"github.com/sluice-dev/sluice/internal/configpush"
 	"github.com/sluice-dev/sluice/internal/inject"
 	"github.com/sluice-dev/sluice/internal/wellknown"
 )
@@ -135,6 +137,9 @@ type Options struct {
 	// StatusInterval is how often the enforcers are polled, StatusTimeout
 	// how long one /status may take (0: the defaults of enforcerstatus).
 	StatusInterval, StatusTimeout time.Duration
+	// PushWorkers is how many configuration pushes are in flight at once
+	// (0: delivery.DefaultWorkers).
+	PushWorkers int
 	// Webhook is how the injection webhook is served.
 	Webhook WebhookOptions
 }
@@ -158,17 +163,6 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) (healthz.Checker
 	if err != nil {
 		return nil, err
 	}
-	policies := &policy.Reconciler{
-		Client:             mgr.GetClient(),
-		APIReader:          mgr.GetAPIReader(),
-		Secrets:            secrets,
-		Recorder:           mgr.GetEventRecorder("sluice-policy-controller"),
-		NetworkPolicy:      opts.NetworkPolicy,
-		DefaultFailureMode: opts.DefaultFailureMode,
-	}
-	if err := policies.SetupWithManager(ctx, mgr, opts.Concurrency); err != nil {
-		return nil, fmt.Errorf("set up the policy controller: %w", err)
-	}
 	status := &enforcerstatus.Reconciler{
 		Client:      mgr.GetClient(),
 		Secrets:     secrets,
@@ -176,6 +170,25 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) (healthz.Checker
 		Interval:    opts.StatusInterval,
 		PollTimeout: opts.StatusTimeout,
 		Sidecar:     opts.Sidecar,
+	}
+	// Pushes answered turn the status at once; polls found behind are pushed to again.
+	pusher := &delivery.Pusher{Pods: mgr.GetClient(), Secrets: secrets, Client: &configpush.Client{}, Workers: opts.PushWorkers,
+		OnAnswer: status.RecordPushed}
+	status.Observe = pusher.Observed
+	if err := mgr.Add(pusher); err != nil {
+		return nil, fmt.Errorf("add the configuration pusher: %w", err)
+	}
+	policies := &policy.Reconciler{
+		Client:             mgr.GetClient(),
+		APIReader:          mgr.GetAPIReader(),
+		Secrets:            secrets,
+		Recorder:           mgr.GetEventRecorder("sluice-policy-controller"),
+		NetworkPolicy:      opts.NetworkPolicy,
+		DefaultFailureMode: opts.DefaultFailureMode,
+		Delivery:           pusher,
+	}
+	if err := policies.SetupWithManager(ctx, mgr, opts.Concurrency); err != nil {
+		return nil, fmt.Errorf("set up the policy controller: %w", err)
 	}
 	if err := status.SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("set up the status controller: %w", err)

@@ -91,6 +91,9 @@ func newEnforcer(o *options, lookupEnv func(string) (string, bool), log *slog.Lo
 	if o.writeTokenFile != "" {
 		adminOpts.WriteToken = &admin.TokenFile{Path: o.writeTokenFile}
 	}
+	if source.ConfigPath != "" {
+		adminOpts.Delivery = e.reloader
+	}
 	e.admin = admin.New(adminOpts)
 	if e.proxyLn, err = net.Listen("tcp", o.listen); err != nil {
 		e.backends.Close()

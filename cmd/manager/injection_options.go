@@ -30,6 +30,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/sluice-dev/sluice/controllers"
+	"github.com/sluice-dev/sluice/controllers/delivery"
 	"github.com/sluice-dev/sluice/controllers/enforcerstatus"
 	"github.com/sluice-dev/sluice/controllers/webhook"
 	"github.com/sluice-dev/sluice/internal/inject"
@@ -55,6 +56,7 @@ type injectionOptions struct {
 	webhookConfiguration  string
 	statusInterval        time.Duration
 	statusTimeout         time.Duration
+	pushWorkers           int
 	resources             corev1.ResourceRequirements
 	certSecret            types.NamespacedName
 	webhookFailurePolicy  admissionregistrationv1.FailurePolicyType
@@ -104,6 +106,7 @@ func (o *injectionOptions) bindFlags(fs *flag.FlagSet) {
 		strings.Join(tunableEnforcerFlags, ", --"))
 	fs.DurationVar(&o.statusInterval, "status-interval", enforcerstatus.DefaultInterval, "how often the enforcers' /status is polled")
 	fs.DurationVar(&o.statusTimeout, "status-timeout", enforcerstatus.DefaultTimeout, "how long one enforcer's /status may take")
+	fs.IntVar(&o.pushWorkers, "push-workers", delivery.DefaultWorkers, "how many configuration pushes to enforcers are in flight at once")
 }
 
 func (o *injectionOptions) validate(defaultRedisURL string) []error {
@@ -165,6 +168,9 @@ func (o *injectionOptions) validate(defaultRedisURL string) []error {
 	o.certSecret = types.NamespacedName{Namespace: ns, Name: name}
 	if o.statusInterval <= 0 || o.statusTimeout <= 0 {
 		errs = append(errs, errors.New("--status-interval and --status-timeout must be positive"))
+	}
+	if o.pushWorkers <= 0 {
+		errs = append(errs, errors.New("--push-workers must be positive"))
 	}
 	for _, arg := range o.enforcerArgs {
 		name, value, ok := strings.Cut(strings.TrimPrefix(arg, "--"), "=")

@@ -110,6 +110,7 @@ func run(ctx context.Context, opts *options) error {
 		Sidecar:            opts.injection.sidecar(opts.defaults),
 		StatusInterval:     opts.injection.statusInterval,
 		StatusTimeout:      opts.injection.statusTimeout,
+		PushWorkers:        opts.injection.pushWorkers,
 		Webhook: controllers.WebhookOptions{
 			ConfigurationName: opts.injection.webhookConfiguration,
 			FailurePolicy:     opts.injection.webhookFailurePolicy,

@@ -42,6 +42,7 @@ import (
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/controllers/conditions"
 	"github.com/sluice-dev/sluice/controllers/watch"
+	statusdoc "github.com/sluice-dev/sluice/enforcer/status"
 	"github.com/sluice-dev/sluice/internal/compile"
 	"github.com/sluice-dev/sluice/internal/inject"
 	"github.com/sluice-dev/sluice/internal/wellknown"
@@ -95,6 +96,9 @@ type Reconciler struct {
 	Sidecar inject.EnforcerSidecar
 	// Now is the clock of condition transitions; nil means time.Now.
 	Now func() time.Time
+	// Observe, when set, is told every /status polled (delivery.Pusher's
+	// Observed).
+	Observe func(*corev1.Pod, *statusdoc.Document)
 	// history is what each namespace's configurations held for its policies.
 	history configHistory
 	// poller polls the enforcers outside Reconcile (SetupWithManager adds it).

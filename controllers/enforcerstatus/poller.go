@@ -31,6 +31,7 @@ import (
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/controllers/watch"
+	statusdoc "github.com/sluice-dev/sluice/enforcer/status"
 	"github.com/sluice-dev/sluice/internal/inject"
 	"github.com/sluice-dev/sluice/internal/wellknown"
 )
@@ -62,6 +63,9 @@ type enforcerPoller struct {
 	results map[types.UID]polledEnforcer
 	// wanted are the pods Reconcile asked for, not polled yet.
 	wanted map[types.UID]*corev1.Pod
+	// observe, when set, is told every answer polled (the pusher pushes
+	// again to an enforcer found on an older revision).
+	observe func(*corev1.Pod, *statusdoc.Document)
 }
 
 func newEnforcerPoller(reader, secrets client.Reader, c func() *http.Client, interval time.Duration, workers int) *enforcerPoller {
@@ -184,6 +188,13 @@ func (p *enforcerPoller) silentBefore(pod *corev1.Pod) bool {
 // record keeps the answers of a namespace's enforcers and enqueues the
 // namespace if any changed.
 func (p *enforcerPoller) record(ctx context.Context, namespace string, targets []pollTarget, answers []polledEnforcer) {
+	if p.observe != nil {
+		for i, t := range targets {
+			if answers[i].Status != nil {
+				p.observe(t.pod, answers[i].Status)
+			}
+		}
+	}
 	p.mu.Lock()
 	changed := false
 	for i, t := range targets {
@@ -196,6 +207,16 @@ func (p *enforcerPoller) record(ctx context.Context, namespace string, targets [
 	if changed {
 		p.enqueue(ctx, namespace)
 	}
+}
+
+// recordPushed keeps what a push's answer says the pod's enforcer runs,
+// as a poll's, and enqueues the namespace if it changed: the status turns
+// with the push, not at the next poll.
+func (p *enforcerPoller) recordPushed(ctx context.Context, pod *corev1.Pod, addr string, st *statusdoc.Document) {
+	if current, _ := adminAddress(pod); current != addr {
+		return
+	}
+	p.record(ctx, pod.Namespace, []pollTarget{{namespace: pod.Namespace, pod: pod}}, []polledEnforcer{{Address: addr, Status: st}})
 }
 
 // forgetAllBut drops the answers of the pods that are no longer polled.

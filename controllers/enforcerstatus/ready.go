@@ -224,14 +224,15 @@ func staleMessage(p *v1alpha1.RateLimitPolicy, c enforcerCheck) string {
 		for i, g := range c.loaded {
 			gens[i] = fmt.Sprint(g)
 		}
-		what, reloads, configMap := "enforcers", "enforcers reload", wellknown.ConfigMapName
+		what, why := "enforcers", "the manager pushes it to the enforcers within a second or two; one it cannot reach reloads ConfigMap "+
+			wellknown.ConfigMapName+" when the kubelet updates it, usually within a minute"
 		if c.service {
 			// A namespace has a few service pods: name them.
 			what = fmt.Sprintf("rate limit service pods (%s)", podNames(olderPods))
-			reloads, configMap = "the service reloads", wellknown.ServiceConfigMapName
+			why = "the service reloads ConfigMap " + wellknown.ServiceConfigMapName + " when the kubelet updates it, usually within a minute"
 		}
-		parts = append(parts, fmt.Sprintf("%d of %d %s %s generation %s of the policy, not %d: %s ConfigMap %s when the kubelet updates it, usually within a minute",
-			older, c.counts.Injected, what, plural(int32(older), "runs", "run"), strings.Join(gens, " and "), p.Generation, reloads, configMap))
+		parts = append(parts, fmt.Sprintf("%d of %d %s %s generation %s of the policy, not %d: %s",
+			older, c.counts.Injected, what, plural(int32(older), "runs", "run"), strings.Join(gens, " and "), p.Generation, why))
 	}
 	var missing []selectedPod
 	for _, sp := range c.missing {

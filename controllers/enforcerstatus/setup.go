@@ -17,6 +17,7 @@ limitations under the License.
 package enforcerstatus
 
 import (
+	"context"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
@@ -31,6 +32,7 @@ import (
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/controllers/watch"
+	statusdoc "github.com/sluice-dev/sluice/enforcer/status"
 	"github.com/sluice-dev/sluice/internal/wellknown"
 )
 
@@ -44,6 +46,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		r.Secrets = mgr.GetAPIReader()
 	}
 	r.poller = newEnforcerPoller(mgr.GetClient(), r.Secrets, r.httpClient, r.interval(), pollConcurrency)
+	r.poller.observe = r.Observe
 	if err := mgr.Add(r.poller); err != nil {
 		return fmt.Errorf("add the enforcer poller: %w", err)
 	}
@@ -56,6 +59,14 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 			builder.WithPredicates(predicate.Or(watch.PodCountChanged(), podIPChanged()))).
 		Watches(&corev1.ConfigMap{}, &handler.EnqueueRequestForObject{}, builder.WithPredicates(configPublished())).
 		Complete(r)
+}
+
+// RecordPushed takes the /status document a push was answered with as
+// the pod's latest answer (delivery.AnswerFunc).
+func (r *Reconciler) RecordPushed(ctx context.Context, pod *corev1.Pod, addr string, st *statusdoc.Document) {
+	if r.poller != nil {
+		r.poller.recordPushed(ctx, pod, addr, st)
+	}
 }
 
 // acceptedChanged passes policy updates whose Accepted condition changed:

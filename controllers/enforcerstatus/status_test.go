@@ -234,7 +234,7 @@ func TestSetEnforcerStatus(t *testing.T) {
 		pods:     []selectedPod{answered("api-0", healthy(4, 1, 0)), answered("api-1", healthy(3, 1, 0)), answered("api-2", healthy(2, 1, 0))},
 		status:   metav1.ConditionFalse,
 		reason:   v1alpha1.ReasonEnforcersStale,
-		message:  "2 of 3 enforcers run generation 2 and 3 of the policy, not 4: enforcers reload ConfigMap sluice-enforcer-config when the kubelet updates it, usually within a minute",
+		message:  "2 of 3 enforcers run generation 2 and 3 of the policy, not 4: the manager pushes it to the enforcers within a second or two; one it cannot reach reloads ConfigMap sluice-enforcer-config when the kubelet updates it, usually within a minute",
 		counts:   v1alpha1.EnforcerCounts{Selected: 3, Injected: 3, Ready: 3, UpToDate: 1, Summary: "3/3"},
 		decision: v1alpha1.DecisionCounts{Allowed: 3},
 		kstatus:  kstatus.InProgressStatus,
@@ -311,7 +311,7 @@ func TestSetEnforcerStatus(t *testing.T) {
 		status: metav1.ConditionFalse,
 		reason: v1alpha1.ReasonEnforcersNotReady,
 		message: "enforcer on pod api-2 does not answer on 10.0.0.4:15081: context deadline exceeded; " +
-			"1 of 3 enforcers runs generation 3 of the policy, not 4: enforcers reload ConfigMap sluice-enforcer-config when the kubelet updates it, usually within a minute; " +
+			"1 of 3 enforcers runs generation 3 of the policy, not 4: the manager pushes it to the enforcers within a second or two; one it cannot reach reloads ConfigMap sluice-enforcer-config when the kubelet updates it, usually within a minute; " +
 			"enforcer on pod api-0 cannot reach Redis: dial tcp 10.0.0.9:6379: connect: connection refused; limiting in memory (LocalFallback)",
 		counts:  v1alpha1.EnforcerCounts{Selected: 3, Injected: 3, Ready: 2, UpToDate: 1, Degraded: 1, Summary: "2/3"},
 		kstatus: kstatus.InProgressStatus,

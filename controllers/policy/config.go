@@ -31,6 +31,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/controllers/conditions"
@@ -52,11 +53,26 @@ func (r *Reconciler) reconcileConfig(ctx context.Context, namespace string, poli
 	if compiled == nil {
 		return nil
 	}
+	published, err := r.publishedConfig(ctx, namespace, wellknown.ConfigMapName)
+	if err != nil {
+		return err
+	}
+	if compiled, err = revise(compiled, published, r.now()); err != nil {
+		return err
+	}
 	op, err := r.writeConfigMap(ctx, namespace, wellknown.ConfigMapName, compiled)
 	if op == controllerutil.OperationResultCreated {
 		r.announceRecreated(policies)
 	}
-	return err
+	if err != nil || r.Delivery == nil {
+		return err
+	}
+	// Pushed once stored: a revision pushed is one no other can take. A
+	// push that cannot start leaves the enforcers to their file.
+	if err := r.Delivery.Publish(ctx, namespace, compiled.JSON, compiled.Config.Revision); err != nil {
+		logf.FromContext(ctx).Error(err, "push the configuration; the enforcers take it from their file", "namespace", namespace)
+	}
+	return nil
 }
 
 // writeConfigMap writes compiled to the namespace's ConfigMap name, taking
@@ -224,6 +240,9 @@ func (r *Reconciler) reconcileWithoutPolicies(ctx context.Context, namespace str
 		return err
 	}
 	if injected == 0 {
+		if r.Delivery != nil {
+			r.Delivery.Forget(namespace)
+		}
 		return errors.Join(r.deleteConfigMap(ctx, namespace, wellknown.ConfigMapName), r.deleteAdminSecrets(ctx, namespace))
 	}
 	empty, err := compile.Namespace(namespace, nil, compile.Options{})

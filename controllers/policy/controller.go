@@ -80,6 +80,9 @@ type Reconciler struct {
 	NetworkPolicy *EnforcerNetworkPolicy
 	// DefaultFailureMode applies to policies stored without spec.failureMode.
 	DefaultFailureMode v1alpha1.FailureMode
+	// Delivery, when set, pushes each configuration published to the
+	// namespace's enforcers; without it they take it from their file.
+	Delivery Publisher
 	// Now is the clock of condition transitions; nil means time.Now.
 	Now func() time.Time
 }

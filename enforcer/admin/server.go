@@ -48,6 +48,9 @@ type Options struct {
 	// waiting.
 	Waiting WaitingSource
 	Reloads ReloadSource
+	// Delivery, when set, takes the configurations the manager pushes to
+	// PUT /config, behind the write token only.
+	Delivery ConfigReceiver
 	// Metrics serve /metrics and count the decisions /status reports; nil
 	// (a program with metrics of its own) serves no /metrics.
 	Metrics *Metrics
@@ -102,6 +105,9 @@ func New(opts Options) *Server {
 	s.mux.HandleFunc("GET /debug/tenant", s.authorized(Read, s.debugTenant))
 	s.mux.HandleFunc("DELETE /bans", s.authorized(Write, s.liftBan))
 	s.mux.HandleFunc("DELETE /tenant", s.authorized(Write, s.resetTenant))
+	if opts.Delivery != nil {
+		s.mux.HandleFunc("PUT "+status.ConfigPath, s.pushConfig)
+	}
 
 	debug := http.NewServeMux()
 	debug.HandleFunc("GET /debug/tenant", s.debugTenant)
@@ -141,7 +147,8 @@ func (s *Server) Status() status.Document {
 		Upstream:  s.opts.Upstream,
 		Version:   s.opts.Version,
 		StartedAt: s.opts.StartedAt,
-		Config: status.Config{State: configState(st), FileMissing: st.FileMissing, Hash: st.Hash, LoadedAt: st.LoadedAt,
+		Config: status.Config{State: configState(st), FileMissing: st.FileMissing, Hash: st.Hash, Revision: st.Revision,
+			Pushes: st.Pushes, LoadedAt: st.LoadedAt,
 			Reloads: st.Reloads, ReloadErrors: st.Errors, LastReloadError: st.LastError},
 		Policies:  []status.Policy{},
 		Redis:     []status.Redis{},

@@ -19,9 +19,14 @@ const Schema = "sluice.dev/enforcer-config/v1"
 
 // Config is every policy of one namespace, compiled.
 type Config struct {
-	Schema    string   `json:"schema"`
-	Namespace string   `json:"namespace"`
-	Policies  []Policy `json:"policies"`
+	Schema    string `json:"schema"`
+	Namespace string `json:"namespace"`
+	// Revision orders the configurations of a namespace: the manager
+	// raises it at every change and an enforcer applies only a newer one,
+	// whether its file or a push brings it first. 0 (a configuration
+	// written by hand or by sluice-policy-compile) is unordered.
+	Revision int64    `json:"revision,omitempty"`
+	Policies []Policy `json:"policies"`
 }
 
 // Policy is one compiled RateLimitPolicy.
@@ -253,11 +258,21 @@ func (c *Config) Entry(name, uid string) (*Policy, bool) {
 
 // ForPod is c reduced to the policies that select a pod with these labels.
 func (c *Config) ForPod(podLabels map[string]string) *Config {
-	out := &Config{Schema: c.Schema, Namespace: c.Namespace}
+	out := &Config{Schema: c.Schema, Namespace: c.Namespace, Revision: c.Revision}
 	for _, p := range c.Policies {
 		if p.Selects(podLabels) {
 			out.Policies = append(out.Policies, p)
 		}
 	}
 	return out
+}
+
+// Newer reports whether c is to replace in, the configuration in service:
+// when either has no revision they are unordered and c replaces it, as a
+// file written by hand always has.
+func (c *Config) Newer(in *Config) bool {
+	if in == nil || c.Revision == 0 || in.Revision == 0 {
+		return true
+	}
+	return c.Revision > in.Revision
 }

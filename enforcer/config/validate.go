@@ -77,6 +77,9 @@ func (c *Config) Validate() error {
 	if c.Namespace == "" {
 		add("namespace", "must not be empty")
 	}
+	if c.Revision < 0 {
+		add("revision", "must not be negative")
+	}
 	seen := map[string]bool{}
 	for i := range c.Policies {
 		p := &c.Policies[i]

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"sync"
@@ -36,6 +37,11 @@ type State struct {
 	// ConfigMap deleted) after it was put into service: the last good
 	// configuration stays in service until a file is there again.
 	FileMissing bool
+	// Revision is config.Config.Revision of the configuration in service.
+	Revision int64
+	// Pushes counts configurations the manager pushed that were put into
+	// service (the others were in service already, or older).
+	Pushes int64
 }
 
 // Enforcing says whether the configuration in service limits this pod's
@@ -66,6 +72,9 @@ type Reloader struct {
 	mu      sync.Mutex // serializes reloads and guards the fields below
 	current *Loaded
 	state   State
+	// pushed are the pod's labels a push brought, in force while the labels
+	// file still reads fileAtPush (the kubelet has not refreshed it since).
+	pushed, fileAtPush map[string]string
 }
 
 // NewReloader applies configurations from source with apply; observer may be nil.
@@ -108,6 +117,9 @@ func (r *Reloader) Reload() error {
 	if r.fileMissing(err) {
 		return err
 	}
+	if err == nil {
+		l = r.newest(l)
+	}
 	if err == nil && l.Same(r.current) {
 		r.state.LastError = "" // an earlier bad file was put back as it was
 		return nil
@@ -125,6 +137,23 @@ func (r *Reloader) Reload() error {
 	r.state.Reloads++
 	r.serve(l)
 	return nil
+}
+
+// newest is what a reading of the files puts into service: their
+// configuration unless the one in service is newer (a push brought it
+// before the kubelet refreshed the file), with the labels the push brought
+// while the labels file is as it was at the push.
+func (r *Reloader) newest(l *Loaded) *Loaded {
+	out := *l
+	if r.current != nil && !l.Config.Newer(r.current.Config) && l.Config.Hash() != r.current.Config.Hash() {
+		out.Config = r.current.Config
+	}
+	if r.pushed != nil && maps.Equal(l.Labels, r.fileAtPush) {
+		out.Labels = r.pushed
+	} else {
+		r.pushed, r.fileAtPush = nil, nil
+	}
+	return &out
 }
 
 // failed records a reload that kept the configuration in service.
@@ -164,6 +193,7 @@ func (r *Reloader) fileMissing(readErr error) bool {
 func (r *Reloader) serve(l *Loaded) {
 	r.current = l
 	r.state.Hash = l.Config.Hash()
+	r.state.Revision = l.Config.Revision
 	r.state.Config = l.ForPod()
 	r.state.LoadedAt = time.Now()
 	r.state.LastError = ""

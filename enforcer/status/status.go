@@ -103,9 +103,15 @@ type Config struct {
 	FileMissing bool `json:"fileMissing,omitempty"`
 	// Hash is config.Config.Hash of the whole configuration read (every
 	// policy of the namespace, before selection by this pod's labels).
-	Hash      string    `json:"hash"`
-	Namespace string    `json:"namespace"`
-	LoadedAt  time.Time `json:"loadedAt"`
+	Hash      string `json:"hash"`
+	Namespace string `json:"namespace"`
+	// Revision is the revision of the configuration in service
+	// (0: unordered, a file written by hand).
+	Revision int64 `json:"revision,omitempty"`
+	// Pushes counts the configurations the manager pushed that were put
+	// into service.
+	Pushes   int64     `json:"pushes,omitempty"`
+	LoadedAt time.Time `json:"loadedAt"`
 	// Reloads counts configurations put into service after the first.
 	Reloads      int64 `json:"reloads"`
 	ReloadErrors int64 `json:"reloadErrors"`

@@ -246,9 +246,8 @@ func (d *demo) install(ctx context.Context) error {
 		return err
 	}
 	fmt.Println("   (the manager turns ready once the kubelet mounts the certificate it issued for its webhook)")
-	fmt.Println("   (faster than a default cluster, for the demo's timings: this kubelet refreshes ConfigMap volumes")
-	fmt.Println("   every 10s (syncFrequency; default 1m) and the manager polls enforcers every 2s (default 10s),")
-	fmt.Println("   so a policy edit shows in about 12s here, and up to about a minute and 10s on a default cluster)")
+	fmt.Println("   (the manager pushes each policy edit to the enforcers, so it shows within a second or two,")
+	fmt.Println("   here as on a default cluster; the chart polls the enforcers every 2s here, 10s by default)")
 	_, err = d.sh(ctx, "kubectl -n sluice-system rollout status deployment/sluice-manager --timeout=3m && kubectl -n redis rollout status deployment/redis")
 	return err
 }

@@ -157,10 +157,15 @@ func setUpstreamPort(ctx context.Context, name string, port int32) {
 // waitReady waits until policy name's Ready condition has reason, for its
 // current generation, and returns it.
 func waitReady(ctx context.Context, name, reason string) *metav1.Condition {
+	return waitReadyIn(ctx, webNS, name, reason)
+}
+
+// waitReadyIn is waitReady for policy name of namespace ns.
+func waitReadyIn(ctx context.Context, ns, name, reason string) *metav1.Condition {
 	var cond *metav1.Condition
-	EventuallyWithOffset(1, func(g Gomega) {
+	EventuallyWithOffset(2, func(g Gomega) {
 		var p v1alpha1.RateLimitPolicy
-		g.Expect(cluster.Client.Get(ctx, client.ObjectKey{Namespace: webNS, Name: name}, &p)).To(Succeed())
+		g.Expect(cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &p)).To(Succeed())
 		cond = meta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionReady)
 		g.Expect(cond).NotTo(BeNil())
 		g.Expect(cond.ObservedGeneration).To(Equal(p.Generation))

@@ -60,7 +60,9 @@ type cluster struct {
 	// policyWrites counts the writes of RateLimitPolicies the suite sees
 	// (status patches among them).
 	policyWrites atomic.Int64
-	cancel       context.CancelFunc
+	// restarts counts the replicas that exited and were started again.
+	restarts atomic.Int64
+	cancel   context.CancelFunc
 }
 
 func namespaceName(i int) string { return fmt.Sprintf("scale-%03d", i) }
@@ -144,6 +146,11 @@ func startCluster(ctx context.Context, t *testing.T, maxPods int) *cluster {
 		t.Fatal(err)
 	}
 	c.fleet = fleet.New(runCtx, labels, c.redis.URL())
+	// The manager pushes edits to the enforcers' admin port: the kubelet's
+	// refresh of the ConfigMap volume (a minute or more) is left out, so
+	// that what is measured is the push.
+	c.fleet.Refresh = os.Getenv("SCALE_KUBELET_REFRESH") == "instant"
+
 	if err := c.fleet.Watch(runCtx, cfg, nodeName, fleetLog); err != nil {
 		t.Fatal(err)
 	}
@@ -175,6 +182,7 @@ func startCluster(ctx context.Context, t *testing.T, maxPods int) *cluster {
 	if _, err := c.leader(ctx); err != nil {
 		t.Fatal(err)
 	}
+	go c.supervise(runCtx)
 
 	t.Log("creating 100 namespaces and 1,000 policies")
 	for i := range namespaces {
@@ -241,6 +249,26 @@ func (c *cluster) leader(ctx context.Context) (*replica, error) {
 		case <-ctx.Done():
 			return nil, fmt.Errorf("no manager leads: %w", ctx.Err())
 		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// supervise starts again, as a Deployment's kubelet would, a replica that
+// exited: killed by the suite, or stopped when it lost its lease (a leader
+// that cannot renew it in time steps down by exiting).
+func (c *cluster) supervise(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Second):
+		}
+		for _, r := range c.replicas {
+			if ctx.Err() == nil && !r.running() {
+				if err := r.start(); err == nil {
+					c.restarts.Add(1)
+				}
+			}
 		}
 	}
 }
@@ -381,6 +409,9 @@ func (c *cluster) waitConverged(ctx context.Context, pods int) (time.Duration, e
 const plainNamespace = "scale-plain"
 
 func (c *cluster) stop() {
+	if c.cancel != nil {
+		c.cancel() // no more restarts
+	}
 	if c.front != nil {
 		c.front.close()
 	}

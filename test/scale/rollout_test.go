@@ -137,22 +137,36 @@ func (c *cluster) killLeader(ctx context.Context) (newLeader, killedAt time.Time
 	old.proc.Kill()
 	killedAt = time.Now()
 	<-old.proc.Exited()
-	if _, err := c.leader(ctx); err != nil {
+	if _, err := c.leaderOtherThan(ctx, old); err != nil {
 		c.t.Fatal(err)
 	}
 	return time.Now(), killedAt
 }
 
+// restartStopped waits until every replica runs again and is ready.
 func (c *cluster) restartStopped(ctx context.Context) {
 	for _, r := range c.replicas {
-		if r.running() {
-			continue
-		}
-		if err := r.start(); err != nil {
-			c.t.Fatal(err)
+		for !r.running() {
+			time.Sleep(100 * time.Millisecond)
 		}
 		if err := r.waitReady(ctx); err != nil {
 			c.t.Fatal(err)
+		}
+	}
+}
+
+// leaderOtherThan waits until a replica other than old leads.
+func (c *cluster) leaderOtherThan(ctx context.Context, old *replica) (*replica, error) {
+	for {
+		for _, r := range c.replicas {
+			if r != old && r.leading() {
+				return r, nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("no other manager leads: %w", ctx.Err())
+		case <-time.After(250 * time.Millisecond):
 		}
 	}
 }

@@ -38,9 +38,9 @@ import (
 
 	"github.com/sluice-dev/sluice/enforcer/admin"
 	"github.com/sluice-dev/sluice/enforcer/config"
+	"github.com/sluice-dev/sluice/enforcer/engine"
 	"github.com/sluice-dev/sluice/enforcer/limiter"
 	"github.com/sluice-dev/sluice/enforcer/reload"
-	"github.com/sluice-dev/sluice/enforcer/engine"
 	"github.com/sluice-dev/sluice/enforcer/status"
 	"github.com/sluice-dev/sluice/internal/inject"
 	"github.com/sluice-dev/sluice/internal/wellknown"
@@ -48,6 +48,11 @@ import (
 
 // Fleet is the simulated enforcers.
 type Fleet struct {
+	// Refresh is whether a ConfigMap's change reaches the running
+	// enforcers (the kubelet's volume refresh, at once); without it only
+	// the manager's pushes do, and the ConfigMap is read at a pod's start.
+	Refresh bool
+
 	dir      string
 	backends *engine.Backends
 	log      *slog.Logger
@@ -62,14 +67,17 @@ type Fleet struct {
 // namespace is what the enforcers of one namespace share: the compiled
 // configuration of its ConfigMap, parsed once, and its /status token.
 type namespace struct {
-	config atomic.Pointer[config.Config]
-	hash   atomic.Pointer[string]
-	token  atomic.Pointer[string]
+	config     atomic.Pointer[config.Config]
+	hash       atomic.Pointer[string]
+	token      secretToken
+	writeToken secretToken
 }
 
-// Token is the namespace's /status token (admin.TokenSource).
-func (n *namespace) Token() (string, error) {
-	if t := n.token.Load(); t != nil && *t != "" {
+// secretToken is a token of one of the namespace's admin Secrets (admin.TokenSource).
+type secretToken struct{ value atomic.Pointer[string] }
+
+func (s *secretToken) Token() (string, error) {
+	if t := s.value.Load(); t != nil && *t != "" {
 		return *t, nil
 	}
 	return "", errors.New("the admin Secret is not there yet")
@@ -91,6 +99,7 @@ func (e *enforcer) Snapshot() *engine.Snapshot { return e.snap.Load() }
 // client, pinged once a second until ctx ends) and keep their files in dir.
 func New(ctx context.Context, dir, redisURL string) *Fleet {
 	f := &Fleet{
+		Refresh:    true,
 		dir:        dir,
 		backends:   engine.NewBackends(redisURL, os.LookupEnv, limiter.ClientOptions{PoolSize: 4}),
 		log:        slog.New(slog.DiscardHandler),
@@ -114,7 +123,11 @@ func (f *Fleet) namespace(name string) *namespace {
 }
 
 // SetToken records the namespace's /status token (its admin Secret).
-func (f *Fleet) SetToken(ns, token string) { f.namespace(ns).token.Store(&token) }
+func (f *Fleet) SetToken(ns, token string) { f.namespace(ns).token.value.Store(&token) }
+
+// SetWriteToken records the namespace's write token, which a pushed
+// configuration must present.
+func (f *Fleet) SetWriteToken(ns, token string) { f.namespace(ns).writeToken.value.Store(&token) }
 
 // SetConfig parses the namespace's ConfigMap data once and has every
 // enforcer of the namespace reload it, workers at a time; a configuration
@@ -128,6 +141,9 @@ func (f *Fleet) SetConfig(ns string, data string, workers int) error {
 	hash := cfg.Hash()
 	n.config.Store(cfg)
 	n.hash.Store(&hash)
+	if !f.Refresh {
+		return nil
+	}
 	var pods []*enforcer
 	f.mu.Lock()
 	for _, e := range f.enforcers {
@@ -209,7 +225,7 @@ func (f *Fleet) Add(pod *corev1.Pod) error {
 		Pod:       status.Pod{Name: pod.Name, Namespace: pod.Namespace},
 		Version:   "fleet",
 		StartedAt: time.Now().UTC(),
-		Snapshots: e, Reloads: e.reloader, StatusToken: n,
+		Snapshots: e, Reloads: e.reloader, StatusToken: &n.token, WriteToken: &n.writeToken, Delivery: pushed{e, f},
 	})
 	e.server = &http.Server{Handler: handler, ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = e.server.Serve(ln) }()
@@ -218,6 +234,19 @@ func (f *Fleet) Add(pod *corev1.Pod) error {
 	f.mu.Unlock()
 	f.signal()
 	return nil
+}
+
+// pushed takes the manager's pushes into the enforcer's reloader, and
+// wakes WaitApplied.
+type pushed struct {
+	e *enforcer
+	f *Fleet
+}
+
+func (p pushed) Offer(c reload.Pushed) (reload.Outcome, error) {
+	out, err := p.e.reloader.Offer(c)
+	p.f.signal()
+	return out, err
 }
 
 // Remove stops the enforcer of the pod with uid.

@@ -45,7 +45,9 @@ func (f *Fleet) Watch(ctx context.Context, cfg *rest.Config, node string, logw i
 		})
 	}
 	configMaps := informers.NewSharedInformerFactoryWithOptions(cs, 0, named(wellknown.ConfigMapName))
-	secrets := informers.NewSharedInformerFactoryWithOptions(cs, 0, named(wellknown.AdminSecretName))
+	secrets := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+		o.LabelSelector = wellknown.ManagedByLabel + "=" + wellknown.ManagedByValue
+	}))
 
 	// ConfigMap changes of a namespace are applied in order, one at a
 	// time, and never block the informer.
@@ -77,8 +79,13 @@ func (f *Fleet) Watch(ctx context.Context, cfg *rest.Config, node string, logw i
 		UpdateFunc: func(_, obj any) { applyConfig(obj.(*corev1.ConfigMap)) },
 	})
 	setToken := func(obj any) {
-		if s, ok := obj.(*corev1.Secret); ok {
+		s, ok := obj.(*corev1.Secret)
+		switch {
+		case !ok:
+		case s.Name == wellknown.AdminSecretName:
 			f.SetToken(s.Namespace, string(s.Data[wellknown.AdminTokenKey]))
+		case s.Name == wellknown.AdminWriteSecretName:
+			f.SetWriteToken(s.Namespace, string(s.Data[wellknown.AdminTokenKey]))
 		}
 	}
 	_, _ = secrets.Core().V1().Secrets().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{

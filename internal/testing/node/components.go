@@ -35,7 +35,6 @@ cgroupDriver: cgroupfs
 failCgroupV1: false
 failSwapOn: false
 containerRuntimeEndpoint: unix://%[5]s
-syncFrequency: 10s
 podLogsDir: %[6]q
 resolvConf: %[7]q
 clusterDomain: cluster.local
