@@ -16,6 +16,7 @@ import (
 	"github.com/sluice-dev/sluice/enforcer/admin"
 	"github.com/sluice-dev/sluice/enforcer/engine"
 	"github.com/sluice-dev/sluice/enforcer/limiter"
+	"github.com/sluice-dev/sluice/enforcer/metrics"
 	"github.com/sluice-dev/sluice/enforcer/overload"
 	"github.com/sluice-dev/sluice/enforcer/proxy"
 	"github.com/sluice-dev/sluice/enforcer/reload"
@@ -64,25 +65,25 @@ func newEnforcer(o *options, lookupEnv func(string) (string, bool), log *slog.Lo
 		return nil, &configError{err}
 	}
 	e := &enforcer{o: o, log: log}
-	metrics := admin.NewMetrics(buildVersion())
+	rec := metrics.NewMetrics(buildVersion())
 	e.overload = overload.New(o.limits.overload(overload.SoftMemoryLimit()))
-	metrics.WatchOverload(e.overload)
+	rec.WatchOverload(e.overload)
 	e.backends = engine.NewBackends(o.redisURL, lookupEnv, limiter.ClientOptions{PoolSize: o.redisPoolSize},
 		limiter.LocalMaxEntries(o.localFallbackMaxEntries))
-	metrics.WatchBackends(e.backends.All)
-	e.handler = proxy.New(proxy.Options{Upstream: o.upstream, UpstreamProtocol: o.upstreamProtocol, Recorder: metrics, ErrorLog: stdLogger(log, "proxy"),
+	rec.WatchBackends(e.backends.All)
+	e.handler = proxy.New(proxy.Options{Upstream: o.upstream, UpstreamProtocol: o.upstreamProtocol, Recorder: rec, ErrorLog: stdLogger(log, "proxy"),
 		Limits: o.limits.requests, MaxRequestBody: o.limits.maxRequestBody, ResponseHeaderTimeout: o.limits.responseHeaderTimeout,
 		MaxDelayed: o.limits.maxDelayed, Overload: e.overload})
 	e.adaptive = adaptive.New(e.handler, log)
-	metrics.WatchAdaptive(e.adaptive.Reports)
-	e.reloader = reload.NewReloader(source, e.apply, metrics, log)
+	rec.WatchAdaptive(e.adaptive.Reports)
+	e.reloader = reload.NewReloader(source, e.apply, rec, log)
 	if err := e.reloader.Start(); err != nil {
 		e.backends.Close()
 		return nil, &configError{err}
 	}
 	adminOpts := admin.Options{
 		Pod: status.Pod{Name: o.podName, Namespace: o.podNS}, Version: buildVersion(), StartedAt: time.Now().UTC(),
-		Upstream: o.upstream.String(), Overload: e.overload, Snapshots: e.handler, Adaptive: e.adaptive, Waiting: e.handler, Reloads: e.reloader, Metrics: metrics, Pprof: o.pprof,
+		Upstream: o.upstream.String(), Overload: e.overload, Snapshots: e.handler, Adaptive: e.adaptive, Waiting: e.handler, Reloads: e.reloader, Metrics: rec, Pprof: o.pprof,
 		TrustedPeers: o.trustedPeers,
 	}
 	if o.statusTokenFile != "" {

@@ -7,6 +7,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/sluice-dev/sluice/enforcer/admin"
+	"github.com/sluice-dev/sluice/enforcer/metrics"
 )
 
 func TestPprofFlag(t *testing.T) {
@@ -20,7 +21,7 @@ func TestPprofFlag(t *testing.T) {
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(o.pprof).To(Equal(on))
 
-		srv := admin.New(admin.Options{Metrics: admin.NewMetrics("test"), Pprof: o.pprof})
+		srv := admin.New(admin.Options{Metrics: metrics.NewMetrics("test"), Pprof: o.pprof})
 		w := httptest.NewRecorder()
 		req := httptest.NewRequest("GET", "/debug/pprof/", nil)
 		req.RemoteAddr = "127.0.0.1:40000" // the debug listener is loopback's

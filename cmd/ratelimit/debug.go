@@ -11,6 +11,7 @@ import (
 	ratelimitv3common "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 
 	"github.com/sluice-dev/sluice/enforcer/admin"
+	"github.com/sluice-dev/sluice/enforcer/debugapi"
 	"github.com/sluice-dev/sluice/enforcer/limiter"
 	"github.com/sluice-dev/sluice/enforcer/rls"
 )
@@ -42,7 +43,7 @@ type descriptorReport struct {
 	DryRun    bool   `json:"dryRun,omitempty"`
 	Algorithm string `json:"algorithm,omitempty"`
 	// Windows are the rule's windows for the bucket, each with its state.
-	Windows []admin.WindowUsage `json:"windows,omitempty"`
+	Windows []debugapi.WindowUsage `json:"windows,omitempty"`
 	// Allowed says whether one more hit would be admitted now; Limit,
 	// Remaining and Reset describe the deciding window, as the call's
 	// descriptor status would.
@@ -139,7 +140,7 @@ func readUsage(ctx context.Context, l rls.Lookup, report *descriptorReport) erro
 		if err != nil {
 			return fmt.Errorf("reading window %d: %w", i, err)
 		}
-		report.Windows = append(report.Windows, admin.WindowUsage{Limit: admin.WindowLimit(req.Algorithm, win),
+		report.Windows = append(report.Windows, debugapi.WindowUsage{Limit: admin.WindowLimit(req.Algorithm, win),
 			Capacity: wd.Limit, Remaining: wd.Remaining, Reset: wd.Reset, Refusing: !wd.Allowed,
 			Current: admin.CalendarWindowAt(win, wd.Now), Debt: wd.Debt})
 	}

@@ -31,6 +31,7 @@ import (
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/enforcer/admin"
 	"github.com/sluice-dev/sluice/enforcer/engine"
+	"github.com/sluice-dev/sluice/enforcer/metrics"
 	"github.com/sluice-dev/sluice/enforcer/reload"
 	"github.com/sluice-dev/sluice/internal/wellknown"
 )
@@ -49,7 +50,7 @@ func (unloaded) State() reload.State        { return reload.State{} }
 // that requires a token, with the right one, a wrong one and none.
 func TestPollSendsTheNamespaceToken(t *testing.T) {
 	srv := httptest.NewServer(admin.New(admin.Options{
-		Snapshots: unloaded{}, Reloads: unloaded{}, Metrics: admin.NewMetrics("test"), StatusToken: fixedToken("right"),
+		Snapshots: unloaded{}, Reloads: unloaded{}, Metrics: metrics.NewMetrics("test"), StatusToken: fixedToken("right"),
 	}))
 	t.Cleanup(srv.Close)
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "api-0"},

@@ -16,8 +16,10 @@ import (
 
 	"github.com/sluice-dev/sluice/enforcer/adaptive"
 	"github.com/sluice-dev/sluice/enforcer/config"
+	"github.com/sluice-dev/sluice/enforcer/debugapi"
 	"github.com/sluice-dev/sluice/enforcer/engine"
 	"github.com/sluice-dev/sluice/enforcer/limiter"
+	"github.com/sluice-dev/sluice/enforcer/metrics"
 	"github.com/sluice-dev/sluice/enforcer/proxy"
 	"github.com/sluice-dev/sluice/enforcer/reload"
 	"github.com/sluice-dev/sluice/enforcer/status"
@@ -66,7 +68,7 @@ func (s fixedState) State() reload.State { return reload.State(s) }
 
 type fixture struct {
 	proxy, admin, debug string
-	metrics             *Metrics
+	metrics             *metrics.Metrics
 	handler             *proxy.Handler
 	server              *Server
 }
@@ -87,7 +89,7 @@ func startWithAccess(t *testing.T, cfg *config.Config, redisURL string, access f
 	app := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 	t.Cleanup(app.Close)
 	target, _ := url.Parse(app.URL)
-	m := NewMetrics("test")
+	m := metrics.NewMetrics("test")
 	h := proxy.New(proxy.Options{Upstream: target, Recorder: m})
 	backends := engine.NewBackends(redisURL, func(string) (string, bool) { return "", false }, limiter.ClientOptions{})
 	t.Cleanup(backends.Close)
@@ -202,7 +204,7 @@ func TestStatusStates(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
-			srv := New(Options{Snapshots: unloaded{}, Reloads: fixedState(tc.state), Metrics: NewMetrics("test")})
+			srv := New(Options{Snapshots: unloaded{}, Reloads: fixedState(tc.state), Metrics: metrics.NewMetrics("test")})
 			st := srv.Status()
 			g.Expect(st.Config.State).To(Equal(tc.want))
 			g.Expect(st.Config.FileMissing).To(Equal(tc.state.FileMissing))
@@ -219,7 +221,7 @@ func TestDebugTenantDoesNotConsume(t *testing.T) {
 	for range 2 {
 		code, body := fetch(g, f.debug+"/debug/tenant?policy=api&rule=all&tenant=acme")
 		g.Expect(code).To(Equal(200), body)
-		var u TenantUsage
+		var u debugapi.TenantUsage
 		g.Expect(json.Unmarshal([]byte(body), &u)).To(Succeed())
 		g.Expect(u.Override).To(BeTrue())
 		g.Expect(u.Tier).To(Equal("free"))

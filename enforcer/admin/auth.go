@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/sluice-dev/sluice/enforcer/debugapi"
 )
 
 // TokenSource gives a bearer token the admin listener requires.
@@ -66,18 +68,6 @@ func readToken(path string) (string, error) {
 	return token, nil
 }
 
-// Access is what a caller asks of the admin listener.
-type Access int
-
-const (
-	// Read is /status, GET /bans and /debug/tenant: they reveal usage and
-	// change nothing.
-	Read Access = iota
-	// Write is DELETE /tenant and DELETE /bans: they reset counters and
-	// lift bans, which lifts a limit.
-	Write
-)
-
 // defaultReadPeers are the peers served reads when no token grants them
 // and the operator names no peer: a process of the pod itself or kubectl
 // port-forward. Not the whole of 127.0.0.0/8: a mesh sidecar (Istio)
@@ -86,12 +76,12 @@ var defaultReadPeers = []netip.Addr{netip.MustParseAddr("127.0.0.1"), netip.IPv6
 
 // tokensFor are the token sources that grant access: the write token
 // grants reads too, the status token reads only.
-func (s *Server) tokensFor(access Access) []TokenSource {
+func (s *Server) tokensFor(access debugapi.Access) []TokenSource {
 	var out []TokenSource
 	if s.opts.WriteToken != nil {
 		out = append(out, s.opts.WriteToken)
 	}
-	if access == Read && s.opts.StatusToken != nil {
+	if access == debugapi.Read && s.opts.StatusToken != nil {
 		out = append(out, s.opts.StatusToken)
 	}
 	return out
@@ -102,7 +92,7 @@ func (s *Server) tokensFor(access Access) []TokenSource {
 // <token>". Where none does, the peers the operator trusts by address are
 // served (TrustedPeers); without them, reads go to 127.0.0.1 and ::1 and
 // writes to nobody.
-func (s *Server) authorize(w http.ResponseWriter, r *http.Request, access Access) bool {
+func (s *Server) authorize(w http.ResponseWriter, r *http.Request, access debugapi.Access) bool {
 	tokens := s.tokensFor(access)
 	if len(tokens) == 0 {
 		return s.authorizePeer(w, r, access)
@@ -126,7 +116,7 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request, access Access
 			return true
 		}
 	}
-	if access == Write && s.opts.StatusToken != nil {
+	if access == debugapi.Write && s.opts.StatusToken != nil {
 		if want, err := s.opts.StatusToken.Token(); err == nil && tokensEqual(got, want) {
 			writeJSON(w, http.StatusForbidden, map[string]string{"error": r.Method + " " + r.URL.Path +
 				" changes state: the read token (--status-token-file) does not allow it; present the write token (--write-token-file)"})
@@ -144,19 +134,19 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request, access Access
 
 // authorizePeer serves access by the peer's address alone, for an
 // enforcer with no token that grants it.
-func (s *Server) authorizePeer(w http.ResponseWriter, r *http.Request, access Access) bool {
+func (s *Server) authorizePeer(w http.ResponseWriter, r *http.Request, access debugapi.Access) bool {
 	peers := s.opts.TrustedPeers
-	if len(peers) == 0 && access == Read {
+	if len(peers) == 0 && access == debugapi.Read {
 		peers = defaultReadPeers
 	}
 	if peer, ok := peerAddr(r); ok && slices.Contains(peers, peer) {
 		return true
 	}
 	switch {
-	case access == Write && len(s.opts.TrustedPeers) == 0:
+	case access == debugapi.Write && len(s.opts.TrustedPeers) == 0:
 		writeJSON(w, http.StatusForbidden, map[string]string{"error": r.Method + " " + r.URL.Path +
 			" changes state and this enforcer has no --write-token-file: give it one (callers then present the token), or name the one address trusted to call it with --admin-trusted-peer (e.g. 127.0.0.1)"})
-	case access == Write:
+	case access == debugapi.Write:
 		writeJSON(w, http.StatusForbidden, map[string]string{"error": r.Method + " " + r.URL.Path +
 			" is served to the --admin-trusted-peer addresses only: this enforcer has no --write-token-file"})
 	case len(s.opts.TrustedPeers) == 0:
@@ -231,10 +221,10 @@ func loopbackOnly(next http.Handler) http.Handler {
 	})
 }
 
-// Authorized serves next to the callers /status serves (Read access).
+// Authorized serves next to the callers /status serves (read access).
 func (s *Server) Authorized(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if s.authorize(w, r, Read) {
+		if s.authorize(w, r, debugapi.Read) {
 			next.ServeHTTP(w, r)
 		}
 	})

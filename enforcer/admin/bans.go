@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluice-dev/sluice/enforcer/debugapi"
 	"github.com/sluice-dev/sluice/enforcer/engine"
 	"github.com/sluice-dev/sluice/enforcer/limiter"
 	"github.com/sluice-dev/sluice/enforcer/rules"
@@ -16,33 +17,6 @@ import (
 // bansTimeout bounds the Redis calls of one /bans request or one count of
 // a /status document's active bans.
 const bansTimeout = 2 * time.Second
-
-// BanList is what GET /bans answers: the tenants banned now under the
-// rules asked for.
-type BanList struct {
-	Policy string    `json:"policy"`
-	Bans   []BanItem `json:"bans"`
-}
-
-// BanItem is one banned tenant of one rule. Tenant is the salted hash
-// Redis keys use (raw identities are never stored): pass it back as
-// tenantHash to lift the ban.
-type BanItem struct {
-	Rule   string    `json:"rule"`
-	Tenant string    `json:"tenantHash"`
-	Until  time.Time `json:"until"`
-	Level  int64     `json:"level"`
-}
-
-// BanLift is what DELETE /bans answers.
-type BanLift struct {
-	Policy string `json:"policy"`
-	Rule   string `json:"rule"`
-	Tenant string `json:"tenantHash"`
-	// Lifted is false when the tenant was not banned (its level and
-	// logged refusals are forgotten all the same).
-	Lifted bool `json:"lifted"`
-}
 
 // banRules are the rules with a ban of the policy named policy, only rule
 // when it is not empty, with their backend; an error message otherwise.
@@ -77,7 +51,7 @@ func (s *Server) listBans(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), bansTimeout)
 	defer cancel()
-	out := BanList{Policy: q.Get("policy"), Bans: []BanItem{}}
+	out := debugapi.BanList{Policy: q.Get("policy"), Bans: []debugapi.BanItem{}}
 	snap := s.opts.Snapshots.Snapshot()
 	for _, rule := range rules {
 		_, _, lr, _ := snap.Table.BanRule(out.Policy, rule.Name)
@@ -87,7 +61,7 @@ func (s *Server) listBans(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		for _, b := range bans {
-			out.Bans = append(out.Bans, BanItem{Rule: rule.Name, Tenant: string(b.Tenant), Until: b.Until, Level: b.Level})
+			out.Bans = append(out.Bans, debugapi.BanItem{Rule: rule.Name, Tenant: string(b.Tenant), Until: b.Until, Level: b.Level})
 		}
 	}
 	writeJSON(w, http.StatusOK, out)
@@ -137,7 +111,7 @@ func (s *Server) liftBan(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadGateway, map[string]string{"error": err.Error()})
 		return
 	}
-	writeJSON(w, http.StatusOK, BanLift{Policy: policy, Rule: rule, Tenant: string(req.Bucket.Tenant), Lifted: lifted})
+	writeJSON(w, http.StatusOK, debugapi.BanLift{Policy: policy, Rule: rule, Tenant: string(req.Bucket.Tenant), Lifted: lifted})
 }
 
 // addActiveBans counts, for each policy of doc with a ban, the tenants
@@ -176,29 +150,14 @@ func (s *Server) addActiveBans(ctx context.Context, doc *status.Document) {
 	}
 }
 
-// TenantBan is a tenant's ban state in /debug/tenant.
-type TenantBan struct {
-	Banned bool `json:"banned"`
-	// Level is the current ban's level, or the last one's while it is
-	// remembered (forgetAfter); 0 when none is.
-	Level int64 `json:"level"`
-	// Until and RemainingSeconds say when the ban in force ends.
-	Until            *time.Time `json:"until,omitempty"`
-	RemainingSeconds float64    `json:"remainingSeconds,omitempty"`
-	// RecentDenials are the refusals counted toward the next ban, of the
-	// denials within the rule's ban.after.within that start one.
-	RecentDenials int64 `json:"recentDenials"`
-	Denials       int64 `json:"denials"`
-}
-
-func tenantBan(ctx context.Context, be *engine.Backend, req limiter.Request) (*TenantBan, error) {
+func tenantBan(ctx context.Context, be *engine.Backend, req limiter.Request) (*debugapi.TenantBan, error) {
 	ctx, cancel := context.WithTimeout(ctx, bansTimeout)
 	defer cancel()
 	st, err := be.Guard.BanOf(ctx, req.Bucket)
 	if err != nil {
 		return nil, err
 	}
-	out := &TenantBan{Banned: st.Active(), Level: st.Level, RecentDenials: st.RecentDenials, Denials: req.Ban.Denials}
+	out := &debugapi.TenantBan{Banned: st.Active(), Level: st.Level, RecentDenials: st.RecentDenials, Denials: req.Ban.Denials}
 	if st.Active() {
 		until := st.Until
 		out.Until, out.RemainingSeconds = &until, time.Until(until).Seconds()

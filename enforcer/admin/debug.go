@@ -8,36 +8,9 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/enforcer/config"
+	"github.com/sluice-dev/sluice/enforcer/debugapi"
 	"github.com/sluice-dev/sluice/enforcer/rules"
 )
-
-// TenantReport is what /debug/tenant answers without a rule: every limited
-// rule a request of the tenant would be checked against, and whether such
-// a request would be refused now, as the proxy would refuse it.
-type TenantReport struct {
-	Tenant string `json:"tenant"`
-	// Refused says whether the proxy would answer a request of the tenant
-	// 429 now: a rule of a policy in Enforce mode refuses it.
-	Refused bool `json:"refused"`
-	// RetryAfterSeconds is the Retry-After of that 429, and RefusedBy the
-	// rule it names (of the refusing rules, the one with the longest
-	// wait). Both are absent when nothing refuses.
-	RetryAfterSeconds int64    `json:"retryAfterSeconds,omitempty"`
-	RefusedBy         *RuleRef `json:"refusedBy,omitempty"`
-	// WouldDeny says a rule of a policy in DryRun mode would refuse: the
-	// request goes through, counted as would-deny.
-	WouldDeny bool `json:"wouldDeny,omitempty"`
-	// ExemptBy are the exempt rules that let the request through their
-	// policy, whose limited rules are then not listed.
-	ExemptBy []RuleRef     `json:"exemptBy,omitempty"`
-	Rules    []TenantUsage `json:"rules"`
-}
-
-// RuleRef names one rule of one policy.
-type RuleRef struct {
-	Policy string `json:"policy"`
-	Rule   string `json:"rule"`
-}
 
 // maxDebugHeaders bounds the header parameters of one /debug/tenant query.
 const maxDebugHeaders = 32
@@ -94,9 +67,9 @@ func (s *Server) debugTenant(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, usage)
 		return
 	}
-	report := TenantReport{Tenant: q.Get("tenant"), Rules: []TenantUsage{}}
+	report := debugapi.TenantReport{Tenant: q.Get("tenant"), Rules: []debugapi.TenantUsage{}}
 	for _, e := range exempt {
-		report.ExemptBy = append(report.ExemptBy, RuleRef{Policy: e.Policy, Rule: e.Rule})
+		report.ExemptBy = append(report.ExemptBy, debugapi.RuleRef{Policy: e.Policy, Rule: e.Rule})
 	}
 	var longest time.Duration
 	for i := range matches {
@@ -113,10 +86,10 @@ func (s *Server) debugTenant(w http.ResponseWriter, r *http.Request) {
 			continue
 		}
 		// as the proxy names the refusing rule: the longest wait, the first of equals
-		if !report.Refused || usage.retryAfter > longest {
-			report.Refused, longest = true, usage.retryAfter
+		if !report.Refused || usage.RetryAfter > longest {
+			report.Refused, longest = true, usage.RetryAfter
 			report.RetryAfterSeconds = usage.RetryAfterSeconds
-			report.RefusedBy = &RuleRef{Policy: usage.Policy, Rule: usage.Rule}
+			report.RefusedBy = &debugapi.RuleRef{Policy: usage.Policy, Rule: usage.Rule}
 		}
 	}
 	writeJSON(w, http.StatusOK, report)

@@ -12,6 +12,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/sluice-dev/sluice/enforcer/config"
+	"github.com/sluice-dev/sluice/enforcer/debugapi"
 )
 
 // shopPolicies: "shop" has an exempt /healthz, a catch-all rule with
@@ -43,17 +44,17 @@ func shopPolicies(t *testing.T) *config.Config {
 	return cfg
 }
 
-func report(g Gomega, url string) (TenantReport, map[string]any) {
+func report(g Gomega, url string) (debugapi.TenantReport, map[string]any) {
 	code, body := fetch(g, url)
 	g.Expect(code).To(Equal(200), body)
-	var r TenantReport
+	var r debugapi.TenantReport
 	g.Expect(json.Unmarshal([]byte(body), &r)).To(Succeed())
 	var raw map[string]any
 	g.Expect(json.Unmarshal([]byte(body), &raw)).To(Succeed())
 	return r, raw
 }
 
-func ruleNames(r TenantReport) []string {
+func ruleNames(r debugapi.TenantReport) []string {
 	var out []string
 	for _, u := range r.Rules {
 		out = append(out, u.Policy+"/"+u.Rule)
@@ -80,7 +81,7 @@ func TestDebugTenantListsTheRulesThatApply(t *testing.T) {
 			r, _ := report(g, f.debug+"/debug/tenant?tenant=acme"+query)
 			g.Expect(ruleNames(r)).To(Equal(want))
 			if strings.Contains(query, "healthz") {
-				g.Expect(r.ExemptBy).To(Equal([]RuleRef{{Policy: "shop", Rule: "health"}}))
+				g.Expect(r.ExemptBy).To(Equal([]debugapi.RuleRef{{Policy: "shop", Rule: "health"}}))
 			} else {
 				g.Expect(r.ExemptBy).To(BeEmpty())
 			}
@@ -99,7 +100,7 @@ func TestDebugTenantResolvesTheTierFromHeaders(t *testing.T) {
 		code, _ := fetch(g, f.proxy+"/v1/orders", "X-Tenant: bigco", "X-Plan: premium")
 		g.Expect(code).To(Equal(200))
 	}
-	api := func(query string) TenantUsage {
+	api := func(query string) debugapi.TenantUsage {
 		r, _ := report(g, f.debug+"/debug/tenant?tenant=bigco&policy=shop&method=GET&path=/v1/orders"+query)
 		g.Expect(r.Rules).To(HaveLen(1))
 		return r.Rules[0]
@@ -174,9 +175,9 @@ func TestDebugTenantRefusalIsThe429s(t *testing.T) {
 			longest = u
 		}
 	}
-	g.Expect(r.RefusedBy).To(Equal(&RuleRef{Policy: "shop", Rule: longest.Rule}))
+	g.Expect(r.RefusedBy).To(Equal(&debugapi.RuleRef{Policy: "shop", Rule: longest.Rule}))
 	g.Expect(longest.RetryAfterSeconds).To(Equal(r.RetryAfterSeconds))
-	byRule := map[string]TenantUsage{}
+	byRule := map[string]debugapi.TenantUsage{}
 	for _, u := range r.Rules {
 		byRule[u.Policy+"/"+u.Rule] = u
 	}

@@ -5,24 +5,9 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/enforcer/config"
+	"github.com/sluice-dev/sluice/enforcer/debugapi"
 	"github.com/sluice-dev/sluice/enforcer/limiter"
 )
-
-// Reservations is what /debug/tenant shows of the delay for a rule
-// that has it: the units booked ahead in Redis by every enforcer, read from
-// the deciding window, and the tenant's requests waiting in this one.
-type Reservations struct {
-	// Booked are the units the window has handed out beyond what it holds
-	// now: requests of any enforcer admitted to wait for them.
-	Booked int64 `json:"booked"`
-	// Until is when the last booked unit is due, omitted when none is.
-	Until *time.Time `json:"until,omitempty"`
-	// Waiting are the tenant's requests holding a place in this
-	// enforcer's wait queue, and LatestSlot the latest slot one of them
-	// waits for.
-	Waiting    int        `json:"waiting"`
-	LatestSlot *time.Time `json:"latestSlot,omitempty"`
-}
 
 // WaitingSource is the proxy's view of its delay queue (its handler).
 type WaitingSource interface {
@@ -32,11 +17,11 @@ type WaitingSource interface {
 // reservationsOf reads the reservations of a peeked decision d of a delay
 // rule: its window win is whole at d.Reset and holds nothing a capacity's
 // refill before; any later time is booked ahead.
-func (s *Server) reservationsOf(req limiter.Request, d limiter.Decision, win config.Limit) *Reservations {
+func (s *Server) reservationsOf(req limiter.Request, d limiter.Decision, win config.Limit) *debugapi.Reservations {
 	if req.Delay == 0 {
 		return nil
 	}
-	out := &Reservations{}
+	out := &debugapi.Reservations{}
 	capacity := win.Burst
 	if capacity == 0 {
 		capacity = win.Requests

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 
+	"github.com/sluice-dev/sluice/enforcer/debugapi"
 	"github.com/sluice-dev/sluice/enforcer/reload"
 	"github.com/sluice-dev/sluice/enforcer/status"
 )
@@ -29,7 +30,7 @@ func (s *Server) authorizePush(w http.ResponseWriter, r *http.Request) bool {
 			" takes the write token and this enforcer has no --write-token-file: its configuration comes from its file only"})
 		return false
 	}
-	return s.authorize(w, r, Write)
+	return s.authorize(w, r, debugapi.Write)
 }
 
 // pushConfig answers PUT /config: the body is the document of the

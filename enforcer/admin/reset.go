@@ -6,22 +6,12 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/sluice-dev/sluice/enforcer/debugapi"
 	"github.com/sluice-dev/sluice/enforcer/rules"
 )
 
-// TenantReset is what DELETE /tenant answers.
-type TenantReset struct {
-	Policy string `json:"policy"`
-	Rule   string `json:"rule"`
-	// Tenant is the salted hash Redis keys use, as GET /bans lists it.
-	Tenant string `json:"tenantHash"`
-	// Deleted is how many of the bucket's keys existed: 0 when the tenant
-	// had no state under the rule's current windows.
-	Deleted int64 `json:"deleted"`
-}
-
 // authorized serves next to the callers granted access (authorize).
-func (s *Server) authorized(access Access, next http.HandlerFunc) http.HandlerFunc {
+func (s *Server) authorized(access debugapi.Access, next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if s.authorize(w, r, access) {
 			next(w, r)
@@ -65,5 +55,5 @@ func (s *Server) resetTenant(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadGateway, map[string]string{"error": err.Error()})
 		return
 	}
-	writeJSON(w, http.StatusOK, TenantReset{Policy: policy, Rule: rule, Tenant: string(req.Bucket.Tenant), Deleted: n})
+	writeJSON(w, http.StatusOK, debugapi.TenantReset{Policy: policy, Rule: rule, Tenant: string(req.Bucket.Tenant), Deleted: n})
 }

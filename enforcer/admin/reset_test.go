@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	. "github.com/onsi/gomega"
+
+	"github.com/sluice-dev/sluice/enforcer/debugapi"
 )
 
 // send serves method path to h as from a pod's address, with the bearer
@@ -56,7 +58,7 @@ func TestResetTenantStartsItsBucketAfresh(t *testing.T) {
 
 	w := send(f.server, http.MethodDelete, "/tenant?policy=api&rule=all&tenant=bob", "t")
 	g.Expect(w.Code).To(Equal(http.StatusOK), w.Body.String())
-	var reset TenantReset
+	var reset debugapi.TenantReset
 	g.Expect(json.Unmarshal(w.Body.Bytes(), &reset)).To(Succeed())
 	g.Expect(reset.Deleted).To(BeEquivalentTo(1))
 	g.Expect(reset.Tenant).To(HaveLen(24))

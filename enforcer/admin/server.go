@@ -16,7 +16,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/sluice-dev/sluice/enforcer/config"
+	"github.com/sluice-dev/sluice/enforcer/debugapi"
 	"github.com/sluice-dev/sluice/enforcer/engine"
+	"github.com/sluice-dev/sluice/enforcer/metrics"
 	"github.com/sluice-dev/sluice/enforcer/overload"
 	"github.com/sluice-dev/sluice/enforcer/reload"
 	"github.com/sluice-dev/sluice/enforcer/status"
@@ -53,7 +55,7 @@ type Options struct {
 	Delivery ConfigReceiver
 	// Metrics serve /metrics and count the decisions /status reports; nil
 	// (a program with metrics of its own) serves no /metrics.
-	Metrics *Metrics
+	Metrics *metrics.Metrics
 	// Decisions, when set, are the decisions /status reports instead of
 	// Metrics' (a rate limit service counts its own).
 	Decisions DecisionSource
@@ -100,11 +102,11 @@ func New(opts Options) *Server {
 			EnableOpenMetrics: true,
 		}))
 	}
-	s.mux.HandleFunc("GET "+status.Path, s.authorized(Read, s.status))
-	s.mux.HandleFunc("GET /bans", s.authorized(Read, s.listBans))
-	s.mux.HandleFunc("GET /debug/tenant", s.authorized(Read, s.debugTenant))
-	s.mux.HandleFunc("DELETE /bans", s.authorized(Write, s.liftBan))
-	s.mux.HandleFunc("DELETE /tenant", s.authorized(Write, s.resetTenant))
+	s.mux.HandleFunc("GET "+status.Path, s.authorized(debugapi.Read, s.status))
+	s.mux.HandleFunc("GET /bans", s.authorized(debugapi.Read, s.listBans))
+	s.mux.HandleFunc("GET /debug/tenant", s.authorized(debugapi.Read, s.debugTenant))
+	s.mux.HandleFunc("DELETE /bans", s.authorized(debugapi.Write, s.liftBan))
+	s.mux.HandleFunc("DELETE /tenant", s.authorized(debugapi.Write, s.resetTenant))
 	if opts.Delivery != nil {
 		s.mux.HandleFunc("PUT "+status.ConfigPath, s.pushConfig)
 	}
@@ -180,7 +182,7 @@ func (s *Server) Status() status.Document {
 	}
 	s.addAdaptive(&out)
 	if s.opts.Metrics != nil {
-		out.TopTenants = s.opts.Metrics.top.Report()
+		out.TopTenants = s.opts.Metrics.TopTenants()
 	}
 	return out
 }

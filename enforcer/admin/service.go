@@ -6,7 +6,7 @@ import (
 )
 
 // DecisionSource gives the decisions of each policy since the program
-// started, as /status reports them (a *Metrics, or a rate limit service's
+// started, as /status reports them (a *metrics.Metrics, or a rate limit service's
 // own counts).
 type DecisionSource interface {
 	Decisions() map[string]status.DecisionCounts

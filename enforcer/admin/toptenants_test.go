@@ -3,15 +3,10 @@ package admin
 import (
 	"encoding/json"
 	"net/http"
-	"strings"
 	"testing"
-	"time"
 
 	. "github.com/onsi/gomega"
 
-	"github.com/sluice-dev/sluice/enforcer/config"
-	"github.com/sluice-dev/sluice/enforcer/engine"
-	"github.com/sluice-dev/sluice/enforcer/rules"
 	"github.com/sluice-dev/sluice/enforcer/status"
 )
 
@@ -36,59 +31,4 @@ func TestStatusListsTheHeaviestAndMostRefusedTenants(t *testing.T) {
 	g.Expect(api).NotTo(BeNil(), "top tenants of api/all in %s", w.Body.String())
 	g.Expect(api.Heaviest).To(Equal([]status.TenantCount{{Tenant: "bob", Count: 8}, {Tenant: "carol", Count: 2}}))
 	g.Expect(api.Refused).To(Equal([]status.TenantCount{{Tenant: "bob", Count: 3}}))
-}
-
-func TestTopTenantsForgetAfterTwoWindows(t *testing.T) {
-	g := NewWithT(t)
-	now := time.Unix(1_800_000_000, 0)
-	top := NewTopTenants()
-	top.now = func() time.Time { return now }
-	cfg := twoPolicies(t)
-	f := startWith(t, cfg, redisURL, nil)
-	snap := f.handler.Snapshot()
-	p := snap.Policy("api")
-	r := p.Limited()[0]
-	top.Tenant(p, r, "bob", 0)
-	now = now.Add(topTenantsWindow + time.Second)
-	top.Tenant(p, r, "carol", 0)
-	g.Expect(top.Report()[0].Heaviest).To(HaveLen(2), "the last complete window and the current one")
-	now = now.Add(topTenantsWindow)
-	g.Expect(top.Report()[0].Heaviest).To(Equal([]status.TenantCount{{Tenant: "carol", Count: 1}}), "bob's window is past")
-	now = now.Add(3 * topTenantsWindow)
-	g.Expect(top.Report()).To(BeEmpty())
-}
-
-func TestJWTClaimTenantsAreHashed(t *testing.T) {
-	g := NewWithT(t)
-	g.Expect(tenantName("alice@example.com", true)).To(HavePrefix("sha256:"))
-	g.Expect(tenantName("alice@example.com", true)).To(HaveLen(len("sha256:") + 64))
-	g.Expect(tenantName("10.0.0.1", true)).To(Equal("10.0.0.1"))
-	g.Expect(tenantName("acme", false)).To(Equal("acme"))
-}
-
-func TestTopTenantsOfAJWTRuleReportOnlyHashes(t *testing.T) {
-	g := NewWithT(t)
-	f := startWith(t, twoPolicies(t), redisURL, nil)
-	p := f.handler.Snapshot().Policy("api")
-	cr := *p.Limited()[0].Rule
-	cr.Identity.Sources = []config.Source{{JWTClaim: &config.JWTClaimSource{}}}
-	r := &rules.Rule{Rule: &cr}
-	top := NewTopTenants()
-	long := strings.Repeat("x", 2*maxTenantName)
-	for range 3 {
-		top.Tenant(p, r, "alice@example.com", engine.Denied)
-	}
-	top.Tenant(p, r, long, engine.Allowed)
-	top.Tenant(p, r, "10.0.0.1", engine.Allowed)
-	report := top.Report()
-	g.Expect(report).To(HaveLen(1))
-	g.Expect(report[0].Heaviest).To(ConsistOf(
-		status.TenantCount{Tenant: tenantName("alice@example.com", true), Count: 3},
-		status.TenantCount{Tenant: tenantName(long, true), Count: 1},
-		status.TenantCount{Tenant: "10.0.0.1", Count: 1},
-	))
-	g.Expect(report[0].Refused).To(Equal([]status.TenantCount{{Tenant: tenantName("alice@example.com", true), Count: 3}}))
-	body, err := json.Marshal(report)
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(string(body)).NotTo(ContainSubstring("alice"))
 }

@@ -1,8 +1,6 @@
 package admin
 
 import (
-	"encoding/json"
-
 	"github.com/sluice-dev/sluice/enforcer/config"
 	"github.com/sluice-dev/sluice/enforcer/limiter"
 )
@@ -26,20 +24,4 @@ func WindowLimit(a limiter.Algorithm, w limiter.Window) config.Limit {
 	}
 	l.Calendar = &c
 	return l
-}
-
-// MarshalJSON writes the window with the fields its kind has: a calendar
-// window has no period, a Concurrency window neither requests nor period
-// (a zero would read as a limit of nothing).
-func (w WindowUsage) MarshalJSON() ([]byte, error) {
-	type fields WindowUsage // without this method
-	var period *config.Duration
-	if w.Period.Duration != 0 {
-		period = &w.Period
-	}
-	return json.Marshal(struct {
-		fields
-		Requests int64            `json:"requests,omitempty"`
-		Period   *config.Duration `json:"period,omitempty"`
-	}{fields(w), w.Requests, period})
 }

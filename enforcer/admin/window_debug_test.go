@@ -8,6 +8,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/sluice-dev/sluice/enforcer/config"
+	"github.com/sluice-dev/sluice/enforcer/debugapi"
 	"github.com/sluice-dev/sluice/enforcer/limiter"
 )
 
@@ -18,7 +19,7 @@ import (
 func TestAWindowShowsWhatItIs(t *testing.T) {
 	g := NewWithT(t)
 	show := func(a limiter.Algorithm, w limiter.Window) map[string]any {
-		b, err := json.Marshal(WindowUsage{Limit: WindowLimit(a, w), Capacity: w.Requests})
+		b, err := json.Marshal(debugapi.WindowUsage{Limit: WindowLimit(a, w), Capacity: w.Requests})
 		g.Expect(err).NotTo(HaveOccurred())
 		var m map[string]any
 		g.Expect(json.Unmarshal(b, &m)).To(Succeed())

@@ -19,7 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
-	"github.com/sluice-dev/sluice/enforcer/admin"
+	"github.com/sluice-dev/sluice/enforcer/debugapi"
 	"github.com/sluice-dev/sluice/internal/inject"
 	"github.com/sluice-dev/sluice/internal/wellknown"
 )
@@ -98,7 +98,7 @@ func (e *Enforcer) Close() {
 // openEnforcer reaches pod's enforcer: a port-forward to its admin port,
 // with the token that grants access, read from the namespace's Secret
 // (tokenSecret).
-func (o *Options) openEnforcer(ctx context.Context, c *Clients, pod *corev1.Pod, access admin.Access) (*Enforcer, error) {
+func (o *Options) openEnforcer(ctx context.Context, c *Clients, pod *corev1.Pod, access debugapi.Access) (*Enforcer, error) {
 	port, why := adminPort(pod)
 	if why != "" {
 		return nil, fmt.Errorf("pod %s %s", pod.Name, why)
@@ -132,8 +132,8 @@ func (o *Options) openEnforcer(ctx context.Context, c *Clients, pod *corev1.Pod,
 // injected before the write token has the read token alone, which its
 // enforcer takes for writes too: that one, with a warning, until the pod
 // is restarted.
-func (o *Options) tokenSecret(pod *corev1.Pod, access admin.Access) string {
-	if access != admin.Write {
+func (o *Options) tokenSecret(pod *corev1.Pod, access debugapi.Access) string {
+	if access != debugapi.Write {
 		return wellknown.AdminSecretName
 	}
 	if inject.MountsWriteToken(pod) {
@@ -214,7 +214,7 @@ func enforcerPods(pods []corev1.Pod, p *v1alpha1.RateLimitPolicy) []*corev1.Pod 
 
 // policyEnforcer opens one enforcer of policy name, for access: the first
 // running pod it selects that has one.
-func (o *Options) policyEnforcer(ctx context.Context, c *Clients, name string, access admin.Access) (*v1alpha1.RateLimitPolicy, *Enforcer, error) {
+func (o *Options) policyEnforcer(ctx context.Context, c *Clients, name string, access debugapi.Access) (*v1alpha1.RateLimitPolicy, *Enforcer, error) {
 	p, err := c.getPolicy(ctx, name)
 	if err != nil {
 		return nil, nil, err

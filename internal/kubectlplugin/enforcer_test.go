@@ -8,7 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
-	"github.com/sluice-dev/sluice/enforcer/admin"
+	"github.com/sluice-dev/sluice/enforcer/debugapi"
 	"github.com/sluice-dev/sluice/internal/inject"
 	"github.com/sluice-dev/sluice/internal/wellknown"
 )
@@ -30,14 +30,14 @@ func TestResetAndUnbanUseTheWriteToken(t *testing.T) {
 	cases := []struct {
 		name    string
 		pod     *corev1.Pod
-		access  admin.Access
+		access  debugapi.Access
 		secret  string
 		warning string
 	}{
-		{"reads", current, admin.Read, wellknown.AdminSecretName, ""},
-		{"writes", current, admin.Write, wellknown.AdminWriteSecretName, ""},
-		{"reads, pod injected before the write token", older, admin.Read, wellknown.AdminSecretName, ""},
-		{"writes, pod injected before the write token", older, admin.Write, wellknown.AdminSecretName, "pod api-old was injected before the write token"},
+		{"reads", current, debugapi.Read, wellknown.AdminSecretName, ""},
+		{"writes", current, debugapi.Write, wellknown.AdminWriteSecretName, ""},
+		{"reads, pod injected before the write token", older, debugapi.Read, wellknown.AdminSecretName, ""},
+		{"writes, pod injected before the write token", older, debugapi.Write, wellknown.AdminSecretName, "pod api-old was injected before the write token"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

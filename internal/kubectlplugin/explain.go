@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/sluice-dev/sluice/enforcer/admin"
+	"github.com/sluice-dev/sluice/enforcer/debugapi"
 	statusdoc "github.com/sluice-dev/sluice/enforcer/status"
 	"github.com/sluice-dev/sluice/internal/inject"
 	"github.com/sluice-dev/sluice/internal/wellknown"
@@ -202,7 +202,7 @@ func (o *Options) enforcerConfig(ctx context.Context, c *Clients, pod *corev1.Po
 		ec.Error = fmt.Sprintf("pod is %s", pod.Status.Phase)
 		return
 	}
-	e, err := o.openEnforcer(ctx, c, pod, admin.Read)
+	e, err := o.openEnforcer(ctx, c, pod, debugapi.Read)
 	if err != nil {
 		ec.Error = err.Error()
 		return

@@ -16,7 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
-	"github.com/sluice-dev/sluice/enforcer/admin"
+	"github.com/sluice-dev/sluice/enforcer/debugapi"
 )
 
 // tenantFlags choose a tenant's rules as /debug/tenant does.
@@ -49,7 +49,7 @@ func (f *tenantFlags) query(policy, tenant string) url.Values {
 type TenantReport struct {
 	Policy   string `json:"policy"`
 	Enforcer string `json:"enforcer"`
-	admin.TenantReport
+	debugapi.TenantReport
 }
 
 func newTenantCommand(o *Options) *cobra.Command {
@@ -76,7 +76,7 @@ func newTenantCommand(o *Options) *cobra.Command {
 
 // Tenant asks one enforcer of policy for tenant's state.
 func (o *Options) Tenant(ctx context.Context, c *Clients, policy, tenant string, f *tenantFlags) (*TenantReport, error) {
-	_, e, err := o.policyEnforcer(ctx, c, policy, admin.Read)
+	_, e, err := o.policyEnforcer(ctx, c, policy, debugapi.Read)
 	if err != nil {
 		return nil, err
 	}
@@ -84,11 +84,11 @@ func (o *Options) Tenant(ctx context.Context, c *Clients, policy, tenant string,
 	out := &TenantReport{Policy: policy, Enforcer: e.Pod}
 	q := f.query(policy, tenant)
 	if f.rule != "" {
-		var usage admin.TenantUsage
+		var usage debugapi.TenantUsage
 		if err := e.call(ctx, http.MethodGet, "/debug/tenant", q, &usage); err != nil {
 			return nil, err
 		}
-		out.TenantReport = admin.TenantReport{Tenant: tenant, Refused: !usage.Allowed && !usage.DryRun, Rules: []admin.TenantUsage{usage}}
+		out.TenantReport = debugapi.TenantReport{Tenant: tenant, Refused: !usage.Allowed && !usage.DryRun, Rules: []debugapi.TenantUsage{usage}}
 		return out, nil
 	}
 	if err := e.call(ctx, http.MethodGet, "/debug/tenant", q, &out.TenantReport); err != nil {
@@ -204,7 +204,7 @@ func (o *Options) Act(ctx context.Context, c *Clients, action, policy, tenant st
 	if err := c.require(ctx, permission{verb: "create", resource: "events"}); err != nil {
 		return nil, err
 	}
-	p, e, err := o.policyEnforcer(ctx, c, policy, admin.Write)
+	p, e, err := o.policyEnforcer(ctx, c, policy, debugapi.Write)
 	if err != nil {
 		return nil, err
 	}
@@ -228,13 +228,13 @@ func (o *Options) Act(ctx context.Context, c *Clients, action, policy, tenant st
 		q := rf.query(policy, tenant)
 		switch action {
 		case "unban":
-			var lift admin.BanLift
+			var lift debugapi.BanLift
 			if err := e.call(ctx, http.MethodDelete, "/bans", q, &lift); err != nil {
 				return nil, err
 			}
 			report.Results = append(report.Results, RuleOutcome{Rule: rule, TenantHash: lift.Tenant, Changed: lift.Lifted})
 		case "reset":
-			var reset admin.TenantReset
+			var reset debugapi.TenantReset
 			if err := e.call(ctx, http.MethodDelete, "/tenant", q, &reset); err != nil {
 				return nil, err
 			}

@@ -11,7 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/sluice-dev/sluice/enforcer/admin"
+	"github.com/sluice-dev/sluice/enforcer/debugapi"
 	statusdoc "github.com/sluice-dev/sluice/enforcer/status"
 	"github.com/sluice-dev/sluice/enforcer/topk"
 )
@@ -72,7 +72,7 @@ func (o *Options) Top(ctx context.Context, c *Clients, policy string, n int) (*T
 	report := &TopReport{Policy: policy, Enforcers: []string{}, Rules: []RuleTop{}}
 	heaviest, refused := map[string][][]topk.Item{}, map[string][][]topk.Item{}
 	for _, pod := range candidates {
-		e, err := o.openEnforcer(ctx, c, pod, admin.Read)
+		e, err := o.openEnforcer(ctx, c, pod, debugapi.Read)
 		if IsPermission(err) {
 			return nil, err
 		}

@@ -23,7 +23,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
-	"github.com/sluice-dev/sluice/enforcer/admin"
+	"github.com/sluice-dev/sluice/enforcer/debugapi"
 	"github.com/sluice-dev/sluice/internal/kubectlplugin"
 	"github.com/sluice-dev/sluice/internal/testing/stack"
 )
@@ -271,7 +271,7 @@ spec:
 		Expect(tenant.Policy).To(Equal("shop"))
 		Expect(tenant.Tenant).To(Equal("mallory"))
 		Expect(tenant.Refused).To(BeTrue())
-		Expect(tenant.RefusedBy).To(Equal(&admin.RuleRef{Policy: "shop", Rule: "login"}))
+		Expect(tenant.RefusedBy).To(Equal(&debugapi.RuleRef{Policy: "shop", Rule: "login"}))
 		Expect(tenant.RetryAfterSeconds).To(BeNumerically(">", 60), "the ban's hour, not the login window's minute")
 		Expect(tenant.Rules).To(HaveLen(2))
 		login, reads := tenant.Rules[0], tenant.Rules[1]

@@ -1,4 +1,4 @@
-package admin
+package metrics
 
 import (
 	"crypto/sha256"
@@ -186,3 +186,7 @@ func counts(items []topk.Item, hash bool) []status.TenantCount {
 func (m *Metrics) Tenant(p *rules.Policy, r *rules.Rule, tenant string, v engine.Verdict) {
 	m.top.Tenant(p, r, tenant, v)
 }
+
+// TopTenants reports the heaviest and most refused tenants of each rule,
+// as /status lists them.
+func (m *Metrics) TopTenants() []status.TopTenants { return m.top.Report() }

@@ -1,4 +1,8 @@
-package admin
+// Package metrics is the enforcer's Prometheus recorder: what the proxy
+// decides, per policy, rule and tier, and the state of its Redis backends,
+// leases, slots, bans, delays and overload bounds, read at each scrape. The
+// admin server serves it on /metrics.
+package metrics
 
 import (
 	"sync"

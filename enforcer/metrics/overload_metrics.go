@@ -1,4 +1,4 @@
-package admin
+package metrics
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
