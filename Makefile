@@ -48,7 +48,7 @@ test: lint deps ## Lint (import rules included), run every test suite against re
 		echo "test-node skipped: the real-node suite runs a kubelet and needs root (sudo make test-node)"; fi
 
 .PHONY: test-scale
-test-scale: envtest redis $(BIN)/kwok ## Measure the manager at 100, 1,000 and 10,000 pods (kwok, simulated enforcers, three managers); about 25 minutes; not part of make test. SCALE_PODS and SCALE_QUIET narrow it.
+test-scale: envtest redis $(BIN)/kwok ## Measure the manager at 100, 1,000 and 10,000 pods (kwok, simulated enforcers, three managers); 25 minutes or more, much longer on a loaded machine; not part of make test. SCALE_PODS and SCALE_QUIET narrow it.
 	KWOK=$(BIN)/kwok go test -tags scale ./test/scale/ -run '^TestScale$$' -count=1 -timeout 80m -v
 
 .PHONY: fuzz
