@@ -312,7 +312,7 @@ func (c *cluster) createPods(ctx context.Context, pods []*corev1.Pod) (durations
 			}
 			select {
 			case <-ctx.Done():
-				return fmt.Errorf("create %s/%s: %w (last: %v)", pod.Namespace, pod.Name, ctx.Err(), err)
+				return fmt.Errorf("create %s/%s: %w (last: %w)", pod.Namespace, pod.Name, ctx.Err(), err)
 			case <-time.After(500 * time.Millisecond):
 			}
 		}

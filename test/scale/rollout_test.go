@@ -71,12 +71,12 @@ func (c *cluster) measureRollout(ctx context.Context, total int) rollout {
 }
 
 // replace deletes the last rolloutPods pods named with suffix old and
-// creates them again with suffix new.
-func (c *cluster) replace(ctx context.Context, total int, old, new string) ([]time.Duration, int, error) {
+// creates them again with suffix next.
+func (c *cluster) replace(ctx context.Context, total int, old, next string) ([]time.Duration, int, error) {
 	var gone, pods []*corev1.Pod
 	for i := max(total-rolloutPods, 0); i < total; i++ {
 		gone = append(gone, appPod(i, old))
-		pods = append(pods, appPod(i, new))
+		pods = append(pods, appPod(i, next))
 	}
 	d, refused, err := c.createPods(ctx, pods)
 	if err != nil {
