@@ -71,7 +71,8 @@ func (s *Source) Validate() error {
 func (s *Source) Paths() []string {
 	paths := append([]string(nil), s.Files...)
 	if s.ConfigPath != "" {
-		paths = append(paths, s.ConfigPath)
+		// The compiled configuration is one of the two files (config.Load).
+		paths = append(paths, s.ConfigPath, s.ConfigPath+config.CompressedSuffix)
 	}
 	if s.LabelsPath != "" {
 		paths = append(paths, s.LabelsPath)

@@ -52,6 +52,10 @@ const (
 	// ConfigKey is the key of ConfigMapName's and ServiceConfigMapName's
 	// data holding the JSON.
 	ConfigKey = "config.json"
+	// CompressedConfigKey is the key of the ConfigMaps' binaryData holding
+	// the same JSON gzip-compressed, instead of ConfigKey, once it is large
+	// (ConfigKey and enforcer/config.CompressedSuffix).
+	CompressedConfigKey = ConfigKey + ".gz"
 	// ConfigHashAnnotation carries config.Config.Hash() of the published
 	// configuration, which enforcers report on /status once they load it.
 	ConfigHashAnnotation = "sluice.dev/config-hash"
