@@ -47,6 +47,10 @@ test: lint deps ## Lint (import rules included), run every test suite against re
 	@if [ "$$(id -u)" = 0 ]; then $(MAKE) test-node; else \
 		echo "test-node skipped: the real-node suite runs a kubelet and needs root (sudo make test-node)"; fi
 
+.PHONY: test-scale
+test-scale: envtest redis $(BIN)/kwok ## Measure the manager at 100, 1,000 and 10,000 pods (kwok, simulated enforcers, three managers); 25 minutes or more, much longer on a loaded machine; not part of make test. SCALE_PODS and SCALE_QUIET narrow it.
+	KWOK=$(BIN)/kwok go test -tags scale ./test/scale/ -run '^TestScale$$' -count=1 -timeout 80m -v
+
 .PHONY: fuzz
 fuzz: ## Run each fuzz target for FUZZTIME (default 10s).
 	FUZZTIME=$(FUZZTIME) hack/fuzz.sh
@@ -100,6 +104,7 @@ lint: $(GOLANGCI_LINT) ## gofmt, go vet and golangci-lint.
 	go vet ./...
 	go vet -tags node ./test/node/ ./internal/testing/node/
 	go vet -tags overload ./test/enforcer/
+	go vet -tags scale ./test/scale/
 	$(GOLANGCI_LINT) run ./...
 	$(GOLANGCI_LINT) run --build-tags overload ./test/enforcer/
 
@@ -137,6 +142,9 @@ $(HELM): hack/tools/helm/go.mod
 
 $(BIN)/benchstat: hack/tools/benchstat/go.mod
 	hack/build-tool.sh benchstat $@
+
+$(BIN)/kwok: hack/tools/kwok/go.mod
+	hack/build-tool.sh kwok $@
 
 .PHONY: help
 help: ## Show this help.

@@ -52,10 +52,12 @@ import (
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 
 // CacheByObject narrows the manager's cache to what the controllers read:
-// of all ConfigMaps, only those the policy controller writes.
+// of all ConfigMaps, only those the policy controller writes; of pods, the
+// fields the controllers read (TrimPod).
 func CacheByObject() map[client.Object]cache.ByObject {
 	return map[client.Object]cache.ByObject{
 		&corev1.ConfigMap{}: {Label: labels.SelectorFromSet(labels.Set{wellknown.ManagedByLabel: wellknown.ManagedByValue})},
+		&corev1.Pod{}:       {Transform: TrimPod},
 	}
 }
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds a pinned development tool from its module under hack/tools/NAME.
 #
-#   hack/build-tool.sh NAME OUTPUT     NAME: benchstat, controller-gen, golangci-lint or helm
+#   hack/build-tool.sh NAME OUTPUT     NAME: benchstat, controller-gen, golangci-lint, helm or kwok
 #
 # Each tool has a module of its own (hack/tools/NAME/go.mod, with a `tool`
 # line and a committed go.sum) so that it builds with the dependency versions
@@ -15,7 +15,7 @@
 set -euo pipefail
 
 if [ $# -ne 2 ]; then
-  echo "usage: $0 benchstat|controller-gen|golangci-lint|helm OUTPUT" >&2
+  echo "usage: $0 benchstat|controller-gen|golangci-lint|helm|kwok OUTPUT" >&2
   exit 2
 fi
 name="$1"
@@ -63,8 +63,14 @@ helm)
     ldflags+=" -X $p.k8sVersionMajor=1 -X $p.k8sVersionMinor=$k8s_minor"
   done
   ;;
+kwok)
+  pkg=sigs.k8s.io/kwok/cmd/kwok
+  version="$(module_version sigs.k8s.io/kwok)"
+  # Its release stamps the version in; the default is the module's own.
+  ldflags="-X sigs.k8s.io/kwok/pkg/consts.Version=${version#v}"
+  ;;
 *)
-  echo "error: unknown tool $name (want benchstat, controller-gen, golangci-lint or helm)" >&2
+  echo "error: unknown tool $name (want benchstat, controller-gen, golangci-lint, helm or kwok)" >&2
   exit 2
   ;;
 esac

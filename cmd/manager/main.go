@@ -88,6 +88,7 @@ func run(ctx context.Context, opts *options) error {
 		Cache:                         cacheOpts,
 		Metrics:                       metricsserver.Options{BindAddress: opts.metricsAddr},
 		HealthProbeBindAddress:        opts.probeAddr,
+		PprofBindAddress:              opts.pprofAddr,
 		LeaderElection:                opts.leaderElect,
 		LeaderElectionID:              opts.leaderElectionID,
 		LeaderElectionNamespace:       opts.leaderElectionNS,
@@ -145,6 +146,7 @@ func (o *options) explainListen(err error) error {
 	return listenhint.Explain(err,
 		listenhint.Listener{Name: "metrics", Addr: o.metricsAddr, Flag: "metrics-bind-address"},
 		listenhint.Listener{Name: "health probe", Addr: o.probeAddr, Flag: "health-probe-bind-address"},
+		listenhint.Listener{Name: "pprof", Addr: o.pprofAddr, Flag: "pprof-bind-address"},
 		listenhint.Listener{Name: "webhook", Addr: net.JoinHostPort("", strconv.Itoa(o.injection.webhookPort)), Flag: "webhook-port"})
 }
 

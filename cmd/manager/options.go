@@ -40,6 +40,7 @@ import (
 type options struct {
 	metricsAddr          string
 	probeAddr            string
+	pprofAddr            string
 	leaderElect          bool
 	leaderElectionNS     string
 	leaderElectionID     string
@@ -70,6 +71,7 @@ func parseOptions(args []string, output io.Writer) (*options, error) {
 	}
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus /metrics endpoint; \"0\" turns it off")
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "address of the /healthz and /readyz probes")
+	fs.StringVar(&o.pprofAddr, "pprof-bind-address", "", "address of Go's profiles (/debug/pprof/); empty or \"0\" turns them off (the default): a profile shows internals and costs CPU while it runs")
 	fs.BoolVar(&o.leaderElect, "leader-elect", false, "elect a leader through a Lease, so that only one of several replicas reconciles")
 	fs.StringVar(&o.leaderElectionNS, "leader-election-namespace", "", "namespace of the leader election Lease (default: the namespace the manager runs in)")
 	fs.StringVar(&o.leaderElectionID, "leader-election-id", "sluice-manager.sluice.dev", "name of the leader election Lease")

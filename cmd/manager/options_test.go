@@ -33,6 +33,7 @@ func TestParseOptions(t *testing.T) {
 	o, err := parseOptions([]string{
 		"--leader-elect", "--watch-namespaces", "shop, billing", "--default-failure-mode", "LocalFallback",
 		"--enforcer-image", "sluice-enforcer:v1", "--default-redis-url", "redis://redis:6379",
+		"--pprof-bind-address", "127.0.0.1:6060",
 	}, &out)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(o.leaderElect).To(BeTrue())
@@ -40,6 +41,7 @@ func TestParseOptions(t *testing.T) {
 	g.Expect(o.defaults.FailureMode).To(Equal(v1alpha1.FailureModeLocalFallback))
 	g.Expect(o.defaults.EnforcerImage).To(Equal("sluice-enforcer:v1"))
 	g.Expect(o.defaults.RedisURL).To(Equal("redis://redis:6379"))
+	g.Expect(o.pprofAddr).To(Equal("127.0.0.1:6060"))
 }
 
 func TestDefaultRedisSecret(t *testing.T) {

@@ -147,6 +147,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if conflict {
 		return ctrl.Result{RequeueAfter: statusConflictRetry}, nil
 	}
+	if r.askBehind(pods, history) {
+		return ctrl.Result{RequeueAfter: catchUpPoll}, nil
+	}
 	return ctrl.Result{}, nil // the poller enqueues the namespace when its enforcers' answers change
 }
 

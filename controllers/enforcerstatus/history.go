@@ -19,6 +19,7 @@ package enforcerstatus
 import (
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/enforcer/config"
@@ -69,6 +70,8 @@ func (e publishedEntries) runsCurrentEntry(hash string) bool {
 type seenConfig struct {
 	hash    string
 	entries map[string]publishedEntry
+	// seenAt is when the status controller first saw it published.
+	seenAt time.Time
 }
 
 // configHistory remembers, per namespace, the last configurations
@@ -96,7 +99,7 @@ func (h *configHistory) observe(namespace, hash, data string) []seenConfig {
 		c := seen[i]
 		seen = append(slices.Delete(seen, i, i+1), c)
 	} else {
-		seen = append(seen, seenConfig{hash: hash, entries: entriesOf(data)})
+		seen = append(seen, seenConfig{hash: hash, entries: entriesOf(data), seenAt: time.Now()})
 		if len(seen) > configsRemembered {
 			seen = slices.Delete(seen, 0, len(seen)-configsRemembered)
 		}

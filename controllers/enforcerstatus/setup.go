@@ -33,6 +33,7 @@ import (
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/controllers/watch"
 	statusdoc "github.com/sluice-dev/sluice/enforcer/status"
+	"github.com/sluice-dev/sluice/internal/wellknown"
 )
 
 // SetupWithManager registers the status controller and its poller, which
@@ -56,6 +57,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 			builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, acceptedChanged()))).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(watch.NamespaceWithPolicies(r)),
 			builder.WithPredicates(predicate.Or(watch.PodCountChanged(), podIPChanged()))).
+		Watches(&corev1.ConfigMap{}, &handler.EnqueueRequestForObject{}, builder.WithPredicates(configPublished())).
 		Complete(r)
 }
 
@@ -84,6 +86,21 @@ func acceptedChanged() predicate.Predicate {
 			}
 			return a.Status != b.Status || a.Reason != b.Reason || a.ObservedGeneration != b.ObservedGeneration
 		},
+	}
+}
+
+// configPublished passes the namespaces' enforcer ConfigMaps when the
+// policy controller publishes another configuration: Reconcile then
+// follows the enforcers until they run it (askBehind).
+func configPublished() predicate.Predicate {
+	hash := func(obj client.Object) string { return obj.GetAnnotations()[wellknown.ConfigHashAnnotation] }
+	return predicate.Funcs{
+		CreateFunc: func(e event.CreateEvent) bool { return e.Object.GetName() == wellknown.ConfigMapName },
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			return e.ObjectNew.GetName() == wellknown.ConfigMapName && hash(e.ObjectOld) != hash(e.ObjectNew)
+		},
+		DeleteFunc:  func(event.DeleteEvent) bool { return false },
+		GenericFunc: func(event.GenericEvent) bool { return false },
 	}
 }
 
