@@ -9,7 +9,7 @@
 #   enforcer-allow  sluice-enforcer, a limit never reached: every request admitted,
 #                   from leases once a tenant is busy (Redis calls per request shown)
 #   enforcer-deny   sluice-enforcer, half the tenants over their limit: about 50% 429
-#                   (left out above 512 tenants: a policy has at most 256 overrides)
+#                   (left out above 20,000 tenants: a policy has at most 10,000 overrides)
 #   enforcer-exempt sluice-enforcer whose one rule exempts every request: its
 #                   proxy path alone, no Redis decision (where the time goes)
 # each measured twice: maximum throughput (closed loop, CONCURRENCY
@@ -239,7 +239,7 @@ pprof_port_allow=${pprof_port:-}
 # Only the allow enforcer gets the profiling listener.
 pprof_port=
 deny=0
-((tenants <= 512)) && deny=1
+((tenants <= 20000)) && deny=1
 ((deny)) && enforcer enforcer-deny "$deny_port" "$deny_admin" "$work/deny.yaml"
 enforcer enforcer-exempt "$exempt_port" "$exempt_admin" "$work/exempt.yaml"
 

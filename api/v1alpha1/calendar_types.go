@@ -49,7 +49,7 @@ type Calendar struct {
 	// TimeZone is the IANA time zone whose midnight starts each window,
 	// such as Europe/Berlin or America/New_York. Omitted, UTC.
 	// +kubebuilder:validation:MinLength=1
-	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:MaxLength=32
 	// +kubebuilder:validation:XValidation:rule="self == 'UTC' || self.matches('^[A-Za-z][-+_A-Za-z0-9]*(/[A-Za-z0-9][-+_A-Za-z0-9]*){0,2}$')",message="timeZone must be an IANA time zone name such as Europe/Berlin, America/New_York or UTC (letters, digits, '-', '+' and '_', in up to three parts separated by '/')"
 	// +optional
 	TimeZone string `json:"timeZone,omitempty"`

@@ -75,17 +75,13 @@ const (
 // RateLimitPolicySpec says which pods are limited, who is limited, where, how
 // much, and what happens when storage is unavailable.
 //
-// Cross-field rules that need the whole spec (tiers, overrides) live here;
-// those about one rule live on Rule.
+// Cross-field rules that need the whole spec (tiers) live here; those about
+// one rule live on Rule. How overrides relate to their rules is checked by
+// the compiler (internal/compile): at 10,000 overrides, relating each to the
+// rules is beyond the cost budget of the API server's validation rules.
 //
 // +kubebuilder:validation:XValidation:rule="has(self.tiers) || self.rules.all(r, !has(r.limits) || r.limits.all(l, !has(l.tier)))",message="a limit names a tier but spec.tiers is not set: add spec.tiers to say where the tier of a request comes from, or remove tier from the limits",messageExpression="'limits of rule ' + self.rules.map(r, has(r.limits) && r.limits.exists(l, has(l.tier)) ? r.name : '-').filter(n, n != '-')[0] + ' name a tier but spec.tiers is not set: add spec.tiers to say where the tier of a request comes from, or remove tier from the limits'",fieldPath=".rules"
 // +kubebuilder:validation:XValidation:rule="!has(self.tiers) || self.rules.all(r, !has(r.limits) || r.limits.exists(l, !has(l.tier) || l.tier == self.tiers.default))",message="a rule has limits for named tiers only and none for the default tier: add a limit for the default tier, or a limit without a tier, which then applies to every tier the rule does not name",messageExpression="'rule ' + self.rules.map(r, has(r.limits) && !r.limits.exists(l, !has(l.tier) || l.tier == self.tiers.default) ? r.name : '-').filter(n, n != '-')[0] + ' has limits for named tiers only and none for the default tier ' + self.tiers.default + ': add a limit for tier ' + self.tiers.default + ', or a limit without a tier, which then applies to every tier the rule does not name'",fieldPath=".rules"
-// +kubebuilder:validation:XValidation:rule="!has(self.overrides) || self.overrides.all(o, self.rules.exists(r, r.name == o.rule))",message="an override names a rule that does not exist: use the name of a rule in spec.rules",messageExpression="'an override names rule ' + self.overrides.map(o, o.rule).filter(n, !self.rules.exists(r, r.name == n))[0] + ', which does not exist: use the name of a rule in spec.rules'",fieldPath=".overrides"
-// +kubebuilder:validation:XValidation:rule="!has(self.overrides) || self.overrides.all(o, !self.rules.exists(r, r.name == o.rule && has(r.exempt) && r.exempt))",message="an override names an exempt rule, which never limits requests: remove the override, or set exempt to false on the rule",messageExpression="'an override names rule ' + self.overrides.map(o, o.rule).filter(n, self.rules.exists(r, r.name == n && has(r.exempt) && r.exempt))[0] + ', which is exempt and never limits requests: remove the override, or set exempt to false on the rule'",fieldPath=".overrides"
-// +kubebuilder:validation:XValidation:rule="!has(self.overrides) || self.overrides.all(o, !o.limits.exists(l, has(l.burst)) || !self.rules.exists(r, r.name == o.rule && !(r.algorithm in ['TokenBucket', 'GCRA'])))",message="burst only applies to TokenBucket and GCRA rules: remove burst from the limits of overrides whose rule uses another algorithm",messageExpression="'an override of rule ' + self.overrides.map(o, o.limits.exists(l, has(l.burst)) && self.rules.exists(r, r.name == o.rule && !(r.algorithm in ['TokenBucket', 'GCRA'])) ? o.rule : '-').filter(n, n != '-')[0] + ' sets burst, which only applies to TokenBucket and GCRA rules: remove burst from its limits'",fieldPath=".overrides"
-// +kubebuilder:validation:XValidation:rule="!has(self.overrides) || self.overrides.all(o, !o.limits.exists(l, has(l.calendar)) || !self.rules.exists(r, r.name == o.rule && r.algorithm != 'FixedWindow'))",message="an override has a calendar limit, but its rule does not use FixedWindow, the only algorithm that counts calendar windows exactly: give the override's limits a period, or set algorithm FixedWindow on the rule"
-// +kubebuilder:validation:XValidation:rule="!has(self.overrides) || self.overrides.all(o, !self.rules.exists(r, r.name == o.rule && r.algorithm == 'SlidingWindowLog') || o.limits.all(l, !has(l.requests) || l.requests <= 100000))",message="SlidingWindowLog stores one entry per request: override limits of SlidingWindowLog rules allow at most 100000 requests per period; use SlidingWindowCounter on the rule for larger limits",messageExpression="'an override of rule ' + self.overrides.map(o, self.rules.exists(r, r.name == o.rule && r.algorithm == 'SlidingWindowLog') && o.limits.exists(l, has(l.requests) && l.requests > 100000) ? o.rule : '-').filter(n, n != '-')[0] + ' allows more than 100000 requests per period, but the rule uses SlidingWindowLog, which stores one entry per request: lower the limit, or use SlidingWindowCounter on the rule'",fieldPath=".overrides"
-// +kubebuilder:validation:XValidation:rule="!has(self.overrides) || self.overrides.all(o, !self.rules.exists(r, r.name == o.rule) || o.limits.exists(l, !has(l.requests) || l.requests < 1 || (has(l.burst) && l.burst < 1)) || self.rules.filter(r, r.name == o.rule).map(r, r.cost).max() <= o.limits.map(l, has(l.burst) ? l.burst : l.requests).min())",message="an override limit allows fewer requests per period (burst, or requests when burst is unset) than its rule's cost, so no request of that tenant could ever pass: raise the limit or lower the rule's cost",messageExpression="'an override of rule ' + self.overrides.map(o, self.rules.exists(r, r.name == o.rule) && !o.limits.exists(l, !has(l.requests) || l.requests < 1 || (has(l.burst) && l.burst < 1)) && self.rules.filter(r, r.name == o.rule).map(r, r.cost).max() > o.limits.map(l, has(l.burst) ? l.burst : l.requests).min() ? o.rule : '-').filter(n, n != '-')[0] + ' has a limit that allows fewer requests per period (burst, or requests when burst is unset) than the cost of the rule, so no request of that tenant could ever pass: raise the limit or lower the cost'",fieldPath=".overrides"
 // +kubebuilder:validation:XValidation:rule="!(has(self.selector) && has(self.rateLimitService))",message="selector and rateLimitService are both set, but a policy is applied either by the enforcer sidecar of the pods its selector selects or by the rate limit service that Envoy calls for rateLimitService.domain: remove one of them, or write one policy for each"
 // +kubebuilder:validation:XValidation:rule="has(self.selector) || has(self.rateLimitService)",message="neither selector nor rateLimitService is set: set selector and upstreamPort to limit the requests that reach the selected pods through the enforcer sidecar, or rateLimitService.domain to answer the rate limit calls Envoy makes for that domain"
 // +kubebuilder:validation:XValidation:rule="!has(self.selector) || has(self.upstreamPort)",message="upstreamPort is required with selector: set the port your application listens on, which the enforcer forwards allowed requests to"
@@ -226,11 +222,12 @@ type RateLimitPolicySpec struct {
 	Rules []Rule `json:"rules"`
 
 	// Overrides replace a rule's limits for one tenant, for example a customer
-	// with a bigger contract.
-	// +listType=map
-	// +listMapKey=tenant
-	// +listMapKey=rule
-	// +kubebuilder:validation:MaxItems=256
+	// with a bigger contract; one per tenant and rule (the operator checks).
+	// Atomic, not a map keyed by tenant and rule: server-side apply would
+	// record each key in managedFields, which doubles a policy of 10,000
+	// overrides past what etcd stores in one object.
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=10000
 	// +optional
 	Overrides []Override `json:"overrides,omitempty"`
 }
@@ -334,7 +331,7 @@ type Override struct {
 	// tier; each must allow.
 	// +listType=atomic
 	// +kubebuilder:validation:MinItems=1
-	// +kubebuilder:validation:MaxItems=8
+	// +kubebuilder:validation:MaxItems=4
 	Limits []Limit `json:"limits"`
 }
 

@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	. "github.com/onsi/gomega"
+
+	"github.com/sluice-dev/sluice/internal/program"
 )
 
 var (
@@ -58,7 +60,7 @@ func TestPolicyFileNeedsTheCompiler(t *testing.T) {
 	var stderr bytes.Buffer
 	status := run(context.Background(), []string{"--upstream", "http://127.0.0.1:1", "--policy-file", path,
 		"--listen", freeAddr(t), "--admin-listen", freeAddr(t), "--debug-listen", ""}, env(nil), &bytes.Buffer{}, &stderr)
-	g.Expect(status).To(Equal(exitConfig), stderr.String())
+	g.Expect(status).To(Equal(program.ExitConfig), stderr.String())
 	g.Expect(stderr.String()).To(Equal("sluice-enforcer: invalid configuration: --policy-file needs sluice-policy-compile, which is neither in " +
 		filepath.Dir(exe) + " nor on PATH: build it beside sluice-enforcer (make build, or go build ./cmd/policy-compile)\n"))
 }
@@ -80,7 +82,7 @@ spec:
 	var stderr bytes.Buffer
 	status := run(context.Background(), []string{"--upstream", "http://127.0.0.1:1", "--policy-file", path,
 		"--listen", freeAddr(t), "--admin-listen", freeAddr(t), "--debug-listen", ""}, env(nil), &bytes.Buffer{}, &stderr)
-	g.Expect(status).To(Equal(exitConfig), stderr.String())
+	g.Expect(status).To(Equal(program.ExitConfig), stderr.String())
 	g.Expect(stderr.String()).To(HavePrefix("sluice-enforcer: invalid configuration: load policies: " + path + ` document 1: RateLimitPolicy "login" is invalid:`))
 	g.Expect(stderr.String()).To(ContainSubstring(`spec.rules[0].limits[0].period: Invalid value: "1d": period must be a duration such as 30s, 1m, 1h or 24h; there is no day unit`))
 }

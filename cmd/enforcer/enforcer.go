@@ -23,13 +23,8 @@ import (
 	"github.com/sluice-dev/sluice/enforcer/status"
 	"github.com/sluice-dev/sluice/enforcer/transport"
 	"github.com/sluice-dev/sluice/internal/listenhint"
+	"github.com/sluice-dev/sluice/internal/program"
 )
-
-// configError is a configuration that cannot be loaded at start (exit 3).
-type configError struct{ err error }
-
-func (e *configError) Error() string { return e.err.Error() }
-func (e *configError) Unwrap() error { return e.err }
 
 // Health pings keep /readyz and /status current while no request arrives.
 const (
@@ -62,7 +57,7 @@ type enforcer struct {
 func newEnforcer(o *options, lookupEnv func(string) (string, bool), log *slog.Logger) (*enforcer, error) {
 	source, err := configSource(o)
 	if err != nil {
-		return nil, &configError{err}
+		return nil, &program.ConfigError{Err: err}
 	}
 	e := &enforcer{o: o, log: log}
 	rec := metrics.NewMetrics(buildVersion())
@@ -79,7 +74,7 @@ func newEnforcer(o *options, lookupEnv func(string) (string, bool), log *slog.Lo
 	e.reloader = reload.NewReloader(source, e.apply, rec, log)
 	if err := e.reloader.Start(); err != nil {
 		e.backends.Close()
-		return nil, &configError{err}
+		return nil, &program.ConfigError{Err: err}
 	}
 	adminOpts := admin.Options{
 		Pod: status.Pod{Name: o.podName, Namespace: o.podNS}, Version: buildVersion(), StartedAt: time.Now().UTC(),
@@ -168,7 +163,7 @@ func (e *enforcer) proxyServer() *http.Server {
 
 // serve runs until ctx ends (SIGTERM), then stops accepting connections and
 // lets in-flight requests finish within the shutdown timeout.
-func (e *enforcer) serve(ctx context.Context) error {
+func (e *enforcer) Serve(ctx context.Context) error {
 	defer e.backends.Close()
 	runCtx, cancel := context.WithCancel(context.Background())
 	defer cancel()

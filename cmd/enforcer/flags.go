@@ -17,6 +17,7 @@ import (
 	"github.com/sluice-dev/sluice/enforcer/admin"
 	"github.com/sluice-dev/sluice/enforcer/config"
 	"github.com/sluice-dev/sluice/enforcer/limiter"
+	"github.com/sluice-dev/sluice/internal/program"
 )
 
 // options are the command line, after the environment filled what the
@@ -55,9 +56,6 @@ func envName(flag string) string {
 	return envPrefix + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
 }
 
-// errUsage marks command line errors (exit status 2).
-var errUsage = errors.New("usage")
-
 func newFlagSet(o *options, upstream, upstreamProtocol, logLevel *string) *pflag.FlagSet {
 	fs := pflag.NewFlagSet("sluice-enforcer", pflag.ContinueOnError)
 	fs.SortFlags = false
@@ -95,10 +93,10 @@ func parseFlags(args []string, lookupEnv func(string) (string, bool), stderr io.
 	fs := newFlagSet(o, &upstream, &upstreamProtocol, &logLevel)
 	fs.SetOutput(io.Discard)
 	if err := fs.Parse(args); err != nil {
-		return nil, fs, fmt.Errorf("%w: %w", errUsage, err)
+		return nil, fs, fmt.Errorf("%w: %w", program.ErrUsage, err)
 	}
 	if fs.NArg() > 0 {
-		return nil, fs, fmt.Errorf("%w: unexpected argument %q: every option is a --flag", errUsage, fs.Arg(0))
+		return nil, fs, fmt.Errorf("%w: unexpected argument %q: every option is a --flag", program.ErrUsage, fs.Arg(0))
 	}
 	var envErr error
 	fs.VisitAll(func(f *pflag.Flag) {
@@ -113,7 +111,7 @@ func parseFlags(args []string, lookupEnv func(string) (string, bool), stderr io.
 		}
 		for _, v := range values {
 			if err := fs.Set(f.Name, strings.TrimSpace(v)); err != nil {
-				envErr = fmt.Errorf("%w: %s=%q: %w", errUsage, name, v, err)
+				envErr = fmt.Errorf("%w: %s=%q: %w", program.ErrUsage, name, v, err)
 			}
 		}
 	})
@@ -125,7 +123,7 @@ func parseFlags(args []string, lookupEnv func(string) (string, bool), stderr io.
 	}
 	o.upstreamProtocol = config.UpstreamProtocol(upstreamProtocol)
 	if err := o.validate(upstream, logLevel); err != nil {
-		return nil, fs, fmt.Errorf("%w: %w", errUsage, err)
+		return nil, fs, fmt.Errorf("%w: %w", program.ErrUsage, err)
 	}
 	return o, fs, nil
 }

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+
+	"github.com/sluice-dev/sluice/internal/program"
 )
 
 func env(kv map[string]string) func(string) (string, bool) {
@@ -72,7 +74,7 @@ func TestParseFlags(t *testing.T) {
 			o, _, err := parseFlags(tc.args, env(tc.env), &bytes.Buffer{})
 			if tc.wantErr != "" {
 				g.Expect(err).To(MatchError(ContainSubstring(tc.wantErr)))
-				g.Expect(err).To(MatchError(errUsage))
+				g.Expect(err).To(MatchError(program.ErrUsage))
 				return
 			}
 			g.Expect(err).NotTo(HaveOccurred())
@@ -87,10 +89,10 @@ func TestRunExitStatus(t *testing.T) {
 		status int
 		out    string
 	}{
-		{[]string{"--help"}, exitOK, "Exit status: 0 after a clean shutdown"},
-		{[]string{"--version"}, exitOK, "sluice-enforcer "},
-		{[]string{"--nope"}, exitUsage, "unknown flag: --nope"},
-		{[]string{"--upstream", "http://a", "--config", "/does/not/exist.json"}, exitConfig, "invalid configuration: load config"},
+		{[]string{"--help"}, program.ExitOK, "Exit status: 0 after a clean shutdown"},
+		{[]string{"--version"}, program.ExitOK, "sluice-enforcer "},
+		{[]string{"--nope"}, program.ExitUsage, "unknown flag: --nope"},
+		{[]string{"--upstream", "http://a", "--config", "/does/not/exist.json"}, program.ExitConfig, "invalid configuration: load config"},
 	} {
 		g := NewWithT(t)
 		var out bytes.Buffer

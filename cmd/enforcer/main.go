@@ -6,15 +6,11 @@ package main
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"io"
-	"os"
-	"os/signal"
 	"runtime"
-	"syscall"
 
 	"github.com/sluice-dev/sluice/internal/buildinfo"
+	"github.com/sluice-dev/sluice/internal/program"
 )
 
 // version is set at build time with -ldflags "-X main.version=v1.2.3";
@@ -23,33 +19,18 @@ var version = ""
 
 func buildVersion() string { return buildinfo.Version(version) }
 
-// Exit statuses.
-const (
-	exitOK      = 0
-	exitRuntime = 1
-	exitUsage   = 2
-	exitConfig  = 3
-)
-
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
-	os.Exit(run(ctx, os.Args[1:], os.LookupEnv, os.Stdout, os.Stderr))
-}
+func main() { program.Main(run) }
 
 // run is the whole program: it returns the exit status.
 func run(ctx context.Context, args []string, lookupEnv func(string) (string, bool), stdout, stderr io.Writer) int {
+	prog := program.Program{Name: "sluice-enforcer", Version: buildVersion()}
 	o, fs, err := parseFlags(args, lookupEnv, stderr)
-	switch {
-	case err != nil:
-		fmt.Fprintf(stderr, "sluice-enforcer: %v\nRun sluice-enforcer --help for the flags.\n", trimUsage(err))
-		return exitUsage
-	case o.help:
-		fmt.Fprint(stdout, usage(fs))
-		return exitOK
-	case o.version:
-		fmt.Fprintf(stdout, "sluice-enforcer %s\n", buildVersion())
-		return exitOK
+	flags := program.Flags{Err: err, Usage: func() string { return usage(fs) }}
+	if err == nil {
+		flags.Help, flags.Version = o.help, o.version
+	}
+	if status, ok := prog.Parsed(flags, stdout, stderr); !ok {
+		return status
 	}
 	if !o.pprof {
 		// No heap profile is served: sampling allocations for one costs
@@ -57,28 +38,5 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 		runtime.MemProfileRate = 0
 	}
 	log := newLogger(stderr, o.logLevel)
-	e, err := newEnforcer(o, lookupEnv, log)
-	if err != nil {
-		var ce *configError
-		if errors.As(err, &ce) {
-			fmt.Fprintf(stderr, "sluice-enforcer: invalid configuration: %v\n", ce.err)
-			return exitConfig
-		}
-		log.Error("cannot start", "error", err)
-		return exitRuntime
-	}
-	if err := e.serve(ctx); err != nil {
-		log.Error("stopped", "error", err)
-		return exitRuntime
-	}
-	return exitOK
-}
-
-// trimUsage drops the errUsage marker from a message.
-func trimUsage(err error) string {
-	msg := err.Error()
-	if p := errUsage.Error() + ": "; len(msg) > len(p) && msg[:len(p)] == p {
-		return msg[len(p):]
-	}
-	return msg
+	return prog.Serve(ctx, stderr, log, func() (program.Server, error) { return newEnforcer(o, lookupEnv, log) })
 }

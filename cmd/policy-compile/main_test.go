@@ -41,9 +41,28 @@ spec:
 		ContainSubstring(`spec.overrides[0].limits[0].period: Invalid value: "500ms": period must be between 1s and 744h`),
 		ContainSubstring(`spec.rules[0]: Invalid value: rule Login_Rule uses SlidingWindowLog, which has no burst`),
 		ContainSubstring(`spec.identity: Invalid value: clientIP and shared always find a tenant`),
-		ContainSubstring(`spec.overrides: Invalid value: an override names rule exports, which does not exist`),
 		ContainSubstring(`spec.selector: Invalid value: selector is empty`),
 	))
+}
+
+// How an override fits its rule is the compiler's to check, once the
+// schema admits the policy, as the manager does.
+func TestPolicyFileOverrideOfNoRule(t *testing.T) {
+	g := NewWithT(t)
+	path := filepath.Join(t.TempDir(), "policies.yaml")
+	g.Expect(os.WriteFile(path, []byte(`apiVersion: sluice.dev/v1alpha1
+kind: RateLimitPolicy
+metadata: {name: login}
+spec:
+  selector: {matchLabels: {app: login}}
+  upstreamPort: 8080
+  rules: [{name: all, limits: [{requests: 5, period: 1m}]}]
+  overrides: [{tenant: acme, rule: exports, limits: [{requests: 1, period: 1m}]}]
+`), 0o644)).To(Succeed())
+	var stdout, stderr bytes.Buffer
+	g.Expect(run([]string{path}, &stdout, &stderr)).To(Equal(exitRefused), stderr.String())
+	g.Expect(stdout.String()).To(BeEmpty())
+	g.Expect(stderr.String()).To(ContainSubstring("policy login: spec.overrides[0](acme): an override names rule exports, which does not exist: use the name of a rule in spec.rules"))
 }
 
 // Policies that compile print the configuration sluice-enforcer --config

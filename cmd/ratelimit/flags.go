@@ -18,6 +18,7 @@ import (
 	"github.com/sluice-dev/sluice/enforcer/limiter"
 	"github.com/sluice-dev/sluice/enforcer/rls"
 	"github.com/sluice-dev/sluice/enforcer/rls/erlconfig"
+	"github.com/sluice-dev/sluice/internal/program"
 )
 
 // options are the command line, after envoyproxy/ratelimit's environment
@@ -38,9 +39,6 @@ type options struct {
 	admin                           adminOptions
 	version, help                   bool
 }
-
-// errUsage marks command line errors (exit status 2).
-var errUsage = errors.New("usage")
 
 // ERL's defaults (envoyproxy/ratelimit's settings).
 const (
@@ -83,10 +81,10 @@ func parseFlags(args []string, lookupEnv func(string) (string, bool)) (*options,
 	fs := newFlagSet(o, &logLevel)
 	fs.SetOutput(io.Discard)
 	if err := fs.Parse(args); err != nil {
-		return nil, fs, fmt.Errorf("%w: %w", errUsage, err)
+		return nil, fs, fmt.Errorf("%w: %w", program.ErrUsage, err)
 	}
 	if fs.NArg() > 0 {
-		return nil, fs, fmt.Errorf("%w: unexpected argument %q: every option is a --flag", errUsage, fs.Arg(0))
+		return nil, fs, fmt.Errorf("%w: unexpected argument %q: every option is a --flag", program.ErrUsage, fs.Arg(0))
 	}
 	if o.help || o.version {
 		return o, fs, nil
@@ -96,10 +94,10 @@ func parseFlags(args []string, lookupEnv func(string) (string, bool)) (*options,
 		return strings.TrimSpace(v)
 	}
 	if err := fromEnv(fs, o, &logLevel, env); err != nil {
-		return nil, fs, fmt.Errorf("%w: %w", errUsage, err)
+		return nil, fs, fmt.Errorf("%w: %w", program.ErrUsage, err)
 	}
 	if err := o.validate(logLevel); err != nil {
-		return nil, fs, fmt.Errorf("%w: %w", errUsage, err)
+		return nil, fs, fmt.Errorf("%w: %w", program.ErrUsage, err)
 	}
 	return o, fs, nil
 }

@@ -24,6 +24,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 
+	"github.com/sluice-dev/sluice/internal/program"
 	"github.com/sluice-dev/sluice/internal/testing/freeport"
 	"github.com/sluice-dev/sluice/internal/testing/redistest"
 )
@@ -237,7 +238,7 @@ func TestABadFolderStopsTheStart(t *testing.T) {
 	var stderr bytes.Buffer
 	rc := run(context.Background(), []string{"--config-dir", dir, "--listen", "127.0.0.1:0", "--admin-listen", "localhost:0", "--http-listen", ""},
 		func(string) (string, bool) { return "", false }, io.Discard, &stderr)
-	g.Expect(rc).To(Equal(exitConfig))
+	g.Expect(rc).To(Equal(program.ExitConfig))
 	g.Expect(stderr.String()).To(ContainSubstring(filepath.Join(dir, "x.yaml") + ": descriptors[0].rate_limit.requests_per_unit (line 2): must be at least 1"))
 }
 

@@ -58,8 +58,8 @@ func programBinary(t testing.TB) string {
 	return binPath
 }
 
-// program is one run of the built sluice-ratelimit on loopback ports.
-type program struct {
+// runningService is one run of the built sluice-ratelimit on loopback ports.
+type runningService struct {
 	grpcAddr, adminAddr string
 	client              ratelimitv3.RateLimitServiceClient
 	logs                *syncBuffer
@@ -69,12 +69,12 @@ type program struct {
 // Redis of redisURL and extra flags, until the test ends; it returns once
 // the program is SERVING. Redis has a second to answer, so that a loaded
 // machine does not hand decisions to the failure mode.
-func startProgram(t *testing.T, configDir, redisURL string, flags ...string) *program {
+func startProgram(t *testing.T, configDir, redisURL string, flags ...string) *runningService {
 	t.Helper()
 	g := NewWithT(t)
 	ports, err := freeport.Loopback(2)
 	g.Expect(err).NotTo(HaveOccurred())
-	p := &program{grpcAddr: fmt.Sprintf("127.0.0.1:%d", ports[0]), adminAddr: fmt.Sprintf("127.0.0.1:%d", ports[1]), logs: &syncBuffer{}}
+	p := &runningService{grpcAddr: fmt.Sprintf("127.0.0.1:%d", ports[0]), adminAddr: fmt.Sprintf("127.0.0.1:%d", ports[1]), logs: &syncBuffer{}}
 	args := append([]string{"--config-dir", configDir, "--redis-url", redisURL, "--listen", p.grpcAddr,
 		"--admin-listen", p.adminAddr, "--http-listen", "", "--redis-timeout", "1s"}, flags...)
 	cmd := exec.Command(programBinary(t), args...)
@@ -106,7 +106,7 @@ func startProgram(t *testing.T, configDir, redisURL string, flags ...string) *pr
 }
 
 // get fetches a path of the admin listener: its status and body.
-func (p *program) get(path string) (int, string) {
+func (p *runningService) get(path string) (int, string) {
 	c := http.Client{Timeout: 2 * time.Second}
 	resp, err := c.Get("http://" + p.adminAddr + path)
 	if err != nil {
@@ -119,7 +119,7 @@ func (p *program) get(path string) (int, string) {
 
 // metric is the value of one sample of /metrics, as its line reads
 // ("name{labels}"), "" when absent.
-func (p *program) metric(sample string) string {
+func (p *runningService) metric(sample string) string {
 	_, body := p.get("/metrics")
 	for _, line := range strings.Split(body, "\n") {
 		if v, ok := strings.CutPrefix(line, sample+" "); ok {

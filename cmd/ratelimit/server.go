@@ -13,6 +13,7 @@ import (
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promauto"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -28,13 +29,8 @@ import (
 	"github.com/sluice-dev/sluice/enforcer/rls"
 	"github.com/sluice-dev/sluice/enforcer/status"
 	"github.com/sluice-dev/sluice/internal/listenhint"
+	"github.com/sluice-dev/sluice/internal/program"
 )
-
-// configError is a configuration that cannot be loaded at start (exit 3).
-type configError struct{ err error }
-
-func (e *configError) Error() string { return e.err.Error() }
-func (e *configError) Unwrap() error { return e.err }
 
 const (
 	pingInterval = time.Second
@@ -93,7 +89,7 @@ func newService(o *options, lookupEnv func(string) (string, bool), log *slog.Log
 		log.Warn("no policy configuration yet; waiting for it", "error", err)
 	} else if err != nil {
 		s.close()
-		return nil, &configError{err}
+		return nil, &program.ConfigError{Err: err}
 	}
 	s.admin = s.newAdmin()
 	for _, l := range []struct {
@@ -157,7 +153,7 @@ func (s *service) apply(l *reload.Loaded) error {
 
 // serve runs until ctx ends (SIGTERM), then reports NOT_SERVING, stops
 // taking calls and lets those in flight finish within the shutdown timeout.
-func (s *service) serve(ctx context.Context) error {
+func (s *service) Serve(ctx context.Context) error {
 	defer s.close()
 	runCtx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -258,15 +254,15 @@ type reloadMetrics struct {
 }
 
 func newReloadMetrics(reg prometheus.Registerer) *reloadMetrics {
+	f := promauto.With(reg)
 	m := &reloadMetrics{
-		reloads: prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_ratelimit_config_reloads_total",
+		reloads: f.NewCounter(prometheus.CounterOpts{Name: "sluice_ratelimit_config_reloads_total",
 			Help: "Configurations put into service, the first included."}),
-		errors: prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_ratelimit_config_reload_errors_total",
+		errors: f.NewCounter(prometheus.CounterOpts{Name: "sluice_ratelimit_config_reload_errors_total",
 			Help: "Loads of the configuration folder that failed; the last good configuration stays."}),
-		hash: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "sluice_ratelimit_config_info",
+		hash: f.NewGaugeVec(prometheus.GaugeOpts{Name: "sluice_ratelimit_config_info",
 			Help: "1 for the configuration in service, by hash and number of domains."}, []string{"hash", "domains"}),
 	}
-	reg.MustRegister(m.reloads, m.errors, m.hash)
 	return m
 }
 

@@ -58,7 +58,7 @@ func newSources(o *options) *sources {
 func (s *sources) source() *reload.Source {
 	src := &reload.Source{Load: s.load}
 	if s.policyConfig != "" {
-		src.Files = []string{s.policyConfig}
+		src.Files = []string{s.policyConfig, s.policyConfig + config.CompressedSuffix} // either is the file (config.Load)
 	}
 	if s.configDir != "" {
 		src.Dirs = []string{s.configDir}

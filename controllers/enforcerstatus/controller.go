@@ -42,6 +42,7 @@ import (
 	"github.com/sluice-dev/sluice/api/v1alpha1"
 	"github.com/sluice-dev/sluice/controllers/conditions"
 	"github.com/sluice-dev/sluice/controllers/watch"
+	"github.com/sluice-dev/sluice/enforcer/config"
 	statusdoc "github.com/sluice-dev/sluice/enforcer/status"
 	"github.com/sluice-dev/sluice/internal/compile"
 	"github.com/sluice-dev/sluice/internal/inject"
@@ -161,7 +162,9 @@ func (r *Reconciler) publishedConfigs(ctx context.Context, namespace string) ([]
 	if err != nil {
 		return nil, fmt.Errorf("get ConfigMap %s/%s: %w", namespace, wellknown.ConfigMapName, err)
 	}
-	return r.history.observe(namespace, cm.Annotations[wellknown.ConfigHashAnnotation], cm.Data[wellknown.ConfigKey]), nil
+	// Unreadable, it names no policy: the hash still tells enforcers apart.
+	doc, _ := config.DocumentIn(cm.Data, cm.BinaryData, wellknown.ConfigKey)
+	return r.history.observe(namespace, cm.Annotations[wellknown.ConfigHashAnnotation], string(doc)), nil
 }
 
 // collectPods finds the active pods that some policy selects, with the

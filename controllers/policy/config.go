@@ -190,11 +190,17 @@ func setConfigMap(cm *corev1.ConfigMap, compiled *compile.Result) {
 		cm.Annotations = map[string]string{}
 	}
 	cm.Annotations[wellknown.ConfigHashAnnotation] = compiled.Hash
-	cm.Data = map[string]string{wellknown.ConfigKey: string(compiled.JSON)}
+	// One of the two keys, so that a reader never sees two versions.
+	if compiled.Compressed != nil {
+		cm.Data = map[string]string{}
+		cm.BinaryData = map[string][]byte{wellknown.CompressedConfigKey: compiled.Compressed}
+	} else {
+		cm.Data = map[string]string{wellknown.ConfigKey: string(compiled.JSON)}
+		cm.BinaryData = nil
+	}
 	if compiled.Config.Revision > 0 {
 		cm.Data[wellknown.RevisionKey] = strconv.FormatInt(compiled.Config.Revision, 10)
 	}
-	cm.BinaryData = nil
 	// Owned by no one (reconcileConfig); earlier releases made every
 	// policy an owner, which an upgrade takes off here.
 	cm.OwnerReferences = withoutPolicyOwners(cm.OwnerReferences)
@@ -300,7 +306,11 @@ func (r *Reconciler) publishedConfig(ctx context.Context, namespace, name string
 	if err != nil {
 		return nil, fmt.Errorf("read ConfigMap %s/%s: %w", namespace, name, err)
 	}
-	published, err := config.Parse([]byte(cm.Data[wellknown.ConfigKey]))
+	doc, err := config.DocumentIn(cm.Data, cm.BinaryData, wellknown.ConfigKey)
+	if err != nil {
+		return nil, nil //nolint:nilerr // an unreadable ConfigMap is replaced, not an error of this pass
+	}
+	published, err := config.Parse(doc)
 	if err != nil {
 		return nil, nil //nolint:nilerr // an unreadable ConfigMap is replaced, not an error of this pass
 	}

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"maps"
 	"net/netip"
-	"os"
 	"slices"
 	"strings"
 	"time"
@@ -19,9 +18,10 @@ import (
 // the API allows 8.
 const MaxWindows = 8
 
-// Load reads and validates the compiled configuration at path.
+// Load reads and validates the compiled configuration at path, or, when
+// there is no such file, at path+CompressedSuffix (ReadDocument).
 func Load(path string) (*Config, error) {
-	data, err := os.ReadFile(path)
+	data, err := ReadDocument(path)
 	if err != nil {
 		return nil, fmt.Errorf("load config: %w", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"github.com/sluice-dev/sluice/enforcer/engine"
 	"github.com/sluice-dev/sluice/enforcer/rules"
@@ -20,30 +21,30 @@ type delayMetrics struct {
 }
 
 func newDelayMetrics(reg prometheus.Registerer) *delayMetrics {
+	f := promauto.With(reg)
 	m := &delayMetrics{
-		delayed: prometheus.NewCounterVec(prometheus.CounterOpts{
+		delayed: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_enforcer_delayed_requests_total",
 			Help: "Requests over a limit that waited for capacity booked in Redis (onLimit.delay) and then went on, by policy and rule.",
 		}, []string{"policy", "rule"}),
-		wait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		wait: f.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "sluice_enforcer_delay_wait_seconds",
 			Help:    "How long delayed requests waited for their reservation, by policy and rule.",
 			Buckets: []float64{.001, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
 		}, []string{"policy", "rule"}),
-		queue: prometheus.NewGauge(prometheus.GaugeOpts{
+		queue: f.NewGauge(prometheus.GaugeOpts{
 			Name: "sluice_enforcer_delay_queue_length",
 			Help: "Requests of onLimit.delay rules holding a place in this enforcer's wait queue (being decided or waiting); at most --delay-max-queued.",
 		}),
-		full: prometheus.NewCounterVec(prometheus.CounterOpts{
+		full: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_enforcer_delay_queue_full_total",
 			Help: "Requests decided without their delay because a wait queue was full, by policy, rule and scope (tenant: the rule's maxQueued; enforcer: --delay-max-queued).",
 		}, []string{"policy", "rule", "scope"}),
-		cancelled: prometheus.NewCounterVec(prometheus.CounterOpts{
+		cancelled: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_enforcer_delay_cancelled_total",
 			Help: "Waits that ended before their slot because the client hung up or a gRPC deadline came first; their reservations were given back. By policy and rule.",
 		}, []string{"policy", "rule"}),
 	}
-	reg.MustRegister(m.delayed, m.wait, m.queue, m.full, m.cancelled)
 	return m
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"github.com/sluice-dev/sluice/enforcer/engine"
 	"github.com/sluice-dev/sluice/enforcer/rules"
@@ -68,59 +69,61 @@ type policyCounts struct {
 // NewMetrics registers every metric, and the Go runtime and process
 // collectors, in a new registry.
 func NewMetrics(version string) *Metrics {
+	reg := prometheus.NewRegistry()
+	f := promauto.With(reg)
 	m := &Metrics{
-		Registry: prometheus.NewRegistry(),
+		Registry: reg,
 		top:      NewTopTenants(),
-		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
+		decisions: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_enforcer_decisions_total",
 			Help: "Rule decisions, by policy, rule, decision (allowed, denied, would_deny, banned) and tier.",
 		}, []string{"policy", "rule", "decision", "tier"}),
-		failureMode: prometheus.NewCounterVec(prometheus.CounterOpts{
+		failureMode: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_enforcer_failure_mode_decisions_total",
 			Help: "Rule decisions made by the policy's failure mode because Redis did not answer in time, by policy and mode.",
 		}, []string{"policy", "mode"}),
-		checkErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+		checkErrors: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_enforcer_check_errors_total",
 			Help: "Rule checks that could not be decided at all and were let through, by policy.",
 		}, []string{"policy"}),
-		redisLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		redisLatency: f.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "sluice_enforcer_redis_round_trip_seconds",
 			Help:    "Time to decide one request's rules in one Redis round trip, by Redis backend (default, or the environment variable naming it).",
 			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, 1},
 		}, []string{"redis"}),
-		upstreamErrors: prometheus.NewCounter(prometheus.CounterOpts{
+		upstreamErrors: f.NewCounter(prometheus.CounterOpts{
 			Name: "sluice_enforcer_upstream_errors_total",
 			Help: "Requests answered 502 because the application could not be reached.",
 		}),
-		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+		refused: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_enforcer_requests_refused_total",
 			Help: "Requests refused before any rule was checked because the application could read them otherwise than the limiter (400), or they broke a size or time limit (408, 413, 431), by reason.",
 		}, []string{"reason"}),
-		reloads: prometheus.NewCounter(prometheus.CounterOpts{
+		reloads: f.NewCounter(prometheus.CounterOpts{
 			Name: "sluice_enforcer_config_reloads_total",
 			Help: "Configurations put into service, the first one included.",
 		}),
-		reloadErrors: prometheus.NewCounter(prometheus.CounterOpts{
+		reloadErrors: f.NewCounter(prometheus.CounterOpts{
 			Name: "sluice_enforcer_config_reload_errors_total",
 			Help: "Configuration changes that failed to load or apply; the last good configuration stayed in service.",
 		}),
-		reloadOK: prometheus.NewGauge(prometheus.GaugeOpts{
+		reloadOK: f.NewGauge(prometheus.GaugeOpts{
 			Name: "sluice_enforcer_config_last_reload_successful",
 			Help: "1 when the last configuration change was put into service, 0 when it was refused.",
 		}),
-		reloadTime: prometheus.NewGauge(prometheus.GaugeOpts{
+		reloadTime: f.NewGauge(prometheus.GaugeOpts{
 			Name: "sluice_enforcer_config_last_reload_success_timestamp_seconds",
 			Help: "When the configuration in service was loaded, in Unix seconds.",
 		}),
-		configInfo: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		configInfo: f.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "sluice_enforcer_config_info",
 			Help: "The configuration in service: 1 for its hash.",
 		}, []string{"hash"}),
-		configPolicies: prometheus.NewGauge(prometheus.GaugeOpts{
+		configPolicies: f.NewGauge(prometheus.GaugeOpts{
 			Name: "sluice_enforcer_config_policies",
 			Help: "Policies of the configuration in service that select this pod; 0 means its traffic passes through unlimited.",
 		}),
-		configMissing: prometheus.NewGauge(prometheus.GaugeOpts{
+		configMissing: f.NewGauge(prometheus.GaugeOpts{
 			Name: "sluice_enforcer_config_file_missing",
 			Help: "1 while the configuration file is gone (its ConfigMap deleted): the last good configuration stays in service.",
 		}),
@@ -129,16 +132,14 @@ func NewMetrics(version string) *Metrics {
 		byMode:   map[[2]string]prometheus.Counter{},
 		byRedis:  map[string]prometheus.Observer{},
 	}
-	buildInfo := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+	buildInfo := f.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "sluice_enforcer_build_info",
 		Help: "The enforcer's version: 1.",
 	}, []string{"version"})
 	buildInfo.WithLabelValues(version).Set(1)
 	m.delay = newDelayMetrics(m.Registry)
 	m.response = newResponseMetrics(m.Registry)
-	m.Registry.MustRegister(m.decisions, m.failureMode, m.checkErrors, m.redisLatency, m.upstreamErrors, m.refused,
-		m.reloads, m.reloadErrors, m.reloadOK, m.reloadTime, m.configInfo, m.configPolicies, m.configMissing, buildInfo,
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 

@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"github.com/sluice-dev/sluice/enforcer/engine"
 	"github.com/sluice-dev/sluice/enforcer/rules"
@@ -16,21 +17,21 @@ type responseMetrics struct {
 }
 
 func newResponseMetrics(reg prometheus.Registerer) *responseMetrics {
+	f := promauto.With(reg)
 	m := &responseMetrics{
-		charged: prometheus.NewCounterVec(prometheus.CounterOpts{
+		charged: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_enforcer_response_charged_units_total",
 			Help: "Units the answers of responseCost rules reported, cost included, by policy and rule.",
 		}, []string{"policy", "rule"}),
-		invalid: prometheus.NewCounterVec(prometheus.CounterOpts{
+		invalid: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_enforcer_response_reports_invalid_total",
 			Help: "Answers of responseCost rules whose report was not taken, by policy, rule and reason: missing, malformed, negative (the rule's cost was charged), too_large, encoding (neither identity nor gzip), unfinished (ended before its report; these three were charged the rule's unfinishedCost).",
 		}, []string{"policy", "rule", "reason"}),
-		uncounted: prometheus.NewCounterVec(prometheus.CounterOpts{
+		uncounted: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_enforcer_responses_uncounted_total",
 			Help: "Requests of countResponses rules given back because their answer matched none of the statuses, by policy and rule.",
 		}, []string{"policy", "rule"}),
 	}
-	reg.MustRegister(m.charged, m.invalid, m.uncounted)
 	return m
 }
 

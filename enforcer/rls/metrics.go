@@ -6,6 +6,7 @@ import (
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"github.com/sluice-dev/sluice/enforcer/limiter"
 )
@@ -53,27 +54,28 @@ type Metrics struct {
 // NewMetrics registers the service's counters with reg; NewService adds
 // the Redis calls and local decisions of its guard.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
+	f := promauto.With(reg)
 	byKey := func(name, help string) *prometheus.CounterVec {
-		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, []string{"domain", "key"})
+		return f.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, []string{"domain", "key"})
 	}
 	m := &Metrics{
-		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
+		calls: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_ratelimit_calls_total",
 			Help: "ShouldRateLimit calls answered, by overall code (OK, OVER_LIMIT).",
 		}, []string{"code"}),
-		descriptors: prometheus.NewCounterVec(prometheus.CounterOpts{
+		descriptors: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_ratelimit_descriptors_total",
 			Help: "Descriptors decided, by domain, rule and outcome (allowed, over_limit, shadow_over_limit: refused by a shadow_mode rule but answered OK, unlimited, replaced, no_rule).",
 		}, []string{"domain", "rule", "outcome"}),
-		degradedN: prometheus.NewCounter(prometheus.CounterOpts{
+		degradedN: f.NewCounter(prometheus.CounterOpts{
 			Name: "sluice_ratelimit_degraded_total",
 			Help: "Descriptors decided by their domain's failure mode because Redis did not answer in time.",
 		}),
-		oversizedN: prometheus.NewCounterVec(prometheus.CounterOpts{
+		oversizedN: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_ratelimit_oversized_calls_total",
 			Help: "ShouldRateLimit calls refused before any decision, by domain and bound: InvalidArgument for asking more than a bound allows (descriptors, entries, entry_bytes, call_bytes), ResourceExhausted for a large call that waited in vain for other large calls (large_calls_in_flight).",
 		}, []string{"domain", "bound"}),
-		refunds: prometheus.NewCounter(prometheus.CounterOpts{
+		refunds: f.NewCounter(prometheus.CounterOpts{
 			Name: "sluice_ratelimit_refund_errors_total",
 			Help: "Refused calls whose admitted descriptors could not be given back to Redis.",
 		}),
@@ -89,8 +91,6 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			"Hits a shadow_mode limit (or a DryRun domain) would have refused and answered OK (envoyproxy/ratelimit's shadow_mode), by domain and descriptor key."),
 		reg: reg,
 	}
-	reg.MustRegister(m.calls, m.descriptors, m.degradedN, m.refunds, m.oversizedN,
-		m.totalHits, m.overLimit, m.nearLimit, m.withinLimit, m.shadowMode)
 	return m
 }
 

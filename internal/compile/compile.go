@@ -33,9 +33,20 @@ import (
 	"github.com/sluice-dev/sluice/enforcer/config"
 )
 
-// MaxConfigBytes is the most compiled JSON one ConfigMap holds: the API server
-// refuses ConfigMaps whose data exceeds 1 MiB.
+// MaxConfigBytes is the most one ConfigMap holds, its keys and values
+// together: the API server refuses a larger one.
 const MaxConfigBytes = 1 << 20
+
+// keyAllowance is room left in MaxConfigBytes for the key the
+// configuration is stored under (config.json.gz).
+const keyAllowance = 64
+
+// CompressAbove is the size of JSON above which the configuration is
+// stored gzip-compressed (Result.Compressed): past a quarter of the
+// ConfigMap limit, where it would be the watch traffic of every node with
+// an enforcer at each change. Smaller ones stay plain JSON, readable with
+// kubectl and by enforcers of releases that read no compressed file.
+const CompressAbove = 256 << 10
 
 // Options are the facts about the cluster that compiling a namespace needs.
 type Options struct {
@@ -65,6 +76,9 @@ type Result struct {
 	Config *config.Config
 	// JSON is Config encoded: the same input always yields the same bytes.
 	JSON []byte
+	// Compressed is JSON gzip-compressed (config.Compress) when JSON is
+	// larger than CompressAbove, nil otherwise: the form it is stored in.
+	Compressed []byte
 	// Hash is Config.Hash(), what enforcers report on /status.
 	Hash string
 	// Errors says, by policy name, why a policy did not compile.
@@ -85,15 +99,22 @@ func (e *PolicyError) Error() string {
 	return fmt.Sprintf("policy %s: %s", e.Policy, e.Message)
 }
 
-// TooLargeError says the namespace's configuration does not fit a ConfigMap.
+// TooLargeError says the namespace's configuration does not fit a
+// ConfigMap even compressed, or is larger than enforcers read.
 type TooLargeError struct {
 	Namespace string
-	Size      int
+	// Size is the JSON's; Compressed the gzip's, 0 when not compressed.
+	Size, Compressed int
 }
 
 func (e *TooLargeError) Error() string {
-	return fmt.Sprintf("the compiled configuration of namespace %s is %d bytes, more than the %d a ConfigMap holds: "+
-		"move some policies to other namespaces, or use fewer rules and overrides", e.Namespace, e.Size, MaxConfigBytes)
+	const fix = "move some policies to other namespaces, or use fewer rules and overrides"
+	if e.Size > config.MaxDocumentBytes {
+		return fmt.Sprintf("the compiled configuration of namespace %s is %d bytes of JSON, more than the %d enforcers read: %s",
+			e.Namespace, e.Size, config.MaxDocumentBytes, fix)
+	}
+	return fmt.Sprintf("the compiled configuration of namespace %s is %d bytes compressed (%d of JSON), more than the %d a ConfigMap holds: %s",
+		e.Namespace, e.Compressed, e.Size, MaxConfigBytes, fix)
 }
 
 // Namespace compiles the enforcer sidecar policies of one namespace (those
@@ -160,10 +181,23 @@ func compileSet(namespace string, policies []v1alpha1.RateLimitPolicy, opts Opti
 	}
 	res.JSON = data
 	res.Hash = config.HashJSON(data)
-	if len(data) > MaxConfigBytes {
-		return res, &TooLargeError{Namespace: namespace, Size: len(data)}
+	return res, encode(namespace, res)
+}
+
+// encode compresses a large configuration and says whether it fits: a
+// ConfigMap, compressed, and what enforcers read once inflated.
+func encode(namespace string, res *Result) error {
+	if len(res.JSON) <= CompressAbove {
+		return nil
 	}
-	return res, nil
+	if len(res.JSON) > config.MaxDocumentBytes {
+		return &TooLargeError{Namespace: namespace, Size: len(res.JSON)}
+	}
+	res.Compressed = config.Compress(res.JSON)
+	if len(res.Compressed) > MaxConfigBytes-keyAllowance {
+		return &TooLargeError{Namespace: namespace, Size: len(res.JSON), Compressed: len(res.Compressed)}
+	}
+	return nil
 }
 
 // Policy compiles one policy. The error is a *PolicyError.
@@ -175,6 +209,9 @@ func Policy(p *v1alpha1.RateLimitPolicy, opts Options) (config.Policy, error) {
 	spec.ApplyDefaults()
 
 	if err := checkStorage(p, spec.Storage, opts.Secrets); err != nil {
+		return config.Policy{}, err
+	}
+	if err := checkOverrides(p, spec); err != nil {
 		return config.Policy{}, err
 	}
 	verify, err := jwtVerifications(p, spec, opts.KeySets)

@@ -542,27 +542,6 @@ func TestInvalidPolicyKeepsItsLastPublishedEntry(t *testing.T) {
 	g.Expect(ok).To(BeFalse(), "a new object with the same name inherits nothing")
 }
 
-func TestTooLarge(t *testing.T) {
-	g := NewWithT(t)
-	p := sample(t, "web")
-	long := "/" + strings.Repeat("x", 1000)
-	for i := range 64 {
-		rule := v1alpha1.Rule{Name: "r" + string(rune('a'+i%26)) + string(rune('a'+i/26)),
-			Limits: []v1alpha1.Limit{{Requests: 1, Period: metav1.Duration{Duration: time.Second}}},
-			Match:  &v1alpha1.RequestMatch{}}
-		for range 16 {
-			rule.Match.Paths = append(rule.Match.Paths, v1alpha1.PathMatch{Prefix: long})
-		}
-		p.Spec.Rules = append(p.Spec.Rules, rule)
-	}
-	res, err := Namespace(ns, []v1alpha1.RateLimitPolicy{p}, Options{})
-	var tooLarge *TooLargeError
-	g.Expect(errors.As(err, &tooLarge)).To(BeTrue())
-	g.Expect(tooLarge.Size).To(BeNumerically(">", MaxConfigBytes))
-	g.Expect(err.Error()).To(ContainSubstring("move some policies to other namespaces"))
-	g.Expect(res.JSON).To(HaveLen(tooLarge.Size))
-}
-
 func TestEmptyNamespace(t *testing.T) {
 	g := NewWithT(t)
 	res, err := Namespace(ns, nil, Options{})

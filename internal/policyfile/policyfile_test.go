@@ -96,8 +96,8 @@ var refused = map[string][]string{
 		`spec.rules[0]: Invalid value: rule api uses SlidingWindowLog, which stores one entry per request: keep each limit at or below 100000 requests per period, or use SlidingWindowCounter`},
 	"rule-name": {
 		`spec.rules[0].name: Invalid value: "Login_Rule": spec.rules[0].name in body should match '^[a-z0-9]([-a-z0-9]*[a-z0-9])?$'`},
-	"override-missing-rule": {
-		`spec.overrides: Invalid value: an override names rule exports, which does not exist: use the name of a rule in spec.rules`},
+	"override-same-period": {
+		`spec.overrides[0]: Invalid value: two limits of this override have the same period: keep one limit per period`},
 	"empty-selector": {
 		`spec.selector: Invalid value: selector is empty and would select every pod of the namespace: add matchLabels or matchExpressions`},
 	"period-500ms": {

@@ -55,6 +55,10 @@ const (
 	// RevisionKey is the key of ConfigMapName's data holding the revision
 	// of its configuration (config.Config.Revision), a decimal number.
 	RevisionKey = "revision"
+	// CompressedConfigKey is the key of the ConfigMaps' binaryData holding
+	// the same JSON gzip-compressed, instead of ConfigKey, once it is large
+	// (ConfigKey and enforcer/config.CompressedSuffix).
+	CompressedConfigKey = ConfigKey + ".gz"
 	// ConfigHashAnnotation carries config.Config.Hash() of the published
 	// configuration, which enforcers report on /status once they load it.
 	ConfigHashAnnotation = "sluice.dev/config-hash"

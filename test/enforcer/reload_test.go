@@ -137,9 +137,9 @@ func TestPolicyFileReload(t *testing.T) {
 	g.Eventually(limit).WithTimeout(10 * time.Second).Should(Equal("200"))
 	goodHash := status(t, e).Config.Hash
 
-	g.Expect(os.WriteFile(e.configPath, []byte(policy("api", spec("200")+"\n  overrides: [{tenant: acme, rule: exports, limits: [{requests: 1, period: 1m}]}]")), 0o644)).To(Succeed())
+	g.Expect(os.WriteFile(e.configPath, []byte(policy("api", spec("200")+"\n  overrides: [{tenant: acme, rule: all, limits: [{requests: 1, period: 1m}, {requests: 2, period: 60s}]}]")), 0o644)).To(Succeed())
 	g.Eventually(func() string { return status(t, e).Config.LastReloadError }).WithTimeout(10 * time.Second).
-		Should(ContainSubstring(`spec.overrides: Invalid value: an override names rule exports, which does not exist`))
+		Should(ContainSubstring(`spec.overrides[0]: Invalid value: two limits of this override have the same period: keep one limit per period`))
 	st := status(t, e)
 	g.Expect(st.Config.LastReloadError).To(HavePrefix("load policies: " + e.configPath + ` document 1: RateLimitPolicy "api" is invalid:`))
 	g.Expect(st.Config.Hash).To(Equal(goodHash))

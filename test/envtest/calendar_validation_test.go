@@ -53,9 +53,6 @@ var _ = Describe("RateLimitPolicy calendar limits validation", func() {
 		Entry("two limits of one calendar unit",
 			`{rules: [{name: plan, algorithm: FixedWindow, limits: [{requests: 100, calendar: {unit: Day}}, {requests: 200, calendar: {unit: Day, timeZone: Europe/Berlin}}]}]}`,
 			"rule plan has two limits for the same tier and calendar unit"),
-		Entry("a calendar override of a TokenBucket rule",
-			`{rules: [`+apiRule+`], overrides: [{tenant: acme, rule: api, limits: [{requests: 10, calendar: {unit: Day}}]}]}`,
-			"an override has a calendar limit, but its rule does not use FixedWindow"),
 	)
 
 	DescribeTable("accepts calendar limits on FixedWindow rules",

@@ -259,12 +259,6 @@ var _ = Describe("RateLimitPolicy validation", func() {
 		Entry("upstream protocol in lower case", `{upstreamProtocol: h2c, rules: [`+apiRule+`]}`, `spec.upstreamProtocol: Unsupported value: "h2c"`),
 
 		// Overrides.
-		Entry("override of a rule that does not exist",
-			`{rules: [`+apiRule+`], overrides: [{tenant: acme, rule: exprts, limits: [{requests: 1, period: 1m}]}]}`,
-			"an override names rule exprts, which does not exist: use the name of a rule in spec.rules"),
-		Entry("override of an exempt rule",
-			`{rules: [`+apiRule+`, {name: health, exempt: true}], overrides: [{tenant: acme, rule: health, limits: [{requests: 1, period: 1m}]}]}`,
-			"an override names rule health, which is exempt and never limits requests: remove the override, or set exempt to false on the rule"),
 		Entry("override limit with a tier",
 			`{tiers: {source: {header: {name: X-Plan}}, default: free},
 			  rules: [`+apiRule+`], overrides: [{tenant: acme, rule: api, limits: [{tier: free, requests: 1, period: 1m}]}]}`,
@@ -272,6 +266,27 @@ var _ = Describe("RateLimitPolicy validation", func() {
 		Entry("override with two limits of the same period",
 			`{rules: [`+apiRule+`], overrides: [{tenant: acme, rule: api, limits: [{requests: 1, period: 1m}, {requests: 2, period: 60s}]}]}`,
 			"two limits of this override have the same period: keep one limit per period"),
+
+		// Structure the schema enforces without CEL.
+		Entry("two rules with the same name", `{rules: [`+apiRule+`, `+apiRule+`]}`, "Duplicate value"),
+		Entry("unknown algorithm", `{rules: [{name: api, algorithm: LeakyBucket, limits: [{requests: 1, period: 1s}]}]}`, "Unsupported value"),
+	)
+
+	// How overrides relate to their rules is checked by the compiler: the
+	// CEL cost of relating 10,000 overrides to their rules is beyond the API
+	// server's budget. The policy's status says so (Accepted False,
+	// InvalidSpec), and --policy-file refuses it.
+	DescribeTable("the compiler refuses an override that does not fit its rule, as --policy-file does",
+		func(spec, message string) {
+			Expect(createSpec(spec)).To(Succeed(), "the API server admits it")
+			Expect(compileSpec(spec)).To(MatchError(ContainSubstring(message)))
+		},
+		Entry("override of a rule that does not exist",
+			`{rules: [`+apiRule+`], overrides: [{tenant: acme, rule: exprts, limits: [{requests: 1, period: 1m}]}]}`,
+			"an override names rule exprts, which does not exist: use the name of a rule in spec.rules"),
+		Entry("override of an exempt rule",
+			`{rules: [`+apiRule+`, {name: health, exempt: true}], overrides: [{tenant: acme, rule: health, limits: [{requests: 1, period: 1m}]}]}`,
+			"an override names rule health, which is exempt and never limits requests: remove the override, or set exempt to false on the rule"),
 		Entry("override with burst on a window rule",
 			`{rules: [{name: api, algorithm: FixedWindow, limits: [{requests: 60, period: 1m}]}],
 			  overrides: [{tenant: acme, rule: api, limits: [{requests: 600, period: 1m, burst: 100}]}]}`,
@@ -284,13 +299,12 @@ var _ = Describe("RateLimitPolicy validation", func() {
 			`{rules: [{name: export, cost: 10, limits: [{requests: 100, period: 1m}]}],
 			  overrides: [{tenant: acme, rule: export, limits: [{requests: 1000, period: 1m, burst: 5}]}]}`,
 			"an override of rule export has a limit that allows fewer requests per period (burst, or requests when burst is unset) than the cost of the rule"),
-
-		// Structure the schema enforces without CEL.
-		Entry("two rules with the same name", `{rules: [`+apiRule+`, `+apiRule+`]}`, "Duplicate value"),
 		Entry("two overrides for the same tenant and rule",
 			`{rules: [`+apiRule+`], overrides: [{tenant: acme, rule: api, limits: [{requests: 1, period: 1m}]}, {tenant: acme, rule: api, limits: [{requests: 2, period: 1m}]}]}`,
-			"Duplicate value"),
-		Entry("unknown algorithm", `{rules: [{name: api, algorithm: LeakyBucket, limits: [{requests: 1, period: 1s}]}]}`, "Unsupported value"),
+			"spec.overrides[1](acme): spec.overrides[0] is also for tenant acme and rule api: keep one override per tenant and rule"),
+		Entry("a calendar override of a TokenBucket rule",
+			`{rules: [`+apiRule+`], overrides: [{tenant: acme, rule: api, limits: [{requests: 10, calendar: {unit: Day}}]}]}`,
+			"an override has a calendar limit, but its rule does not use FixedWindow"),
 	)
 
 	DescribeTable("accepts a valid spec",

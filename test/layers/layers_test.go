@@ -82,15 +82,15 @@ var layers = []layer{
 		"internal/kubectlplugin", "internal/policyfile", "internal/wellknown"}},
 	{"sluice-enforcer", []string{"cmd/enforcer"}, []string{"enforcer/adaptive", "enforcer/admin", "enforcer/config",
 		"enforcer/engine", "enforcer/limiter/...", "enforcer/metrics", "enforcer/overload", "enforcer/proxy", "enforcer/reload",
-		"enforcer/status", "enforcer/transport", "internal/buildinfo", "internal/listenhint", "internal/serve"}},
+		"enforcer/status", "enforcer/transport", "internal/buildinfo", "internal/listenhint", "internal/program"}},
 	{"sluice-ratelimit", []string{"cmd/ratelimit"}, []string{"enforcer/admin", "enforcer/config", "enforcer/debugapi",
 		"enforcer/engine", "enforcer/limiter/...", "enforcer/metrics", "enforcer/reload", "enforcer/rls/...", "enforcer/rules",
-		"enforcer/status", "internal/buildinfo", "internal/listenhint", "internal/serve"}},
+		"enforcer/status", "internal/buildinfo", "internal/listenhint", "internal/program"}},
 	{"sluice-manager", []string{"cmd/manager"}, []string{"api/v1alpha1", "controllers/...", "internal/buildinfo",
 		"internal/inject", "internal/listenhint", "internal/wellknown"}},
 	{"sluice-policy-compile", []string{"cmd/policy-compile"}, []string{"internal/buildinfo", "internal/compile", "internal/policyfile"}},
 	{"sluice-load", []string{"cmd/sluice-load"}, []string{"internal/example/..."}},
-	{"serving skeleton", []string{"internal/serve"}, []string{"internal/buildinfo", "internal/listenhint"}},
+	{"program skeleton", []string{"internal/program"}, nil},
 	// Tools, demos and suites may use anything; no program links them.
 	{"tools and suites", []string{"hack/...", "test/...", "internal/testing/..."}, []string{"..."}},
 }

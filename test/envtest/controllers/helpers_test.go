@@ -67,10 +67,19 @@ func publishedConfig(ctx context.Context, namespace string) (*config.Config, *co
 		Expect(client.IgnoreNotFound(err)).To(Succeed())
 		return nil, nil
 	}
-	cfg, err := config.Parse([]byte(cm.Data[wellknown.ConfigKey]))
+	cfg, err := parseConfigMap(cm)
 	Expect(err).NotTo(HaveOccurred(), "the enforcer must be able to load what the controller writes")
 	Expect(cm.Annotations).To(HaveKeyWithValue(wellknown.ConfigHashAnnotation, cfg.Hash()))
 	return cfg, cm
+}
+
+// parseConfigMap reads the configuration cm holds, plain or compressed.
+func parseConfigMap(cm *corev1.ConfigMap) (*config.Config, error) {
+	doc, err := config.DocumentIn(cm.Data, cm.BinaryData, wellknown.ConfigKey)
+	if err != nil {
+		return nil, err
+	}
+	return config.Parse(doc)
 }
 
 // publishedServiceConfig is the configuration of the namespace's
@@ -84,7 +93,7 @@ func publishedServiceConfig(ctx context.Context, namespace string) *config.Confi
 		return nil
 	}
 	Expect(cm.Labels).To(HaveKeyWithValue(wellknown.ManagedByLabel, wellknown.ManagedByValue))
-	cfg, err := config.Parse([]byte(cm.Data[wellknown.ConfigKey]))
+	cfg, err := parseConfigMap(cm)
 	Expect(err).NotTo(HaveOccurred(), "the rate limit service must be able to load what the controller writes")
 	Expect(cm.Annotations).To(HaveKeyWithValue(wellknown.ConfigHashAnnotation, cfg.Hash()))
 	return cfg
