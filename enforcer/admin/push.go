@@ -12,9 +12,9 @@ import (
 	"github.com/sluice-dev/sluice/enforcer/status"
 )
 
-// maxPushBytes bounds a pushed configuration: a ConfigMap holds at most
-// 1 MiB, and the body is read whole before it is parsed.
-const maxPushBytes = 4 << 20
+// maxPushBytes bounds a pushed configuration, as the enforcer bounds the
+// inflated ConfigMap: the body is read whole before it is parsed.
+const maxPushBytes = 16 << 20
 
 // ConfigReceiver takes pushed configurations (a *reload.Reloader).
 type ConfigReceiver interface {

@@ -113,19 +113,19 @@ func (s *Source) Read() (*Loaded, error) {
 const RevisionFile = "revision"
 
 // loadRevised loads the compiled configuration at path with its revision,
-// from the same directory as the file resolves to: a ConfigMap volume
-// swaps both at once behind its ..data link, so the pair read is one
-// version of the ConfigMap. Without a revision file it is unordered (0).
+// both from the one version of a ConfigMap volume: the kubelet swaps its
+// ..data link to a new directory holding every key at once. Without a
+// revision file it is unordered (0).
 func loadRevised(path string) (*config.Config, error) {
-	resolved, err := filepath.EvalSymlinks(path)
-	if err != nil {
-		return nil, fmt.Errorf("load config: %w", err)
+	dir := filepath.Dir(path)
+	if version, err := filepath.EvalSymlinks(filepath.Join(dir, "..data")); err == nil {
+		dir = version
 	}
-	c, err := config.Load(resolved)
+	c, err := config.Load(filepath.Join(dir, filepath.Base(path)))
 	if err != nil {
 		return nil, err
 	}
-	data, err := os.ReadFile(filepath.Join(filepath.Dir(resolved), RevisionFile))
+	data, err := os.ReadFile(filepath.Join(dir, RevisionFile))
 	if errors.Is(err, os.ErrNotExist) {
 		return c, nil
 	}
